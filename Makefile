@@ -1,0 +1,188 @@
+# Nereus build. `make` builds the tools and libnereus; `make check` runs every
+# test; `make demo` runs the shipped example; `make bench` prints the numbers.
+# Both `demo` and `check` first make sure the Debian packages are there.
+
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+LIBDIR   ?= $(PREFIX)/lib
+INCDIR   ?= $(PREFIX)/include
+MANPREFIX ?= $(PREFIX)/share/man
+DATADIR  ?= $(PREFIX)/share
+DESTDIR  ?=
+VERSION  := 0.1.0
+
+CC       ?= cc
+MPICC    ?= mpicc
+O        ?= build
+CFLAGS   ?= -O2 -g
+WARN     := -Wall -Wextra -Wpedantic -Wstrict-prototypes -Wvla -Wwrite-strings \
+            -Wformat-security
+ifdef WERROR
+WARN     += -Werror
+endif
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+CPPFLAGS += -std=c11 -D_GNU_SOURCE -Ilib -DNEREUS_VERSION='"$(VERSION)"' $(BLAS_CFLAGS)
+LDLIBS   += -ljansson -larchive -lxxhash $(BLAS_LIBS) -lm -lpthread
+ifdef SANITIZE
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SANITIZE)
+endif
+
+# CUDA parts build whenever nvcc is found; nothing else needs them.
+CUDA_HOME ?= /usr/local/cuda
+NCCL_HOME ?= $(CUDA_HOME)
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+
+LIB_SRC  := $(sort $(shell find lib -name '*.c' -not -path 'lib/mpi/*'))
+MPI_SRC  := $(sort $(wildcard lib/mpi/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(O)/%.o)
+MPI_OBJ  := $(MPI_SRC:%.c=$(O)/%.o)
+CMD_COMMON := $(O)/cmd/common.o
+TOOLS    := $(patsubst cmd/%.c,%,$(filter-out cmd/common.c,$(wildcard cmd/nereus-*.c)))
+# Tools that carry MPI ranks link with mpicc.
+MPI_TOOLS ?= $(filter $(TOOLS),nereus-profile nereus-transition nereus-run)
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNITS    := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
+BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
+BENCHES  := $(BENCH_SRC:tests/bench/%.c=$(O)/tests/%)
+
+all: $(TOOLS:%=$(O)/%) $(O)/libnereus.a $(O)/nereus.pc
+
+$(O)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c $< -o $@
+
+$(MPI_OBJ): $(O)/%.o: %.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c $< -o $@
+
+$(O)/libnereus.a: $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(O)/libnereus_mpi.a: $(MPI_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^ $(if $(MPI_OBJ),,/dev/null)
+
+$(O)/nereus-%: $(O)/cmd/nereus-%.o $(CMD_COMMON) $(O)/libnereus.a
+	$(if $(filter nereus-$*,$(MPI_TOOLS)),$(MPICC),$(CC)) $(LDFLAGS) -o $@ $< $(CMD_COMMON) \
+	  $(if $(filter nereus-$*,$(MPI_TOOLS)),$(MPI_OBJ)) $(O)/libnereus.a $(LDLIBS)
+
+$(O)/tests/%: tests/unit/%.c tests/unit/unit.h $(O)/libnereus.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
+
+$(O)/tests/bench_%: tests/bench/bench_%.c $(O)/libnereus.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
+
+$(O)/nereus.pc: nereus.pc.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+deps:
+	@scripts/install-deps.sh
+
+unit: $(UNITS)
+	@scripts/run-units.sh $(UNITS)
+
+bats: all
+	@NEREUS_BUILD=$(CURDIR)/$(O) bats tests/
+
+sanitize:
+	@$(MAKE) --no-print-directory O=build-san SANITIZE=address,undefined CC=$(CC) unit
+
+check: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory bats
+	@$(MAKE) --no-print-directory sanitize
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@NEREUS_BUILD=$(CURDIR)/$(O) examples/demo.sh
+
+bench: all $(BENCHES)
+	@NEREUS_BUILD=$(CURDIR)/$(O) scripts/run-bench.sh $(BENCHES)
+
+# Man pages are written in scdoc; the generated roff is committed so a build
+# needs no converter. `make man` regenerates it.
+MAN_SCD := $(wildcard man/*.scd)
+man: $(MAN_SCD:.scd=)
+man/%: man/%.scd
+	scdoc < $< > $@
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/nereus \
+	  $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5 $(DESTDIR)$(MANPREFIX)/man7 \
+	  $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/vendor-completions
+	install -m 755 $(TOOLS:%=$(O)/%) $(DESTDIR)$(BINDIR)
+	install -m 644 $(O)/libnereus.a $(DESTDIR)$(LIBDIR)
+	install -m 644 $(O)/nereus.pc $(DESTDIR)$(LIBDIR)/pkgconfig
+	cd lib && find . -name '*.h' -exec install -D -m 644 {} $(DESTDIR)$(INCDIR)/nereus/{} \;
+	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(MANPREFIX)/man1
+	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(MANPREFIX)/man5
+	install -m 644 $(wildcard man/*.7) $(DESTDIR)$(MANPREFIX)/man7
+	install -m 644 $(wildcard completions/bash/*) $(DESTDIR)$(DATADIR)/bash-completion/completions
+	install -m 644 $(wildcard completions/zsh/*) $(DESTDIR)$(DATADIR)/zsh/vendor-completions
+
+clean:
+	rm -rf $(O) build-san
+
+.PHONY: all deps unit bats sanitize check demo bench man install clean
+.SECONDARY:
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)
+
+# libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=600` runs each.
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_SECONDS ?= 60
+fuzz:
+	@mkdir -p $(O)/fuzz
+	@for f in $(FUZZ_SRC); do \
+	  b=$(O)/fuzz/$$(basename $$f .c); \
+	  clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined $(WARN) \
+	    -o $$b $$f $(LIB_SRC) $(LDLIBS) || exit 1; \
+	  mkdir -p $(O)/fuzz/corpus-$$(basename $$f .c); \
+	  $$b -max_total_time=$(FUZZ_SECONDS) $(O)/fuzz/corpus-$$(basename $$f .c) \
+	    $$(test -d tests/fuzz/seeds/$$(basename $$f .c) && echo tests/fuzz/seeds/$$(basename $$f .c)) || exit 1; \
+	done
+.PHONY: fuzz
+
+# --- CUDA (nereus-profile) begin
+# nereus-profile links lib/mpi objects, which the generic link rule lists
+# but does not build: make them its prerequisites.
+$(O)/nereus-profile: $(MPI_OBJ)
+# With nvcc found, lib/cuda/*.cu is compiled with nvcc and linked into
+# nereus-profile only, whose main is then built with -DNEREUS_CUDA. NCCL is
+# used (-DNEREUS_NCCL) when nccl.h and libnccl are found in NCCL_HOME or
+# next to CUDA's own headers and libraries. The objects go in through
+# LDFLAGS, which the generic link rule puts before libnereus.a, so that
+# the archive resolves what they use.
+ifneq ($(NVCC),)
+NVCCFLAGS ?= -O2 -g
+nr_comma  := ,
+NCCL_INC  := $(firstword $(foreach d,$(NCCL_HOME)/include $(CUDA_HOME)/include,\
+               $(if $(wildcard $(d)/nccl.h),$(d))))
+NCCL_LIB  := $(firstword $(foreach d,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(CUDA_HOME)/lib64 \
+               $(CUDA_HOME)/lib,$(if $(wildcard $(d)/libnccl.so*),$(d))))
+CUDA_SRC  := $(sort $(wildcard lib/cuda/*.cu))
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(O)/%.o)
+CUDA_DEFS := -DNEREUS_CUDA $(if $(and $(NCCL_INC),$(NCCL_LIB)),-DNEREUS_NCCL)
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart \
+             $(if $(and $(NCCL_INC),$(NCCL_LIB)),-L$(NCCL_LIB) -Wl$(nr_comma)-rpath$(nr_comma)$(NCCL_LIB) -lnccl) \
+             -lstdc++
+
+$(CUDA_OBJ): $(O)/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -std=c++17 -Ilib $(CUDA_DEFS) $(if $(NCCL_INC),-I$(NCCL_INC)) \
+	  -Xcompiler -Wall,-Wextra -MMD -MP -c $< -o $@
+
+$(O)/cmd/nereus-profile.o: CPPFLAGS += -DNEREUS_CUDA
+$(O)/nereus-profile: $(CUDA_OBJ)
+$(O)/nereus-profile: LDFLAGS += $(CUDA_OBJ)
+$(O)/nereus-profile: LDLIBS += $(CUDA_LIBS)
+endif
+# --- CUDA end

@@ -1,0 +1,31 @@
+/* The tools' shared front end, as bsdtar's lafe: program name, error
+ * printing, usage errors, and closing standard output with a check, so the
+ * four binaries behave alike. */
+#ifndef NEREUS_CMD_COMMON_H
+#define NEREUS_CMD_COMMON_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "common/err.h"
+
+extern const char *progname;
+
+/* Print "prog: message" to stderr. */
+void warnx_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print the library's error, prefixed with the program name; return its code. */
+int report(const struct err *e);
+/* A usage error: message, a hint to --help, exit status NR_EINPUT. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print the version line and return 0. */
+int print_version(void);
+/* Flush and close stdout; a failure (full disk, closed pipe) is NR_EIO. */
+int close_stdout(int rc);
+/* Whether progress output should be shown (stderr is a terminal). */
+bool show_progress(void);
+
+/* Parse a positive int / non-negative double option value for OPT. */
+int parse_long(const char *opt, const char *arg, long min, long max, long *out);
+int parse_double(const char *opt, const char *arg, double min, double *out);
+
+#endif

@@ -1,0 +1,219 @@
+/* nereus-plan: choose the fastest memory-feasible global plan, and say
+ * whether switching to it from the current plan pays. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "common/json.h"
+#include "doc/cluster.h"
+#include "doc/costdoc.h"
+#include "doc/job.h"
+#include "plan/decide.h"
+#include "plan/render.h"
+#include "plan/search.h"
+
+const char *progname = "nereus-plan";
+
+static const char usage[] =
+	"usage: nereus-plan --job FILE --cluster FILE [--cost FILE] [--current FILE]\n"
+	"                   [--remaining-steps N] [--min-gain F] [--pin MODEL@STAGE=CONF]...\n"
+	"                   [--layout adaptive|verl|openrlhf|fixed] [--exhaustive]\n"
+	"                   [--format json|table] [--svg FILE] [--stats] [-o FILE]\n"
+	"\n"
+	"  --job FILE             the job document (- for standard input)\n"
+	"  --cluster FILE         the cluster document, as it is now\n"
+	"  --cost FILE            calibrated coefficients (default: built-in priors)\n"
+	"  --current FILE         the plan running now: decide whether to switch\n"
+	"  --remaining-steps N    steps left in the run (default: unbounded)\n"
+	"  --min-gain F           fraction of step time a switch must save (0.01)\n"
+	"  --pin MODEL@STAGE=CONF fix a model-stage's configuration, e.g.\n"
+	"                         actor@training=tp4,pp2,dp2 (repeatable)\n"
+	"  --layout L             adaptive (default), or a baseline: verl, openrlhf,\n"
+	"                         fixed (the current plan's TP/PP, DP scaled)\n"
+	"  --exhaustive           enumerate the whole space (slow; for checking)\n"
+	"  --format F             json (default) or table\n"
+	"  --svg FILE             also draw the plan as a GPU timeline\n"
+	"  --stats                print search statistics on standard error\n"
+	"  -o, --output FILE      write the plan to FILE instead of standard output\n"
+	"  -h, --help             show this help\n"
+	"  -V, --version          show the version\n"
+	"\n"
+	"Exit status: 0 plan written (with --current: switch), 1 keep the current plan,\n"
+	"2 bad usage or input, 3 nothing fits, 4 runtime or I/O failure.\n";
+
+enum { OPT_JOB = 256, OPT_CLUSTER, OPT_COST, OPT_CURRENT, OPT_REMAINING, OPT_MINGAIN,
+       OPT_PIN, OPT_LAYOUT, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS };
+
+static const struct option options[] = {
+	{ "job", required_argument, NULL, OPT_JOB },
+	{ "cluster", required_argument, NULL, OPT_CLUSTER },
+	{ "cost", required_argument, NULL, OPT_COST },
+	{ "current", required_argument, NULL, OPT_CURRENT },
+	{ "remaining-steps", required_argument, NULL, OPT_REMAINING },
+	{ "min-gain", required_argument, NULL, OPT_MINGAIN },
+	{ "pin", required_argument, NULL, OPT_PIN },
+	{ "layout", required_argument, NULL, OPT_LAYOUT },
+	{ "exhaustive", no_argument, NULL, OPT_EXHAUSTIVE },
+	{ "format", required_argument, NULL, OPT_FORMAT },
+	{ "svg", required_argument, NULL, OPT_SVG },
+	{ "stats", no_argument, NULL, OPT_STATS },
+	{ "output", required_argument, NULL, 'o' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct args {
+	const char *job, *cluster, *cost, *current, *out, *svg;
+	const char *pins[64];
+	int npins;
+	long remaining;
+	double min_gain;
+	int layout;
+	bool exhaustive, table, stats;
+};
+
+static int parse(int argc, char **argv, struct args *a)
+{
+	int c, rc;
+
+	memset(a, 0, sizeof *a);
+	a->out = "-";
+	a->remaining = -1;
+	a->min_gain = 0.01;
+	while ((c = getopt_long(argc, argv, "o:hV", options, NULL)) != -1) {
+		switch (c) {
+		case OPT_JOB: a->job = optarg; break;
+		case OPT_CLUSTER: a->cluster = optarg; break;
+		case OPT_COST: a->cost = optarg; break;
+		case OPT_CURRENT: a->current = optarg; break;
+		case OPT_SVG: a->svg = optarg; break;
+		case 'o': a->out = optarg; break;
+		case OPT_EXHAUSTIVE: a->exhaustive = true; break;
+		case OPT_STATS: a->stats = true; break;
+		case OPT_REMAINING:
+			if ((rc = parse_long("--remaining-steps", optarg, 0, 1L << 40, &a->remaining)))
+				return rc;
+			break;
+		case OPT_MINGAIN:
+			if ((rc = parse_double("--min-gain", optarg, 0, &a->min_gain)))
+				return rc;
+			break;
+		case OPT_PIN:
+			if (a->npins == 64)
+				return usage_error("at most 64 --pin options");
+			a->pins[a->npins++] = optarg;
+			break;
+		case OPT_LAYOUT:
+			a->layout = -1;
+			for (int i = 0; i < NLAYOUTS; i++)
+				if (strcmp(optarg, layout_names[i]) == 0)
+					a->layout = i;
+			if (a->layout < 0)
+				return usage_error("unknown layout '%s' (expected adaptive, verl, "
+						   "openrlhf or fixed)", optarg);
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "json") && strcmp(optarg, "table"))
+				return usage_error("unknown format '%s' (expected json or table)",
+						   optarg);
+			a->table = strcmp(optarg, "table") == 0;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return -1;
+		case 'V':
+			print_version();
+			return -1;
+		default:
+			return usage_error("unknown option");
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!a->job || !a->cluster)
+		return usage_error("--job and --cluster are required");
+	if ((a->cost && a->current && !strcmp(a->cost, "-") && !strcmp(a->current, "-")) ||
+	    (!strcmp(a->job, "-") + !strcmp(a->cluster, "-") + (a->cost && !strcmp(a->cost, "-")) +
+	     (a->current && !strcmp(a->current, "-"))) > 1)
+		return usage_error("only one input can be standard input");
+	return NR_OK;
+}
+
+static int run(const struct args *a)
+{
+	static struct job job;
+	static struct cluster cl;
+	static struct plan cur, best;
+	struct coef k;
+	struct env v = { &job, &cl, &k };
+	struct space sp;
+	struct search_stats st;
+	struct decision d;
+	struct err e = { 0 };
+	const struct plan *out;
+	json_t *doc;
+	int rc;
+
+	if ((rc = job_load(&job, a->job, &e)) || (rc = cluster_load(&cl, a->cluster, &e)))
+		return report(&e);
+	coef_defaults(&k);
+	if (a->cost && (rc = cost_load(&k, a->cost, &e)))
+		return report(&e);
+	if (a->current && (rc = plan_load(&v, &cur, a->current, &e)))
+		return report(&e);
+	space_init(&sp);
+	if ((rc = layout_space(&v, (enum layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
+		return report(&e);
+	for (int i = 0; i < a->npins; i++)
+		if ((rc = pin_parse(&job, a->pins[i], &sp, &e)))
+			return report(&e);
+	snprintf(best.layout, sizeof best.layout, "%s",
+		 a->npins && a->layout == LAYOUT_ADAPTIVE ? "pinned" : layout_names[a->layout]);
+	rc = plan_search(&v, &sp, a->exhaustive, a->current ? &cur : NULL, &best, &st, &e);
+	if (a->stats)
+		fprintf(stderr, "%s: searched %ld partitions, %ld pool fronts, %ld "
+			"configurations, %ld plans in %.3f ms\n", progname, st.partitions,
+			st.pool_fronts, st.candidates, st.leaves, st.seconds * 1e3);
+	if (rc)
+		return report(&e);
+	out = &best;
+	if (a->current) {
+		plan_decide(&v, &cur, &best, a->remaining, a->min_gain, &d);
+		if (!d.do_switch)
+			out = &cur;
+	}
+	if (a->svg && (rc = plan_svg(&v, out, a->svg, &e)))
+		return report(&e);
+	if (a->table) {
+		char *text = plan_table(&v, out, a->current ? &d : NULL);
+		if (!text)
+			return report(&(struct err){ NR_EIO, "out of memory" });
+		rc = write_file_atomic(a->out, text, strlen(text), &e);
+		free(text);
+	} else {
+		doc = plan_to_json(&v, out);
+		if (a->current)
+			json_object_set_new(doc, "decision", decision_to_json(&d));
+		rc = jdoc_write(doc, a->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &e);
+		json_decref(doc);
+	}
+	if (rc)
+		return report(&e);
+	if (a->current)
+		fprintf(stderr, "%s: %s: %s\n", progname, d.do_switch ? "switch" : "keep", d.reason);
+	return a->current && !d.do_switch ? NR_NO : NR_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	int rc = parse(argc, argv, &a);
+
+	if (rc < 0)
+		return close_stdout(NR_OK);
+	if (rc)
+		return rc;
+	return close_stdout(run(&a));
+}

@@ -1,0 +1,453 @@
+/* nereus-profile: measure the machine (and, later, calibrate the cost
+ * model to a running job).  Options → library calls → a cost document. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "common/json.h"
+#include "mpi/mpibench.h"
+#include "profile/hwbench.h"
+#ifdef NEREUS_CUDA
+#include "cuda/gpubench.h"
+#endif
+
+extern char **environ;
+
+const char *progname = "nereus-profile";
+
+static const char usage_text[] =
+	"usage: nereus-profile bench [-o FILE] [--runs N] [--quick] [--ranks N] [--no-gpu]\n"
+	"       nereus-profile --help | --version\n"
+	"\n"
+	"Measure this machine and write the hardware section of a cost document.\n"
+	"\n"
+	"  -o, --output FILE  write the document to FILE (default: standard output)\n"
+	"  --runs N           timed runs per figure (default 10; 3 with --quick)\n"
+	"  --quick            smaller sizes and 3 runs: a few seconds in all\n"
+	"  --ranks N          also measure MPI between N local ranks (runs mpirun)\n"
+	"  --no-gpu           leave out the GPU figures\n"
+	"  -h, --help         show this help and exit\n"
+	"  --version          show the version and exit\n";
+
+static int help(void)
+{
+	fputs(usage_text, stdout);
+	return close_stdout(NR_OK);
+}
+
+/* --- bench ---------------------------------------------------------------- */
+
+struct bench_args {
+	const char *out;
+	long runs;
+	bool quick;
+	long ranks;
+	bool no_gpu;
+};
+
+enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_VERSION };
+
+static const struct option bench_options[] = {
+	{ "output", required_argument, NULL, 'o' },
+	{ "runs", required_argument, NULL, OPT_RUNS },
+	{ "quick", no_argument, NULL, OPT_QUICK },
+	{ "ranks", required_argument, NULL, OPT_RANKS },
+	{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Parse bench's options; returns NR_OK, NR_EINPUT, or -1 when --help or
+ * --version was answered with status *done. */
+static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
+{
+	int c, rc;
+
+	*a = (struct bench_args){ .out = "-", .runs = 0, .ranks = 1 };
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":ho:", bench_options, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			a->out = optarg;
+			break;
+		case OPT_RUNS:
+			if ((rc = parse_long("--runs", optarg, 1, 1000, &a->runs)) != NR_OK)
+				return rc;
+			break;
+		case OPT_QUICK:
+			a->quick = true;
+			break;
+		case OPT_RANKS:
+			if ((rc = parse_long("--ranks", optarg, 1, 4096, &a->ranks)) != NR_OK)
+				return rc;
+			break;
+		case OPT_NO_GPU:
+			a->no_gpu = true;
+			break;
+		case 'h':
+			*done = help();
+			return -1;
+		case OPT_VERSION:
+			*done = close_stdout(print_version());
+			return -1;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				return usage_error("unknown option '-%c'", optopt);
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!*a->out)
+		return usage_error("option '-o' needs a file name");
+	if (a->runs == 0)
+		a->runs = a->quick ? 3 : 10;
+	return NR_OK;
+}
+
+/* Fail before measuring when the output could not be written anyway. */
+static int check_output(const char *out, struct err *e)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(out, '/');
+	struct stat st;
+
+	if (strcmp(out, "-") == 0)
+		return NR_OK;
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == out)
+		snprintf(dir, sizeof dir, "/");
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
+	if (stat(dir, &st) != 0)
+		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(ENOTDIR));
+	if (access(dir, W_OK) != 0)
+		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
+	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(EISDIR));
+	return NR_OK;
+}
+
+/* Run this very command again as N ranks under mpirun; its rank 0 writes
+ * the document.  Returns the exit status to use. */
+static int respawn(long ranks, int argc, char **argv)
+{
+	char self[PATH_MAX], np[32];
+	char **args = calloc((size_t)argc + 10, sizeof *args);
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	pid_t pid;
+	int k = 0, st, rc;
+
+	if (!args) {
+		warnx_("out of memory");
+		return NR_EIO;
+	}
+	if (n <= 0) {
+		warnx_("cannot find this program's own path: %s", strerror(errno));
+		free(args);
+		return NR_EIO;
+	}
+	self[n] = '\0';
+	snprintf(np, sizeof np, "%ld", ranks);
+	args[k++] = (char *)"mpirun";
+	args[k++] = (char *)"--allow-run-as-root";
+	args[k++] = (char *)"--oversubscribe";
+	args[k++] = (char *)"--bind-to"; /* rank 0's BLAS threads may use every core */
+	args[k++] = (char *)"none";
+	args[k++] = (char *)"-np";
+	args[k++] = np;
+	args[k++] = self;
+	for (int i = 0; i < argc; i++)
+		args[k++] = argv[i];
+	args[k] = NULL;
+	fflush(NULL);
+	/* mpirun gives the ranks pipes, not this terminal: say whether to show
+	 * progress (private to this program; see want_progress) */
+	if (show_progress())
+		setenv("NEREUS_PROFILE_PROGRESS", "1", 1);
+	rc = posix_spawnp(&pid, "mpirun", NULL, NULL, args, environ);
+	free(args);
+	if (rc != 0) {
+		if (rc == ENOENT)
+			warnx_("cannot run 'mpirun': not found on PATH (install Open MPI, "
+			       "or leave out --ranks)");
+		else
+			warnx_("cannot run 'mpirun': %s", strerror(rc));
+		return NR_EIO;
+	}
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR) {
+			warnx_("waiting for 'mpirun': %s", strerror(errno));
+			return NR_EIO;
+		}
+	}
+	if (WIFEXITED(st)) {
+		rc = WEXITSTATUS(st);
+		if (rc == NR_OK || rc == NR_EINPUT || rc == NR_EIO)
+			return rc;
+		warnx_("'mpirun' failed with exit status %d", rc);
+		return NR_EIO;
+	}
+	warnx_("'mpirun' was killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	return NR_EIO;
+}
+
+static bool progress_shown;
+
+/* Progress goes to a terminal only; ranks started by respawn() learn from
+ * their parent whether it has one. */
+static bool want_progress(void)
+{
+	const char *v = getenv("NEREUS_PROFILE_PROGRESS");
+
+	return show_progress() || (mpib_launched() && v && strcmp(v, "1") == 0);
+}
+
+static void progress(void *arg, const char *what)
+{
+	(void)arg;
+	fprintf(stderr, "\r\033[K%s: measuring %s", progname, what);
+	progress_shown = true;
+}
+
+static void progress_done(void)
+{
+	if (progress_shown)
+		fputs("\r\033[K", stderr);
+	progress_shown = false;
+}
+
+/* Set key to v in o; false (v released) when v is NULL or o cannot take it. */
+static bool put(json_t *o, const char *key, json_t *v)
+{
+	return v && json_object_set_new(o, key, v) == 0;
+}
+
+static json_t *cpu_json(const struct hw_figure *copy, const struct hw_figure *gemm,
+			const struct hw_series *gemm_sizes)
+{
+	json_t *o = json_object();
+
+	if (o && put(o, "memcpy_bandwidth", hw_figure_json(copy)) &&
+	    put(o, "gemm_fp32", hw_figure_json(gemm)) &&
+	    put(o, "gemm_fp32_by_size", hw_series_json(gemm_sizes)))
+		return o;
+	json_decref(o);
+	return NULL;
+}
+
+static json_t *mpi_json(const struct mpib_result *m)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	if (m->ranks < 2) {
+		if (put(o, "ranks", json_integer(1)) &&
+		    put(o, "note", json_string("not measured: run with --ranks N, N of at least 2")))
+			return o;
+	} else if (put(o, "ranks", json_integer(m->ranks)) &&
+		   put(o, "library", json_string(m->library)) &&
+		   put(o, "sendrecv_busbw", hw_series_json(&m->sendrecv)) &&
+		   put(o, "allreduce_busbw", hw_series_json(&m->allreduce)) &&
+		   put(o, "allgather_busbw", hw_series_json(&m->allgather))) {
+		return o;
+	}
+	json_decref(o);
+	return NULL;
+}
+
+static json_t *gpu_absent(const char *why)
+{
+	json_t *o = json_object();
+
+	if (o && put(o, "present", json_false()) && put(o, "note", json_string(why)))
+		return o;
+	json_decref(o);
+	return NULL;
+}
+
+#ifdef NEREUS_CUDA
+static json_t *nccl_json(const struct gpub_result *g)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	if (g->nccl_devices == 0) {
+		if (put(o, "devices", json_integer(0)) && put(o, "note", json_string(g->nccl_note)))
+			return o;
+	} else if (put(o, "devices", json_integer(g->nccl_devices)) &&
+		   put(o, "version", json_string(g->nccl_version)) &&
+		   put(o, "allreduce_busbw", hw_series_json(&g->allreduce)) &&
+		   put(o, "allgather_busbw", hw_series_json(&g->allgather)) &&
+		   put(o, "reducescatter_busbw", hw_series_json(&g->reducescatter)) &&
+		   put(o, "sendrecv_busbw", hw_series_json(&g->sendrecv))) {
+		return o;
+	}
+	json_decref(o);
+	return NULL;
+}
+
+static json_t *gpu_json(const struct gpub_result *g)
+{
+	json_t *o;
+
+	if (g->devices == 0)
+		return gpu_absent(g->note);
+	o = json_object();
+	if (o && put(o, "present", json_true()) && put(o, "devices", json_integer(g->devices)) &&
+	    put(o, "name", json_string(g->name)) &&
+	    put(o, "memory_bytes", json_integer((json_int_t)g->memory_bytes)) &&
+	    put(o, "memcpy_bandwidth", hw_figure_json(&g->memcpy_d2d)) &&
+	    put(o, "h2d_bandwidth", hw_figure_json(&g->h2d)) &&
+	    put(o, "d2h_bandwidth", hw_figure_json(&g->d2h)) &&
+	    put(o, "gemm_bf16", hw_figure_json(&g->gemm_bf16)) &&
+	    put(o, "gemm_bf16_by_size", hw_series_json(&g->gemm_bf16_sizes)) &&
+	    put(o, "nccl", nccl_json(g)))
+		return o;
+	json_decref(o);
+	return NULL;
+}
+#endif
+
+/* Measure on this process (rank 0) and write the document. */
+static int measure_and_write(const struct bench_args *a, const struct hw_opts *o,
+			     const struct mpib_result *m, struct err *e)
+{
+	struct hw_host host;
+	struct hw_figure copy, gemm;
+	struct hw_series gemm_sizes;
+	json_t *doc, *hw, *gpu = NULL;
+	bool ok;
+	int rc;
+
+	hw_host_facts(&host);
+	if ((rc = hw_bench_memcpy(o, &copy, e)) != NR_OK ||
+	    (rc = hw_bench_sgemm(o, &gemm, &gemm_sizes, e)) != NR_OK)
+		return rc;
+	if (a->no_gpu) {
+		gpu = gpu_absent("not measured (--no-gpu)");
+	} else {
+#ifdef NEREUS_CUDA
+		struct gpub_result *g = malloc(sizeof *g);
+		if (!g)
+			return err_set(e, NR_EIO, "out of memory");
+		rc = gpub_run(o, g, e);
+		if (rc == NR_OK)
+			gpu = gpu_json(g);
+		free(g);
+		if (rc != NR_OK)
+			return rc;
+#else
+		gpu = gpu_absent("not measured: built without CUDA");
+#endif
+	}
+	hw = json_object();
+	ok = hw && put(hw, "host", hw_host_json(&host)) &&
+	     put(hw, "cpu", cpu_json(&copy, &gemm, &gemm_sizes)) && put(hw, "mpi", mpi_json(m));
+	if (ok)
+		ok = put(hw, "gpu", gpu); /* takes gpu, even when it fails */
+	else
+		json_decref(gpu);
+	doc = json_object();
+	ok = ok && doc && put(doc, "nereus", json_integer(NR_FORMAT)) &&
+	     put(doc, "kind", json_string("cost")) && put(doc, "hardware", json_incref(hw));
+	json_decref(hw);
+	if (!ok) {
+		json_decref(doc);
+		return err_set(e, NR_EIO, "out of memory");
+	}
+	progress_done();
+	rc = jdoc_write(doc, a->out, JSON_INDENT(2) | JSON_REAL_PRECISION(6), e);
+	json_decref(doc);
+	return rc;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+	struct bench_args a;
+	struct hw_opts o;
+	struct mpib_result *m;
+	struct err e = { 0 };
+	int done = 0, rank = 0, size = 1, rc;
+	bool mpi = mpib_launched();
+
+	if ((rc = parse_bench(argc, argv, &a, &done)) != NR_OK)
+		return rc < 0 ? done : rc;
+	if (!mpi && a.ranks >= 2) {
+		if ((rc = check_output(a.out, &e)) != NR_OK)
+			return report(&e);
+		return close_stdout(respawn(a.ranks, argc, argv));
+	}
+	if (mpi && (rc = mpib_init(&argc, &argv, &rank, &size, &e)) != NR_OK)
+		return report(&e);
+	o = (struct hw_opts){ .runs = (int)a.runs, .warmup = 1, .quick = a.quick,
+			      .progress = rank == 0 && want_progress() ? progress : NULL };
+	m = calloc(1, sizeof *m);
+	rc = m ? NR_OK : err_set(&e, NR_EIO, "out of memory");
+	if (rank == 0 && rc == NR_OK)
+		rc = check_output(a.out, &e);
+	if (mpi)
+		rc = mpib_agree(rc); /* one rank's failure stops them all */
+	if (rc == NR_OK && size > 1)
+		rc = mpib_run(&o, m, &e);
+	if (rank == 0) {
+		if (rc == NR_OK)
+			rc = measure_and_write(&a, &o, m, &e);
+		progress_done();
+		if (rc != NR_OK)
+			rc = report(&e);
+		if (mpi)
+			mpib_release(rc);
+	} else {
+		int r0 = mpib_hold(); /* every rank pairs rank 0's release */
+		rc = rc != NR_OK ? rc : r0;
+	}
+	free(m);
+	if (mpi)
+		mpib_finalize();
+	return close_stdout(rc);
+}
+
+/* --- dispatch ------------------------------------------------------------- */
+
+static const struct subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv); /* argv[0] is the subcommand */
+} subcommands[] = {
+	{ "bench", cmd_bench },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage_error("missing subcommand");
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+		return help();
+	if (strcmp(argv[1], "--version") == 0)
+		return close_stdout(print_version());
+	if (argv[1][0] == '-')
+		return usage_error("unknown option '%s'", argv[1]);
+	for (const struct subcommand *s = subcommands; s->name; s++)
+		if (strcmp(argv[1], s->name) == 0)
+			return s->run(argc - 1, argv + 1);
+	return usage_error("unknown subcommand '%s'", argv[1]);
+}

@@ -1,0 +1,178 @@
+/* Loading and checking cluster documents (nereus-cluster(5)). */
+#include "doc/cluster.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json.h"
+
+/* Datasheet figures (reference/formats-and-layouts.md); memory in GiB as
+ * the devices report it. */
+static const struct gpu_spec presets[] = {
+	{ "A100-80GB", 80, 312, 2039 },
+	{ "H100-SXM", 80, 989, 3350 },
+	{ "H200-SXM", 140, 989, 4800 },
+};
+
+bool gpu_preset(const char *model, struct gpu_spec *out)
+{
+	for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+		if (strcmp(presets[i].model, model) == 0) {
+			*out = presets[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+int cluster_gpus(const struct cluster *c)
+{
+	return c->nodes * c->gpus_per_node;
+}
+
+int cluster_gpus_up(const struct cluster *c)
+{
+	int n = 0;
+
+	for (int i = 0; i < cluster_gpus(c); i++)
+		n += c->up[i];
+	return n;
+}
+
+double cluster_gpu_bytes(const struct cluster *c)
+{
+	return c->gpu.mem_gib * GIB * (1.0 - c->headroom);
+}
+
+static int load_gpu(const struct jdoc *d, json_t *root, struct cluster *c, struct err *e)
+{
+	static const char *const keys[] = { "model", "memory_gib", "tflops", "hbm_gbps", NULL };
+	json_t *g = json_object_get(root, "gpu");
+	int rc;
+
+	if (!g)
+		return jdoc_fail(d, "", e, "missing required field \"gpu\"");
+	if (json_is_string(g)) {
+		if (!gpu_preset(json_string_value(g), &c->gpu))
+			return jdoc_fail(d, "gpu", e, "unknown GPU model \"%s\" (known: A100-80GB, "
+					 "H100-SXM, H200-SXM; or give an object with model, "
+					 "memory_gib, tflops, hbm_gbps)", json_string_value(g));
+		return NR_OK;
+	}
+	if (!json_is_object(g))
+		return jdoc_fail(d, "gpu", e, "expected a GPU model name or an object");
+	if ((rc = jcheck_keys(d, g, "gpu", keys, e)) ||
+	    (rc = jget_str(d, g, "gpu", "model", true, c->gpu.model, sizeof c->gpu.model, e)))
+		return rc;
+	if (!gpu_preset(c->gpu.model, &c->gpu)) {
+		/* an unknown model needs every figure spelled out */
+		if ((rc = jget_num(d, g, "gpu", "memory_gib", true, 0.5, 1e6, &c->gpu.mem_gib, e)) ||
+		    (rc = jget_num(d, g, "gpu", "tflops", true, 0.001, 1e6, &c->gpu.tflops, e)) ||
+		    (rc = jget_num(d, g, "gpu", "hbm_gbps", true, 0.001, 1e6, &c->gpu.hbm_gbps, e)))
+			return rc;
+		return NR_OK;
+	}
+	if ((rc = jget_num(d, g, "gpu", "memory_gib", false, 0.5, 1e6, &c->gpu.mem_gib, e)) ||
+	    (rc = jget_num(d, g, "gpu", "tflops", false, 0.001, 1e6, &c->gpu.tflops, e)) ||
+	    (rc = jget_num(d, g, "gpu", "hbm_gbps", false, 0.001, 1e6, &c->gpu.hbm_gbps, e)))
+		return rc;
+	return NR_OK;
+}
+
+static int load_down(const struct jdoc *d, json_t *root, struct cluster *c, struct err *e)
+{
+	static const char *const keys[] = { "nodes", "gpus", NULL };
+	json_t *down, *arr, *v;
+	size_t i;
+	int rc, total = cluster_gpus(c);
+
+	if ((rc = jget_obj(d, root, "", "down", false, &down, e)) || !down)
+		return rc;
+	if ((rc = jcheck_keys(d, down, "down", keys, e)))
+		return rc;
+	for (int which = 0; which < 2; which++) {
+		const char *key = which ? "gpus" : "nodes";
+		long limit = which ? total : c->nodes;
+		char p[64], pi[80];
+		if ((rc = jget_arr(d, down, "down", key, false, &arr, e)))
+			return rc;
+		if (!arr)
+			continue;
+		jpath(p, sizeof p, "down", key);
+		json_array_foreach(arr, i, v) {
+			long id = json_is_integer(v) ? (long)json_integer_value(v) : -1;
+			jpath_idx(pi, sizeof pi, p, i);
+			if (id < 0 || id >= limit)
+				return jdoc_fail(d, pi, e, "expected a %s id from 0 to %ld",
+						 which ? "GPU" : "node", limit - 1);
+			if (which)
+				c->up[id] = false;
+			else
+				for (int k = 0; k < c->gpus_per_node; k++)
+					c->up[id * c->gpus_per_node + k] = false;
+		}
+	}
+	return NR_OK;
+}
+
+int cluster_load(struct cluster *c, const char *file, struct err *e)
+{
+	static const char *const keys[] = { "nereus", "kind", "name", "nodes", "gpus_per_node",
+					    "gpu", "links", "host_memory_gib", "memory_headroom",
+					    "down", NULL };
+	static const char *const lkeys[] = { "intra_node_gbps", "inter_node_gbps", "host_gbps",
+					     NULL };
+	struct jdoc d;
+	json_t *links;
+	long nodes, gpn;
+	int rc;
+
+	memset(c, 0, sizeof *c);
+	if ((rc = jdoc_load(&d, file, "cluster", e)))
+		return rc;
+	strcpy(c->name, "cluster");
+	c->headroom = 0.05;
+	c->host_mem_gib = 1024;
+	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	    (rc = jget_str(&d, d.root, "", "name", false, c->name, sizeof c->name, e)) ||
+	    (rc = jget_int(&d, d.root, "", "nodes", true, 1, 4096, &nodes, e)) ||
+	    (rc = jget_int(&d, d.root, "", "gpus_per_node", true, 1, 64, &gpn, e)))
+		goto out;
+	if (nodes * gpn > MAX_GPUS) {
+		rc = jdoc_fail(&d, "nodes", e, "%ld nodes of %ld GPUs exceed the %d GPUs supported",
+			       nodes, gpn, MAX_GPUS);
+		goto out;
+	}
+	c->nodes = (int)nodes;
+	c->gpus_per_node = (int)gpn;
+	if ((rc = load_gpu(&d, d.root, c, e)))
+		goto out;
+	/* Link defaults: NVLink 4 gives 450 GB/s each way per GPU (A100's NVLink 3:
+	 * 300); one 400 Gb/s NIC per GPU ~48 GB/s of bus bandwidth; PCIe 4/5. */
+	c->intra_gbps = strcmp(c->gpu.model, "A100-80GB") == 0 ? 300 : 450;
+	c->inter_gbps = strcmp(c->gpu.model, "A100-80GB") == 0 ? 24 : 48;
+	c->host_gbps = strcmp(c->gpu.model, "A100-80GB") == 0 ? 25 : 50;
+	if ((rc = jget_obj(&d, d.root, "", "links", false, &links, e)))
+		goto out;
+	if (links && ((rc = jcheck_keys(&d, links, "links", lkeys, e)) ||
+		      (rc = jget_num(&d, links, "links", "intra_node_gbps", false, 0.001, 1e6,
+				     &c->intra_gbps, e)) ||
+		      (rc = jget_num(&d, links, "links", "inter_node_gbps", false, 0.001, 1e6,
+				     &c->inter_gbps, e)) ||
+		      (rc = jget_num(&d, links, "links", "host_gbps", false, 0.001, 1e6,
+				     &c->host_gbps, e))))
+		goto out;
+	if ((rc = jget_num(&d, d.root, "", "host_memory_gib", false, 0, 1e9, &c->host_mem_gib,
+			   e)) ||
+	    (rc = jget_num(&d, d.root, "", "memory_headroom", false, 0, 0.5, &c->headroom, e)))
+		goto out;
+	for (int i = 0; i < cluster_gpus(c); i++)
+		c->up[i] = true;
+	rc = load_down(&d, d.root, c, e);
+	if (!rc && cluster_gpus_up(c) == 0)
+		rc = jdoc_fail(&d, "down", e, "no GPU is up: the cluster has nothing to run on");
+out:
+	jdoc_free(&d);
+	return rc;
+}

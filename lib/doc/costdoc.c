@@ -1,0 +1,94 @@
+/* Loading cost documents (nereus-cost(5)).  Only "coefficients" drives the
+ * models; "hardware" (nereus-profile bench) and "fit" (nereus-profile fit)
+ * are records of how they were obtained and are checked for shape only. */
+#include "doc/costdoc.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "common/json.h"
+
+const char *const coef_names[COEF_FIELDS + 1] = {
+	"train_eff", "infer_eff", "prefill_eff", "decode_eff", "intra_eff", "inter_eff",
+	"host_eff", "allreduce_lat_s", "microbatch_s", "decode_step_s", "stage_s", "step_s",
+	"act_factor", "workspace_gib", "frag", NULL
+};
+
+static const size_t offsets[COEF_FIELDS] = {
+	offsetof(struct coef, train_eff), offsetof(struct coef, infer_eff),
+	offsetof(struct coef, prefill_eff), offsetof(struct coef, decode_eff),
+	offsetof(struct coef, intra_eff), offsetof(struct coef, inter_eff),
+	offsetof(struct coef, host_eff), offsetof(struct coef, allreduce_lat_s),
+	offsetof(struct coef, microbatch_s), offsetof(struct coef, decode_step_s),
+	offsetof(struct coef, stage_s), offsetof(struct coef, step_s),
+	offsetof(struct coef, act_factor), offsetof(struct coef, workspace_gib),
+	offsetof(struct coef, frag),
+};
+
+/* Efficiencies are fractions; the rest are non-negative amounts. */
+static const double maxima[COEF_FIELDS] = { 1, 1, 1, 1, 1, 1, 1, 10, 10, 10, 3600, 3600, 10,
+					    1024, 1 };
+
+double *coef_field(struct coef *c, int i)
+{
+	return (double *)((char *)c + offsets[i]);
+}
+
+void coef_defaults(struct coef *c)
+{
+	/* Training MFU of 40–55% is what Megatron-class trainers report; decode
+	 * reaches about 60% of HBM bandwidth; links about 80% of nominal. */
+	c->train_eff = 0.45;
+	c->infer_eff = 0.50;
+	c->prefill_eff = 0.55;
+	c->decode_eff = 0.60;
+	c->intra_eff = 0.80;
+	c->inter_eff = 0.80;
+	c->host_eff = 0.70;
+	c->allreduce_lat_s = 10e-6;
+	c->microbatch_s = 2e-3;
+	c->decode_step_s = 5e-3;
+	c->stage_s = 0.5;
+	c->step_s = 1.0;
+	c->act_factor = 1.0;
+	c->workspace_gib = 3.0;
+	c->frag = 0.10;
+}
+
+int cost_load(struct coef *c, const char *file, struct err *e)
+{
+	static const char *const keys[] = { "nereus", "kind", "coefficients", "hardware", "fit",
+					    NULL };
+	struct jdoc d;
+	json_t *co, *other;
+	int rc;
+
+	coef_defaults(c);
+	if ((rc = jdoc_load(&d, file, "cost", e)))
+		return rc;
+	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	    (rc = jget_obj(&d, d.root, "", "coefficients", false, &co, e)) ||
+	    (rc = jget_obj(&d, d.root, "", "hardware", false, &other, e)) ||
+	    (rc = jget_obj(&d, d.root, "", "fit", false, &other, e)))
+		goto out;
+	if (co && (rc = jcheck_keys(&d, co, "coefficients", coef_names, e)))
+		goto out;
+	for (int i = 0; co && i < COEF_FIELDS; i++) {
+		double lo = maxima[i] == 1 ? 1e-4 : 0;
+		if ((rc = jget_num(&d, co, "coefficients", coef_names[i], false, lo, maxima[i],
+				   coef_field(c, i), e)))
+			goto out;
+	}
+out:
+	jdoc_free(&d);
+	return rc;
+}
+
+json_t *coef_to_json(const struct coef *c)
+{
+	json_t *o = json_object();
+
+	for (int i = 0; i < COEF_FIELDS; i++)
+		json_object_set_new(o, coef_names[i], json_real(*coef_field((struct coef *)c, i)));
+	return o;
+}

@@ -1,0 +1,42 @@
+/* The cost document's coefficients: the few numbers that turn the cost and
+ * memory models' analytic terms into seconds and bytes.  Defaults are
+ * datasheet-era priors; nereus-profile fit writes calibrated ones.
+ * nereus-cost(5). */
+#ifndef NEREUS_COSTDOC_H
+#define NEREUS_COSTDOC_H
+
+#include <jansson.h>
+
+#include "common/err.h"
+
+struct coef {
+	double train_eff;      /* achieved fraction of peak FLOP/s, training */
+	double infer_eff;      /* forward passes (inference stage, decode compute) */
+	double prefill_eff;    /* generation prefill */
+	double decode_eff;     /* achieved fraction of HBM bandwidth in decode */
+	double intra_eff;      /* achieved fraction of intra-node link bandwidth */
+	double inter_eff;      /* inter-node */
+	double host_eff;       /* host link */
+	double allreduce_lat_s; /* fixed latency of one small collective */
+	double microbatch_s;   /* fixed cost of one micro-batch on one pipeline stage */
+	double decode_step_s;  /* fixed cost of one decode step (sampling, launches) */
+	double stage_s;        /* fixed cost of one model-stage per step */
+	double step_s;         /* fixed cost of one step */
+	double act_factor;     /* scales the Korthikanti activation terms for Llama */
+	double workspace_gib;  /* per GPU: context, communicator buffers, workspace */
+	double frag;           /* fragmentation: fraction added to dynamic memory */
+};
+
+#define COEF_FIELDS 15
+
+/* Names in document order, NULL-terminated, and the matching offsets. */
+extern const char *const coef_names[COEF_FIELDS + 1];
+double *coef_field(struct coef *c, int i);
+
+void coef_defaults(struct coef *c);
+/* Load the coefficients of a cost document; absent ones keep defaults. */
+int cost_load(struct coef *c, const char *file, struct err *e);
+/* {"train_eff": ..., ...} */
+json_t *coef_to_json(const struct coef *c);
+
+#endif

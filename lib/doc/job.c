@@ -1,0 +1,340 @@
+/* Loading and checking job documents (nereus-job(5)). */
+#include "doc/job.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+
+const char *const stage_names[NSTAGES + 1] = { "generation", "inference", "training", NULL };
+const char *const role_names[NROLES + 1] = { "actor", "critic", "reference", "reward", NULL };
+static const char *const dtypes[] = { "bf16", "fp16", "fp32", NULL };
+static const int dtype_size[] = { 2, 2, 4 };
+
+double arch_layer_params(const struct arch *a)
+{
+	double h = a->hidden, hd = arch_head_dim(a);
+	double qkv = h * (a->heads + 2.0 * a->kv_heads) * hd;
+	double proj = a->heads * hd * h;
+	double mlp = 3.0 * h * a->ffn;
+
+	return qkv + proj + mlp + 2.0 * h; /* two RMSNorm weights */
+}
+
+double arch_params(const struct arch *a)
+{
+	double emb = (double)a->vocab * a->hidden;
+
+	return emb * (a->tied ? 1 : 2) + a->layers * arch_layer_params(a) + a->hidden;
+}
+
+int arch_head_dim(const struct arch *a)
+{
+	return a->hidden / a->heads;
+}
+
+double arch_kv_bytes_per_token(const struct arch *a)
+{
+	return 2.0 * a->layers * a->kv_heads * arch_head_dim(a) * a->dtype_bytes;
+}
+
+const struct model *job_model(const struct job *job, const char *name)
+{
+	for (int i = 0; i < job->nmodels; i++)
+		if (strcmp(job->models[i].name, name) == 0)
+			return &job->models[i];
+	return NULL;
+}
+
+long job_sequences(const struct job *job)
+{
+	return job->prompts_per_step * job->samples_per_prompt;
+}
+
+static int check_arch(const struct jdoc *d, const char *path, const struct arch *a,
+		      struct err *e)
+{
+	char p[300];
+
+	if (a->heads % a->kv_heads) {
+		jpath(p, sizeof p, path, "kv_heads");
+		return jdoc_fail(d, p, e, "%d does not divide heads (%d)", a->kv_heads, a->heads);
+	}
+	if (a->hidden % a->heads) {
+		jpath(p, sizeof p, path, "heads");
+		return jdoc_fail(d, p, e, "%d does not divide hidden (%d)", a->heads, a->hidden);
+	}
+	return NR_OK;
+}
+
+static int load_arch(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
+		     struct err *e)
+{
+	static const char *const keys[] = { "layers", "hidden", "heads", "kv_heads", "ffn",
+					    "vocab", "tied_embeddings", "dtype", NULL };
+	long layers, hidden, heads, kv = 0, ffn, vocab;
+	int dt = 0, rc;
+
+	a->tied = false;
+	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	    (rc = jget_int(d, o, path, "layers", true, 1, 4096, &layers, e)) ||
+	    (rc = jget_int(d, o, path, "hidden", true, 1, 1 << 20, &hidden, e)) ||
+	    (rc = jget_int(d, o, path, "heads", true, 1, 65536, &heads, e)) ||
+	    (rc = jget_int(d, o, path, "kv_heads", false, 1, 65536, &kv, e)) ||
+	    (rc = jget_int(d, o, path, "ffn", true, 1, 1 << 22, &ffn, e)) ||
+	    (rc = jget_int(d, o, path, "vocab", true, 1, 1 << 24, &vocab, e)) ||
+	    (rc = jget_bool(d, o, path, "tied_embeddings", false, &a->tied, e)) ||
+	    (rc = jget_enum(d, o, path, "dtype", false, dtypes, &dt, e)))
+		return rc;
+	a->layers = (int)layers;
+	a->hidden = (int)hidden;
+	a->heads = (int)heads;
+	a->kv_heads = kv ? (int)kv : (int)heads;
+	a->ffn = (int)ffn;
+	a->vocab = (int)vocab;
+	a->dtype_bytes = dtype_size[dt];
+	snprintf(a->dtype, sizeof a->dtype, "%s", dtypes[dt]);
+	return check_arch(d, path, a, e);
+}
+
+/* A Hugging Face config.json: a foreign format, so its other keys are
+ * ignored; only the Llama-family fields Nereus needs are read. */
+static int load_hf_config(const struct jdoc *jd, const char *path, const char *job_file,
+			  const char *cfg, struct arch *a, struct err *e)
+{
+	char file[PATH_MAX], *buf;
+	size_t len;
+	json_t *root, *v;
+	json_error_t je;
+	const char *slash = strrchr(job_file, '/');
+	static const char *const ints[] = { "num_hidden_layers", "hidden_size",
+					    "num_attention_heads", "intermediate_size",
+					    "vocab_size" };
+	int vals[5];
+	int rc;
+
+	if (cfg[0] != '/' && slash && strcmp(job_file, "-") != 0)
+		snprintf(file, sizeof file, "%.*s/%s", (int)(slash - job_file), job_file, cfg);
+	else
+		snprintf(file, sizeof file, "%s", cfg);
+	if ((rc = read_file(file, &buf, &len, e)))
+		return jdoc_fail(jd, path, e, "%s", e->msg);
+	root = json_loadb(buf, len, 0, &je);
+	free(buf);
+	if (!root)
+		return err_set(e, NR_EINPUT, "%s:%d:%d: %s", file, je.line, je.column, je.text);
+	for (int i = 0; i < 5; i++) {
+		v = json_object_get(root, ints[i]);
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > (1 << 24)) {
+			json_decref(root);
+			return err_set(e, NR_EINPUT, "%s: %s: expected a positive integer", file,
+				       ints[i]);
+		}
+		vals[i] = (int)json_integer_value(v);
+	}
+	a->layers = vals[0];
+	a->hidden = vals[1];
+	a->heads = vals[2];
+	a->ffn = vals[3];
+	a->vocab = vals[4];
+	v = json_object_get(root, "num_key_value_heads");
+	a->kv_heads = json_is_integer(v) && json_integer_value(v) > 0 ?
+		(int)json_integer_value(v) : a->heads;
+	a->tied = json_is_true(json_object_get(root, "tie_word_embeddings"));
+	v = json_object_get(root, "torch_dtype");
+	if (json_is_string(v) && strcmp(json_string_value(v), "float32") == 0) {
+		a->dtype_bytes = 4;
+		strcpy(a->dtype, "fp32");
+	} else if (json_is_string(v) && strcmp(json_string_value(v), "float16") == 0) {
+		a->dtype_bytes = 2;
+		strcpy(a->dtype, "fp16");
+	} else {
+		a->dtype_bytes = 2;
+		strcpy(a->dtype, "bf16");
+	}
+	json_decref(root);
+	if (a->heads % a->kv_heads || a->hidden % a->heads)
+		return err_set(e, NR_EINPUT,
+			       "%s: num_attention_heads %d must divide hidden_size %d and be a "
+			       "multiple of num_key_value_heads %d", file, a->heads, a->hidden,
+			       a->kv_heads);
+	return NR_OK;
+}
+
+static int load_model(const struct jdoc *d, const char *file, json_t *o, const char *name,
+		      struct model *m, struct err *e)
+{
+	static const char *const keys[] = { "role", "arch", "hf_config", "stages", NULL };
+	char path[256], p[300], cfg[PATH_MAX] = "";
+	json_t *arch, *stages, *s;
+	size_t i;
+	int role = -1, rc;
+
+	jpath(path, sizeof path, "models", name);
+	if (!json_is_object(o))
+		return jdoc_fail(d, path, e, "expected an object describing the model");
+	if (strlen(name) >= sizeof m->name)
+		return jdoc_fail(d, path, e, "model name longer than %zu characters",
+				 sizeof m->name - 1);
+	snprintf(m->name, sizeof m->name, "%s", name);
+	for (int r = 0; r < NROLES; r++)
+		if (strcmp(name, role_names[r]) == 0)
+			role = r;
+	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	    (rc = jget_enum(d, o, path, "role", role < 0, role_names, &role, e)) ||
+	    (rc = jget_obj(d, o, path, "arch", false, &arch, e)) ||
+	    (rc = jget_str(d, o, path, "hf_config", false, cfg, sizeof cfg, e)) ||
+	    (rc = jget_arr(d, o, path, "stages", true, &stages, e)))
+		return rc;
+	m->role = (enum role)role;
+	if (!arch == !cfg[0])
+		return jdoc_fail(d, path, e, "expected exactly one of \"arch\" or \"hf_config\"");
+	jpath(p, sizeof p, path, arch ? "arch" : "hf_config");
+	rc = arch ? load_arch(d, arch, p, &m->arch, e) :
+		    load_hf_config(d, p, file, cfg, &m->arch, e);
+	if (rc)
+		return rc;
+	jpath(p, sizeof p, path, "stages");
+	if (json_array_size(stages) == 0)
+		return jdoc_fail(d, p, e, "expected at least one stage");
+	json_array_foreach(stages, i, s) {
+		char sp[320];
+		int st = -1;
+		jpath_idx(sp, sizeof sp, p, i);
+		for (int k = 0; json_is_string(s) && k < NSTAGES; k++)
+			if (strcmp(json_string_value(s), stage_names[k]) == 0)
+				st = k;
+		if (st < 0) {
+			char got[64];
+			jdescribe(s, got, sizeof got);
+			return jdoc_fail(d, sp, e,
+					 "expected one of generation, inference, training, got %s",
+					 got);
+		}
+		if (m->stages[st])
+			return jdoc_fail(d, sp, e, "stage \"%s\" listed twice", stage_names[st]);
+		m->stages[st] = true;
+	}
+	if (m->stages[STAGE_GEN] && m->role != ROLE_ACTOR)
+		return jdoc_fail(d, p, e, "only the actor generates; a %s cannot take part in "
+				 "generation", role_names[m->role]);
+	if (m->stages[STAGE_TRAIN] && (m->role == ROLE_REFERENCE || m->role == ROLE_REWARD))
+		return jdoc_fail(d, p, e, "a %s model is frozen and cannot train",
+				 role_names[m->role]);
+	return NR_OK;
+}
+
+static int load_batch(const struct jdoc *d, json_t *root, struct job *job, struct err *e)
+{
+	static const char *const keys[] = { "prompts_per_step", "samples_per_prompt",
+					    "prompt_len", "response_len", NULL };
+	static const char *const rkeys[] = { "mean", "p90", "max", NULL };
+	json_t *b, *r;
+	int rc;
+
+	job->samples_per_prompt = 1;
+	if ((rc = jget_obj(d, root, "", "batch", true, &b, e)) ||
+	    (rc = jcheck_keys(d, b, "batch", keys, e)) ||
+	    (rc = jget_int(d, b, "batch", "prompts_per_step", true, 1, 1 << 24,
+			   &job->prompts_per_step, e)) ||
+	    (rc = jget_int(d, b, "batch", "samples_per_prompt", false, 1, 1024,
+			   &job->samples_per_prompt, e)) ||
+	    (rc = jget_int(d, b, "batch", "prompt_len", true, 1, 1 << 22, &job->prompt_len, e)) ||
+	    (rc = jget_obj(d, b, "batch", "response_len", true, &r, e)) ||
+	    (rc = jcheck_keys(d, r, "batch.response_len", rkeys, e)) ||
+	    (rc = jget_int(d, r, "batch.response_len", "max", true, 1, 1 << 22,
+			   &job->response.max, e)))
+		return rc;
+	job->response.mean = job->response.p90 = (double)job->response.max;
+	if ((rc = jget_num(d, r, "batch.response_len", "mean", false, 1, (double)job->response.max,
+			   &job->response.mean, e)) ||
+	    (rc = jget_num(d, r, "batch.response_len", "p90", false, job->response.mean,
+			   (double)job->response.max, &job->response.p90, e)))
+		return rc;
+	return NR_OK;
+}
+
+int job_load(struct job *job, const char *file, struct err *e)
+{
+	static const char *const keys[] = { "nereus", "kind", "name", "algorithm", "models",
+					    "batch", "ppo", NULL };
+	static const char *const algos[] = { "ppo", "grpo", NULL };
+	static const char *const ppokeys[] = { "epochs", "mini_batches", NULL };
+	struct jdoc d;
+	json_t *models, *m, *ppo;
+	const char *name;
+	long epochs = 1, minib = 1;
+	int algo = 0, rc, nactor = 0, ncritic = 0;
+
+	memset(job, 0, sizeof *job);
+	if ((rc = jdoc_load(&d, file, "job", e)))
+		return rc;
+	strcpy(job->name, "job");
+	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	    (rc = jget_str(&d, d.root, "", "name", false, job->name, sizeof job->name, e)) ||
+	    (rc = jget_enum(&d, d.root, "", "algorithm", false, algos, &algo, e)) ||
+	    (rc = jget_obj(&d, d.root, "", "models", true, &models, e)))
+		goto out;
+	snprintf(job->algorithm, sizeof job->algorithm, "%s", algos[algo]);
+	if (json_object_size(models) == 0 || json_object_size(models) > MAX_MODELS) {
+		rc = jdoc_fail(&d, "models", e, "expected 1 to %d models, got %zu", MAX_MODELS,
+			       json_object_size(models));
+		goto out;
+	}
+	json_object_foreach(models, name, m) {
+		struct model *mm = &job->models[job->nmodels++];
+		if ((rc = load_model(&d, file, m, name, mm, e)))
+			goto out;
+		nactor += mm->role == ROLE_ACTOR;
+		ncritic += mm->role == ROLE_CRITIC;
+	}
+	if (nactor != 1) {
+		rc = jdoc_fail(&d, "models", e,
+			       "expected exactly one model with role \"actor\", got %d", nactor);
+		goto out;
+	}
+	for (int i = 0; i < job->nmodels; i++) {
+		if (job->models[i].role == ROLE_ACTOR && !job->models[i].stages[STAGE_GEN]) {
+			rc = jdoc_fail(&d, "models", e, "the actor must take part in generation");
+			goto out;
+		}
+	}
+	if (algo == 0 && ncritic == 0) {
+		rc = jdoc_fail(&d, "models", e, "PPO needs a model with role \"critic\" "
+			       "(use \"algorithm\": \"grpo\" for a critic-free job)");
+		goto out;
+	}
+	if (algo == 1 && ncritic > 0) {
+		rc = jdoc_fail(&d, "models", e, "GRPO has no critic; drop the critic model or "
+			       "use \"algorithm\": \"ppo\"");
+		goto out;
+	}
+	if ((rc = load_batch(&d, d.root, job, e)))
+		goto out;
+	if (algo == 1 && job->samples_per_prompt < 2) {
+		rc = jdoc_fail(&d, "batch.samples_per_prompt", e,
+			       "GRPO compares samples of one prompt: expected at least 2, got %ld",
+			       job->samples_per_prompt);
+		goto out;
+	}
+	if ((rc = jget_obj(&d, d.root, "", "ppo", false, &ppo, e)))
+		goto out;
+	if (ppo && ((rc = jcheck_keys(&d, ppo, "ppo", ppokeys, e)) ||
+		    (rc = jget_int(&d, ppo, "ppo", "epochs", false, 1, 64, &epochs, e)) ||
+		    (rc = jget_int(&d, ppo, "ppo", "mini_batches", false, 1, 1 << 20, &minib, e))))
+		goto out;
+	if (minib > job_sequences(job)) {
+		rc = jdoc_fail(&d, "ppo.mini_batches", e,
+			       "%ld mini-batches exceed the %ld sequences of a step", minib,
+			       job_sequences(job));
+		goto out;
+	}
+	job->ppo_epochs = (int)epochs;
+	job->mini_batches = (int)minib;
+out:
+	jdoc_free(&d);
+	return rc;
+}

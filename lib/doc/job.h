@@ -1,0 +1,76 @@
+/* The job document: the models of an RL post-training job (their
+ * Llama-family architecture and the stages each takes part in) and the PPO
+ * batch.  Specified in nereus-job(5). */
+#ifndef NEREUS_JOB_H
+#define NEREUS_JOB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+enum stage { STAGE_GEN, STAGE_INF, STAGE_TRAIN, NSTAGES };
+enum role { ROLE_ACTOR, ROLE_CRITIC, ROLE_REFERENCE, ROLE_REWARD, NROLES };
+
+#define MAX_MODELS 8
+#define NAME_MAX_LEN 64
+
+extern const char *const stage_names[NSTAGES + 1]; /* "generation", ... */
+extern const char *const role_names[NROLES + 1];   /* "actor", ... */
+
+/* A Llama-family decoder. */
+struct arch {
+	int layers;
+	int hidden;      /* h */
+	int heads;       /* query heads a */
+	int kv_heads;    /* grouped-query KV heads; divides heads */
+	int ffn;         /* SwiGLU intermediate size F */
+	int vocab;       /* V, before any TP padding */
+	bool tied;       /* output layer shares the embedding */
+	int dtype_bytes; /* bytes per weight element in the model's dtype */
+	char dtype[8];   /* "bf16", "fp16", "fp32" */
+};
+
+struct model {
+	char name[NAME_MAX_LEN];
+	enum role role;
+	struct arch arch;
+	bool stages[NSTAGES]; /* which stages this model runs in */
+};
+
+struct response_len {
+	double mean, p90;
+	long max;
+};
+
+struct job {
+	char name[NAME_MAX_LEN];
+	char algorithm[8];       /* "ppo" or "grpo" */
+	int nmodels;
+	struct model models[MAX_MODELS];
+	long prompts_per_step;
+	long samples_per_prompt;
+	long prompt_len;         /* tokens */
+	struct response_len response;
+	int ppo_epochs;
+	int mini_batches;        /* optimizer steps per epoch */
+};
+
+/* Load a job document (FILE or "-"); relative hf_config paths resolve
+ * against the job file's directory. */
+int job_load(struct job *job, const char *file, struct err *e);
+
+/* Parameters of the whole model (embedding, layers, final norm, output). */
+double arch_params(const struct arch *a);
+/* Parameters of one transformer layer. */
+double arch_layer_params(const struct arch *a);
+int arch_head_dim(const struct arch *a);
+/* KV-cache bytes per token: 2 · layers · kv_heads · head_dim · dtype bytes. */
+double arch_kv_bytes_per_token(const struct arch *a);
+
+/* The model in the job with that name, or NULL. */
+const struct model *job_model(const struct job *job, const char *name);
+/* Sequences per step: prompts × samples per prompt. */
+long job_sequences(const struct job *job);
+
+#endif

@@ -1,0 +1,170 @@
+/* The cost model (formulas: reference/formats-and-layouts.md). */
+#include "plan/cost.h"
+
+#include <math.h>
+
+#include "plan/memory.h"
+
+double link_bw(const struct env *v, int span)
+{
+	if (span <= v->cl->gpus_per_node)
+		return v->cl->intra_gbps * 1e9 * v->k->intra_eff;
+	return v->cl->inter_gbps * 1e9 * v->k->inter_eff;
+}
+
+double host_bw(const struct env *v)
+{
+	return v->cl->host_gbps * 1e9 * v->k->host_eff;
+}
+
+static double peak(const struct env *v)
+{
+	return v->cl->gpu.tflops * 1e12;
+}
+
+/* Forward FLOPs per token at context s: 2N plus causal attention. */
+static double fwd_flops(const struct arch *a, double s)
+{
+	return 2.0 * arch_params(a) + 2.0 * a->layers * (double)a->hidden * s;
+}
+
+static double ring(int n, double factor)
+{
+	return n > 1 ? factor * (n - 1) / n : 0;
+}
+
+/* Per GPU, TP collectives: calls of a [tokens, h] bf16 tensor each, for
+ * tokens tokens on this replica over its layers on this pipeline stage. */
+static double tp_comm(const struct env *v, const struct arch *a, const struct pconf *c,
+		      double tokens, double per_layer, double micro)
+{
+	double layers = ceil((double)a->layers / c->pp);
+	double bytes = tokens * a->hidden * 2.0 * per_layer * layers;
+
+	if (c->tp == 1)
+		return 0;
+	return bytes * ring(c->tp, 2.0) / link_bw(v, c->tp) +
+	       micro * per_layer * layers * v->k->allreduce_lat_s;
+}
+
+static double pp_comm(const struct env *v, const struct arch *a, const struct pconf *c,
+		      double tokens, double dirs)
+{
+	if (c->pp == 1)
+		return 0;
+	return tokens * a->hidden * 2.0 * dirs / link_bw(v, pconf_gpus(c));
+}
+
+static void total(struct stime *t)
+{
+	t->total = t->compute + t->comm + t->bubble + t->overhead + t->move;
+}
+
+void cost_train(const struct env *v, const struct arch *a, const struct pconf *c,
+		struct stime *t)
+{
+	const struct job *j = v->job;
+	double s = j->prompt_len + j->response.mean;
+	double tokens = (double)job_sequences(j) * s, epochs = j->ppo_epochs;
+	/* backward costs two forwards; full recompute adds a forward and its 2 TP
+	 * all-reduces per layer to the 4 of forward and backward */
+	double passes = c->rc == RC_FULL ? 4 : 3, tp_calls = c->rc == RC_FULL ? 6 : 4;
+	long m = job_microbatches(j, c->dp, c->mb);
+	double micro = (double)epochs * j->mini_batches * m;
+	double steps = epochs * j->mini_batches;
+	double grads = 4.0 * mem_stage_params(a, c->tp, c->pp);
+	/* ZeRO: reduce-scatter fp32 grads, all-gather bf16 weights; else all-reduce */
+	double dp_bytes = c->zero ? grads * ring(c->dp, 1) * 1.5 : grads * ring(c->dp, 2);
+
+	*t = (struct stime){ 0 };
+	t->compute = epochs * tokens * passes * fwd_flops(a, s) /
+		     (pconf_gpus(c) * peak(v) * v->k->train_eff);
+	t->bubble = t->compute * (c->pp - 1) / (double)m;
+	t->comm = epochs * tp_comm(v, a, c, tokens / c->dp, tp_calls, micro / epochs) +
+		  steps * dp_bytes / link_bw(v, c->tp * c->dp) +
+		  epochs * pp_comm(v, a, c, tokens / c->dp, 2.0);
+	t->overhead = steps * (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
+	total(t);
+}
+
+void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c,
+		struct stime *t)
+{
+	const struct job *j = v->job;
+	double s = j->prompt_len + j->response.mean;
+	double tokens = (double)job_sequences(j) * s;
+	long per_replica = (job_sequences(j) + c->dp - 1) / c->dp;
+	long m = (per_replica + c->mb - 1) / c->mb;
+
+	*t = (struct stime){ 0 };
+	t->compute = tokens * fwd_flops(a, s) / (pconf_gpus(c) * peak(v) * v->k->infer_eff);
+	t->bubble = t->compute * (c->pp - 1) / (double)m;
+	t->comm = tp_comm(v, a, c, tokens / c->dp, 2.0, (double)m) +
+		  pp_comm(v, a, c, tokens / c->dp, 1.0);
+	t->overhead = (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
+	total(t);
+}
+
+bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
+	      double kv_bytes, struct stime *t)
+{
+	const struct job *j = v->job;
+	double engines = c->dp;
+	double seqs = ceil(job_sequences(j) / engines);
+	/* vLLM-style paged KV: plan room for the p90 length, grow on demand */
+	double per_seq = mem_kv_per_seq(a, c->tp, j->prompt_len + j->response.p90) *
+			 (1 + v->k->frag);
+	double conc = floor(kv_bytes / per_seq);
+	double steps, active, ctx, bytes, mem_t, comp_t, comm_t;
+
+	*t = (struct stime){ 0 };
+	if (conc < 1)
+		return false;
+	conc = fmin(conc, seqs);
+	/* continuous batching: never fewer steps than the longest response */
+	steps = fmax((double)j->response.max, ceil(seqs * j->response.mean / conc));
+	active = seqs * j->response.mean / steps;
+	ctx = j->prompt_len + j->response.mean / 2;
+	bytes = 2.0 * mem_stage_params(a, c->tp, 1) +
+		active * mem_kv_per_seq(a, c->tp, ctx);
+	mem_t = bytes / (v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff);
+	/* a decoded token attends to its whole context: twice the causal average */
+	comp_t = active * fwd_flops(a, 2 * ctx) / c->tp / (peak(v) * v->k->infer_eff);
+	comm_t = c->tp > 1 ? 2.0 * a->layers *
+		 (v->k->allreduce_lat_s + active * a->hidden * 2.0 * ring(c->tp, 2.0) /
+		  link_bw(v, c->tp)) : 0;
+	t->concurrency = conc;
+	t->compute = seqs * j->prompt_len * fwd_flops(a, j->prompt_len) /
+		     (c->tp * peak(v) * v->k->prefill_eff) + steps * fmax(mem_t, comp_t);
+	t->comm = steps * comm_t;
+	t->overhead = steps * v->k->decode_step_s + v->k->stage_s;
+	total(t);
+	return true;
+}
+
+double move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
+		  bool same_gpus)
+{
+	double need = 2.0 * mem_stage_params(a, gen->tp, 1);
+	double have = 2.0 * mem_stage_params(a, train->tp, train->pp);
+
+	/* a generation shard contains the training shard on the same GPU only
+	 * when the training TP splits it further */
+	if (same_gpus && train->tp % gen->tp == 0)
+		return fmax(0, need - have);
+	return need;
+}
+
+double cost_move(const struct env *v, const struct arch *a, const struct pconf *train,
+		 const struct pconf *gen, bool same_gpus)
+{
+	double bytes = move_bytes(a, train, gen, same_gpus);
+	int span = same_gpus ? train->tp * train->pp : v->cl->gpus_per_node + 1;
+
+	return bytes / link_bw(v, span);
+}
+
+double cost_offload(const struct env *v, double bytes)
+{
+	return 2.0 * bytes / host_bw(v);
+}

@@ -1,0 +1,57 @@
+/* The cost model: seconds per model-stage per step from analytic terms
+ * (FLOPs, bytes moved, collective volumes, pipeline bubbles, decode memory
+ * traffic) times the calibrated coefficients of struct coef. */
+#ifndef NEREUS_COST_H
+#define NEREUS_COST_H
+
+#include <stdbool.h>
+
+#include "doc/cluster.h"
+#include "doc/costdoc.h"
+#include "doc/job.h"
+#include "plan/pconf.h"
+
+/* What every cost and memory question needs. */
+struct env {
+	const struct job *job;
+	const struct cluster *cl;
+	const struct coef *k;
+};
+
+struct stime {
+	double compute;   /* FLOPs or, for decode, the memory-bound step time */
+	double comm;      /* TP, DP and PP communication */
+	double bubble;    /* pipeline bubble */
+	double overhead;  /* fixed per-stage, per-micro-batch and per-decode-step costs */
+	double move;      /* moving weights into this layout (actor generation) */
+	double total;
+	double concurrency; /* generation: sequences decoded at once per engine */
+};
+
+/* Effective per-GPU bandwidth in bytes/s of the links a group spanning
+ * span consecutive GPUs uses (intra-node when it fits in a node). */
+double link_bw(const struct env *v, int span);
+double host_bw(const struct env *v);
+
+/* Training: ppo_epochs passes over the step's tokens, with an optimizer
+ * step (and DP gradient sync) per mini-batch. */
+void cost_train(const struct env *v, const struct arch *a, const struct pconf *c,
+		struct stime *t);
+/* Forward passes over the step's tokens (log-probs, values, rewards). */
+void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c,
+		struct stime *t);
+/* Generation: prefill plus decode steps paced by the longest response, with
+ * concurrency limited by kv_bytes (KV-cache room per GPU).  Returns false
+ * when not even one sequence fits. */
+bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
+	      double kv_bytes, struct stime *t);
+/* Bytes each generation GPU must receive to hold the actor in layout gen,
+ * coming from training layout train, and the time over the links. */
+double move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
+		  bool same_gpus);
+double cost_move(const struct env *v, const struct arch *a, const struct pconf *train,
+		 const struct pconf *gen, bool same_gpus);
+/* Seconds to move bytes per GPU to host memory and back. */
+double cost_offload(const struct env *v, double bytes);
+
+#endif

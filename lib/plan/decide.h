@@ -1,0 +1,41 @@
+/* The switch decision and the baseline layouts.
+ *
+ * A switch pays when the step time it saves, over the steps left, exceeds
+ * what the transition costs.  A current plan that no longer fits forces a
+ * switch.  The baselines (verl, OpenRLHF, fixed TP/PP) are restricted
+ * searches in the same plan format and cost model, so every comparison is
+ * like for like. */
+#ifndef NEREUS_DECIDE_H
+#define NEREUS_DECIDE_H
+
+#include "plan/search.h"
+
+struct decision {
+	bool do_switch;
+	bool forced;            /* the current plan no longer fits */
+	double current_step_s;  /* current plan's predicted step time now */
+	double next_step_s;
+	double gain_s;          /* per step */
+	double transition_s;
+	double move_bytes;
+	double break_even_steps;
+	long remaining_steps;   /* < 0: not given (the run goes on) */
+	double min_gain;        /* relative gain below which a switch is noise */
+	char reason[640];
+};
+
+/* Decide whether to switch from cur to next.  min_gain is the hysteresis:
+ * the fraction of the current step time a switch must save. */
+void plan_decide(const struct env *v, const struct plan *cur, const struct plan *next,
+		 long remaining_steps, double min_gain, struct decision *d);
+json_t *decision_to_json(const struct decision *d);
+
+enum layout { LAYOUT_ADAPTIVE, LAYOUT_VERL, LAYOUT_OPENRLHF, LAYOUT_FIXED, NLAYOUTS };
+extern const char *const layout_names[NLAYOUTS + 1];
+
+/* Restrict sp to a baseline's layout.  LAYOUT_FIXED needs the current plan
+ * (its partition and each model's TP/PP; DP scales to the GPUs up). */
+int layout_space(const struct env *v, enum layout l, const struct plan *current,
+		 struct space *sp, struct err *e);
+
+#endif

@@ -1,0 +1,368 @@
+/* Evaluating a global plan: placement of pools on GPUs, every
+ * model-stage's time and memory, stage and step times, feasibility, and the
+ * state a switch between two plans must move. */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int job_actor(const struct job *job)
+{
+	for (int m = 0; m < job->nmodels; m++)
+		if (job->models[m].role == ROLE_ACTOR)
+			return m;
+	return 0;
+}
+
+bool model_trainable(const struct model *m)
+{
+	return m->stages[STAGE_TRAIN];
+}
+
+void pconf_format(const struct pconf *c, bool train, char *out, size_t n)
+{
+	if (train)
+		snprintf(out, n, "tp%d,pp%d,dp%d,mb%d,%s%s%s", c->tp, c->pp, c->dp, c->mb,
+			 recompute_names[c->rc], c->zero ? ",zero" : "",
+			 c->offload ? ",offload" : "");
+	else
+		snprintf(out, n, "tp%d,pp%d,dp%d,mb%d%s", c->tp, c->pp, c->dp, c->mb,
+			 c->offload ? ",offload" : "");
+}
+
+void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+{
+	const struct model *md = &v->job->models[m];
+	const struct arch *a = &md->arch;
+	bool train = model_trainable(md);
+	struct pconf kept = *home;
+	double weights = 2 * mem_stage_params(a, home->tp, home->pp), full;
+
+	memset(out, 0, sizeof *out);
+	kept.offload = false;
+	full = mem_resident(a, &kept, train);
+	out->res = home->offload ? 0 : full;
+	if (md->stages[STAGE_INF]) {
+		mem_infer(v->job, a, home, v->k, &out->mem[STAGE_INF]);
+		cost_infer(v, a, home, &out->st[STAGE_INF]);
+		/* offloaded, the weights come in for the pass and are dropped */
+		if (home->offload && !train)
+			out->st[STAGE_INF].move = cost_offload(v, weights) / 2;
+		out->st[STAGE_INF].total += out->st[STAGE_INF].move;
+		out->need[STAGE_INF] = out->mem[STAGE_INF].total - (home->offload ? 0 : weights);
+	}
+	if (train) {
+		mem_train(v->job, a, home, v->k, &out->mem[STAGE_TRAIN]);
+		cost_train(v, a, home, &out->st[STAGE_TRAIN]);
+		/* offloaded, all state goes to the host after training and comes back */
+		if (home->offload)
+			out->st[STAGE_TRAIN].move = cost_offload(v, full);
+		out->st[STAGE_TRAIN].total += out->st[STAGE_TRAIN].move;
+		out->need[STAGE_TRAIN] = out->mem[STAGE_TRAIN].total - out->res;
+	}
+	for (int s = 0; s < NSTAGES; s++) {
+		out->t[s] = out->st[s].total;
+		out->trans = fmax(out->trans, out->need[s]);
+	}
+}
+
+bool gen_cost(const struct env *v, const struct pconf *gen, double resident,
+	      const struct pconf *actor_home, bool same_pool, struct stime *t,
+	      struct mem *m, double *peak)
+{
+	const struct arch *a = &v->job->models[job_actor(v->job)].arch;
+	double cap = cluster_gpu_bytes(v->cl), room, per_seq;
+	const struct job *j = v->job;
+
+	mem_gen_base(a, gen, v->k, m);
+	room = cap - resident - m->total;
+	if (!cost_gen(v, a, gen, room, t)) {
+		*peak = resident + m->total + mem_kv_per_seq(a, gen->tp, j->prompt_len +
+							     j->response.p90);
+		return false;
+	}
+	per_seq = mem_kv_per_seq(a, gen->tp, j->prompt_len + j->response.p90);
+	m->kv = t->concurrency * per_seq;
+	m->frag += v->k->frag * m->kv;
+	m->total += m->kv * (1 + v->k->frag);
+	*peak = resident + m->total;
+	t->move = cost_move(v, a, actor_home, gen, same_pool);
+	t->total += t->move;
+	return true;
+}
+
+/* --- placement ----------------------------------------------------------- */
+
+bool plan_place(const struct cluster *cl, struct plan *p)
+{
+	int gpn = cl->gpus_per_node, order[MAX_ITEMS], node = 0;
+	int freeg[4096];
+
+	for (int g = 0; g < cluster_gpus(cl); g++)
+		p->gpu_pool[g] = -1;
+	for (int n = 0; n < cl->nodes; n++) {
+		freeg[n] = 0;
+		for (int k = 0; k < gpn; k++)
+			freeg[n] += cl->up[n * gpn + k];
+	}
+	for (int i = 0; i < p->npools; i++)
+		order[i] = i;
+	/* largest first, stable, so the same sizes always land the same way */
+	for (int i = 1; i < p->npools; i++)
+		for (int j = i; j > 0 && p->pools[order[j]].ngpus > p->pools[order[j - 1]].ngpus; j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (int oi = 0; oi < p->npools; oi++) {
+		int i = order[oi], want = p->pools[i].ngpus;
+		if (want >= gpn) {
+			if (want % gpn)
+				return false;
+			for (int got = 0; got < want / gpn; got++) {
+				while (node < cl->nodes && freeg[node] != gpn)
+					node++;
+				if (node == cl->nodes)
+					return false;
+				for (int k = 0; k < gpn; k++)
+					p->gpu_pool[node * gpn + k] = i;
+				freeg[node++] = 0;
+			}
+			continue;
+		}
+		/* a pool inside one node: the first node with room, best filled first */
+		int n;
+		for (n = 0; n < cl->nodes && freeg[n] < want; n++)
+			;
+		if (n == cl->nodes)
+			return false;
+		for (int k = 0, left = want; k < gpn && left; k++) {
+			int g = n * gpn + k;
+			if (cl->up[g] && p->gpu_pool[g] < 0) {
+				p->gpu_pool[g] = i;
+				left--;
+			}
+		}
+		freeg[n] -= want;
+	}
+	return true;
+}
+
+/* --- evaluation --------------------------------------------------------- */
+
+static int pool_of_item(const struct plan *p, int item)
+{
+	for (int i = 0; i < p->npools; i++)
+		if (p->pools[i].items & (1u << item))
+			return i;
+	return -1;
+}
+
+static void ms_name(const struct env *v, int m, enum stage s, char *out, size_t n)
+{
+	snprintf(out, n, "%s@%s", v->job->models[m].name, stage_names[s]);
+}
+
+static void infeasible(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void infeasible(struct plan *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!p->feasible)
+		return; /* keep the first reason */
+	p->feasible = false;
+	va_start(ap, fmt);
+	vsnprintf(p->why, sizeof p->why, fmt, ap);
+	va_end(ap);
+}
+
+static void shortfall(const struct env *v, struct plan *p, const struct ms_plan *ms)
+{
+	char name[160];
+	const struct cluster *cl = v->cl;
+
+	ms_name(v, ms->model, ms->stage, name, sizeof name);
+	infeasible(p, "%s needs at least %.1f GiB per GPU (tp=%d pp=%d dp=%d), GPUs have "
+		   "%.1f GiB (%.0f GiB less %.0f%% headroom)", name, ms->peak / GIB,
+		   ms->conf.tp, ms->conf.pp, ms->conf.dp, cluster_gpu_bytes(cl) / GIB,
+		   cl->gpu.mem_gib, cl->headroom * 100);
+}
+
+void plan_evaluate(const struct env *v, struct plan *p)
+{
+	const struct job *j = v->job;
+	double cap = cluster_gpu_bytes(v->cl);
+	double pool_t[MAX_ITEMS][NSTAGES] = { { 0 } };
+	struct mcost mc[MAX_MODELS];
+	int actor = job_actor(j), n = cluster_gpus(v->cl);
+
+	p->feasible = true;
+	p->why[0] = '\0';
+	p->nms = 0;
+	for (int i = 0; i < p->npools; i++) {
+		int count = 0;
+		for (int g = 0; g < n; g++) {
+			if (p->gpu_pool[g] != i)
+				continue;
+			count++;
+			if (!v->cl->up[g])
+				infeasible(p, "pool %d uses GPU %d, which is down", i, g);
+		}
+		if (count != p->pools[i].ngpus)
+			infeasible(p, "pool %d has %d GPUs placed, expected %d", i, count,
+				   p->pools[i].ngpus);
+		p->resident[i] = 0;
+		p->pool_peak[i] = 0;
+	}
+	for (int m = 0; m < j->nmodels; m++) {
+		int pi = pool_of_item(p, 1 + m);
+		if (pi < 0) {
+			infeasible(p, "model '%s' is in no pool", j->models[m].name);
+			continue;
+		}
+		if (pconf_gpus(&p->home[m]) != p->pools[pi].ngpus)
+			infeasible(p, "model '%s' has tp·pp·dp = %d on a pool of %d GPUs",
+				   j->models[m].name, pconf_gpus(&p->home[m]), p->pools[pi].ngpus);
+		model_cost(v, m, &p->home[m], &mc[m]);
+		p->resident[pi] += mc[m].res;
+	}
+	for (int m = 0; m < j->nmodels; m++) {
+		int pi = pool_of_item(p, 1 + m);
+		if (pi < 0)
+			continue;
+		for (int s = STAGE_INF; s < NSTAGES; s++) {
+			struct ms_plan *ms;
+			if (!j->models[m].stages[s])
+				continue;
+			ms = &p->ms[p->nms++];
+			ms->model = m;
+			ms->stage = (enum stage)s;
+			ms->pool = pi;
+			ms->conf = p->home[m];
+			ms->time = mc[m].st[s];
+			ms->mem = mc[m].mem[s];
+			ms->peak = p->resident[pi] + mc[m].need[s];
+			pool_t[pi][s] += mc[m].t[s];
+		}
+	}
+	{
+		int gi = pool_of_item(p, ITEM_GEN), ai = pool_of_item(p, 1 + actor);
+		struct ms_plan *ms = &p->ms[p->nms++];
+		ms->model = actor;
+		ms->stage = STAGE_GEN;
+		ms->pool = gi;
+		ms->conf = p->gen;
+		if (gi < 0) {
+			infeasible(p, "the generation engines are in no pool");
+			p->nms--;
+		} else {
+			if (p->gen.tp * p->gen.dp != p->pools[gi].ngpus)
+				infeasible(p, "generation has tp·dp = %d on a pool of %d GPUs",
+					   p->gen.tp * p->gen.dp, p->pools[gi].ngpus);
+			if (!gen_cost(v, &p->gen, p->resident[gi], &p->home[actor], gi == ai,
+				      &ms->time, &ms->mem, &ms->peak)) {
+				char name[160];
+				ms_name(v, actor, STAGE_GEN, name, sizeof name);
+				infeasible(p, "%s needs at least %.1f GiB per GPU for its weights "
+					   "and one sequence's KV cache (tp=%d), GPUs have %.1f GiB",
+					   name, ms->peak / GIB, p->gen.tp, cap / GIB);
+			}
+			pool_t[gi][STAGE_GEN] += ms->time.total;
+		}
+	}
+	for (int i = 0; i < p->nms; i++) {
+		struct ms_plan *ms = &p->ms[i];
+		p->pool_peak[ms->pool] = fmax(p->pool_peak[ms->pool], ms->peak);
+		if (ms->peak > cap)
+			shortfall(v, p, ms);
+	}
+	p->step_time = v->k->step_s;
+	for (int s = 0; s < NSTAGES; s++) {
+		p->stage_time[s] = 0;
+		for (int i = 0; i < p->npools; i++)
+			p->stage_time[s] = fmax(p->stage_time[s], pool_t[i][s]);
+		p->step_time += p->stage_time[s];
+	}
+}
+
+/* --- what a switch moves --------------------------------------------------- */
+
+struct span {
+	double lo, hi;
+};
+
+static double overlap(struct span a, struct span b)
+{
+	return fmax(0, fmin(a.hi, b.hi) - fmax(a.lo, b.lo));
+}
+
+/* The fractions of the layer stack and of each weight matrix (and of its
+ * fp32 state, which ZeRO splits further over DP) that rank r holds. */
+static void shard_of(const struct pconf *c, int r, struct span *layers, struct span *w,
+		     struct span *state)
+{
+	int t = r % c->tp, d = (r / c->tp) % c->dp, pp = r / (c->tp * c->dp);
+
+	layers->lo = (double)pp / c->pp;
+	layers->hi = (double)(pp + 1) / c->pp;
+	w->lo = (double)t / c->tp;
+	w->hi = (double)(t + 1) / c->tp;
+	*state = *w;
+	if (c->zero) {
+		state->lo = (t + (double)d / c->dp) / c->tp;
+		state->hi = (t + (double)(d + 1) / c->dp) / c->tp;
+	}
+}
+
+/* Rank of every GPU within its pool, by GPU id. */
+static void ranks(const struct cluster *cl, const struct plan *p, int *rank)
+{
+	int next[MAX_ITEMS] = { 0 };
+
+	for (int g = 0; g < cluster_gpus(cl); g++)
+		rank[g] = p->gpu_pool[g] >= 0 ? next[p->gpu_pool[g]]++ : -1;
+}
+
+void plan_move(const struct env *v, const struct plan *a, const struct plan *b,
+	       struct move *out)
+{
+	const struct job *j = v->job;
+	int n = cluster_gpus(v->cl);
+	int *ra = malloc(sizeof *ra * (size_t)n), *rb = malloc(sizeof *rb * (size_t)n);
+
+	memset(out, 0, sizeof *out);
+	if (!ra || !rb) {
+		free(ra);
+		free(rb);
+		out->total_bytes = out->max_gpu_bytes = out->seconds = HUGE_VAL;
+		return;
+	}
+	ranks(v->cl, a, ra);
+	ranks(v->cl, b, rb);
+	for (int g = 0; g < n; g++) {
+		double need = 0;
+		if (!v->cl->up[g] || b->gpu_pool[g] < 0)
+			continue;
+		for (int m = 0; m < j->nmodels; m++) {
+			double w = 2 * arch_params(&j->models[m].arch);
+			double st = model_trainable(&j->models[m]) ? 6 * w : 0; /* 12 B/param */
+			struct span lb, wb, sb, la, wa, sa;
+			if (!(b->pools[b->gpu_pool[g]].items & (1u << (1 + m))))
+				continue;
+			shard_of(&b->home[m], rb[g], &lb, &wb, &sb);
+			need += (lb.hi - lb.lo) * ((wb.hi - wb.lo) * w + (sb.hi - sb.lo) * st);
+			if (a->gpu_pool[g] < 0 || !(a->pools[a->gpu_pool[g]].items & (1u << (1 + m))))
+				continue;
+			shard_of(&a->home[m], ra[g], &la, &wa, &sa);
+			need -= overlap(lb, la) * (overlap(wb, wa) * w + overlap(sb, sa) * st);
+		}
+		out->total_bytes += need;
+		out->max_gpu_bytes = fmax(out->max_gpu_bytes, need);
+	}
+	out->seconds = out->max_gpu_bytes / link_bw(v, n);
+	free(ra);
+	free(rb);
+}

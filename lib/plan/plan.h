@@ -1,0 +1,104 @@
+/* The global plan: which GPUs each pool of models holds, every
+ * model-stage's parallel configuration, what stays resident where between
+ * stages, and the predicted times and peak memory.  nereus-plan(5).
+ *
+ * A plan is built from pools: each pool is a GPU set and the items that run
+ * on it — models (all their stages in their home layout) and, as an item of
+ * its own, the actor's generation engines.  Items of one pool take turns;
+ * pools run concurrently.  This one shape covers verl (one pool with
+ * everything), OpenRLHF (a pool per model and one for the engines) and every
+ * mix in between. */
+#ifndef NEREUS_PLAN_H
+#define NEREUS_PLAN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "doc/cluster.h"
+#include "plan/cost.h"
+#include "plan/memory.h"
+
+#define ITEM_GEN 0                 /* item 0: the actor's generation engines */
+#define MAX_ITEMS (MAX_MODELS + 1) /* item 1 + m: model m */
+#define MAX_MS (MAX_MODELS * NSTAGES)
+
+struct pool {
+	unsigned items;   /* bit i set: item i runs here */
+	int ngpus;
+};
+
+struct ms_plan {
+	int model;
+	enum stage stage;
+	int pool;
+	struct pconf conf;
+	struct stime time;
+	struct mem mem;     /* this model-stage's own terms */
+	double peak;        /* per-GPU bytes while it runs, with what else is resident */
+};
+
+struct plan {
+	char layout[16];        /* "adaptive", "verl", "openrlhf", "fixed", "pinned" */
+	int npools;
+	struct pool pools[MAX_ITEMS];
+	struct pconf home[MAX_MODELS]; /* each model's home layout (and offload) */
+	struct pconf gen;              /* the generation engines' layout */
+	int gpu_pool[MAX_GPUS];        /* pool of each GPU, -1 when idle or down */
+	/* filled by plan_evaluate: */
+	int nms;
+	struct ms_plan ms[MAX_MS];
+	double resident[MAX_ITEMS];   /* per-GPU bytes each pool keeps between stages */
+	double pool_peak[MAX_ITEMS];  /* per-GPU peak bytes of each pool */
+	double stage_time[NSTAGES];
+	double step_time;
+	bool feasible;
+	char why[512];                /* when infeasible: the shortfall, in words */
+};
+
+/* Place pools on GPUs that are up: pools of whole nodes take fully-up nodes,
+ * smaller ones pack into nodes (first fit, largest first).  false when the
+ * sizes cannot be placed. */
+bool plan_place(const struct cluster *cl, struct plan *p);
+/* Compute every model-stage's time and memory, stage and step times, and
+ * feasibility (with the reason when it does not fit). */
+void plan_evaluate(const struct env *v, struct plan *p);
+
+/* One model in its home layout: stage times, and the memory it keeps
+ * resident between stages and needs on top of that while it runs. */
+struct mcost {
+	struct stime st[NSTAGES];
+	struct mem mem[NSTAGES];
+	double t[NSTAGES];  /* seconds per stage, offload transfers included */
+	double res;         /* resident bytes per GPU between stages */
+	double need[NSTAGES]; /* bytes per GPU it needs on top while running a stage */
+	double trans;       /* the most of those */
+};
+void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out);
+/* Generation engines in layout gen next to resident bytes of other state;
+ * actor_home and same_pool say where the weights come from.  false when
+ * not one sequence's KV cache fits. */
+bool gen_cost(const struct env *v, const struct pconf *gen, double resident,
+	      const struct pconf *actor_home, bool same_pool, struct stime *t,
+	      struct mem *m, double *peak);
+int job_actor(const struct job *job);
+bool model_trainable(const struct model *m);
+
+/* What a switch from a to b must move: the analytic lower bound of what
+ * each GPU needs in b and does not already hold in a. */
+struct move {
+	double total_bytes;
+	double max_gpu_bytes;
+	double seconds;   /* the busiest GPU's bytes over its link */
+};
+void plan_move(const struct env *v, const struct plan *a, const struct plan *b,
+	       struct move *out);
+
+json_t *plan_to_json(const struct env *v, const struct plan *p);
+/* Read a plan document; its pools and configurations are kept, the
+ * predictions recomputed against v (the cluster and costs of now). */
+int plan_load(const struct env *v, struct plan *p, const char *file, struct err *e);
+
+/* Configuration text as in --pin: "tp4,pp2,dp2,mb1,selective,zero". */
+void pconf_format(const struct pconf *c, bool train, char *out, size_t n);
+
+#endif

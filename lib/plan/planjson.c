@@ -1,0 +1,339 @@
+/* Plan documents (nereus-plan(5)): writing a plan with its predictions, and
+ * reading one back.  Reading keeps the pools and configurations and
+ * recomputes every prediction, so a plan made yesterday is judged against
+ * the cluster and costs of now. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "plan/plan.h"
+
+static double gib(double bytes)
+{
+	return round(bytes / GIB * 1000) / 1000;
+}
+
+static double secs(double s)
+{
+	return round(s * 1e6) / 1e6;
+}
+
+/* "0-7,16-23": the GPUs of pool i as ranges. */
+static json_t *gpu_list(const struct cluster *cl, const struct plan *p, int i)
+{
+	char *buf;
+	size_t cap = 64, len = 0;
+	int n = cluster_gpus(cl);
+	json_t *out;
+
+	buf = malloc(cap);
+	if (!buf)
+		return NULL;
+	buf[0] = '\0';
+	for (int g = 0; g < n; g++) {
+		int h = g;
+		char item[32];
+		int k;
+		if (p->gpu_pool[g] != i)
+			continue;
+		while (h + 1 < n && p->gpu_pool[h + 1] == i)
+			h++;
+		k = h > g ? snprintf(item, sizeof item, "%s%d-%d", len ? "," : "", g, h) :
+			    snprintf(item, sizeof item, "%s%d", len ? "," : "", g);
+		if (len + (size_t)k + 1 > cap) {
+			char *nb = realloc(buf, cap = (cap + (size_t)k) * 2);
+			if (!nb) {
+				free(buf);
+				return NULL;
+			}
+			buf = nb;
+		}
+		memcpy(buf + len, item, (size_t)k + 1);
+		len += (size_t)k;
+		g = h;
+	}
+	out = json_string(buf);
+	free(buf);
+	return out;
+}
+
+static json_t *conf_json(const struct pconf *c, bool train, bool gen)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "tp", json_integer(c->tp));
+	if (!gen)
+		json_object_set_new(o, "pp", json_integer(c->pp));
+	json_object_set_new(o, "dp", json_integer(c->dp));
+	if (gen)
+		return o;
+	json_object_set_new(o, "micro_batch", json_integer(c->mb));
+	if (train) {
+		json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
+		json_object_set_new(o, "zero", json_boolean(c->zero));
+	}
+	json_object_set_new(o, "offload", json_boolean(c->offload));
+	return o;
+}
+
+static json_t *mem_json(const struct mem *m)
+{
+	return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "weights", gib(m->weights),
+			 "grads", gib(m->grads), "master", gib(m->master), "adam", gib(m->adam),
+			 "activations", gib(m->act), "logits", gib(m->logits), "kv_cache",
+			 gib(m->kv), "workspace", gib(m->workspace), "fragmentation",
+			 gib(m->frag), "total", gib(m->total));
+}
+
+static json_t *time_json(const struct stime *t)
+{
+	return json_pack("{s:f,s:f,s:f,s:f,s:f}", "compute", secs(t->compute), "comm",
+			 secs(t->comm), "bubble", secs(t->bubble), "overhead", secs(t->overhead),
+			 "move", secs(t->move));
+}
+
+json_t *plan_to_json(const struct env *v, const struct plan *p)
+{
+	const struct job *j = v->job;
+	json_t *doc = json_object(), *pools = json_array(), *models = json_object();
+	json_t *mss = json_array(), *peaks = json_array(), *stages = json_object();
+
+	json_object_set_new(doc, "nereus", json_integer(NR_FORMAT));
+	json_object_set_new(doc, "kind", json_string("plan"));
+	json_object_set_new(doc, "layout", json_string(p->layout));
+	json_object_set_new(doc, "job", json_string(j->name));
+	json_object_set_new(doc, "cluster", json_string(v->cl->name));
+	json_object_set_new(doc, "gpus_up", json_integer(cluster_gpus_up(v->cl)));
+	json_object_set_new(doc, "feasible", json_boolean(p->feasible));
+	if (!p->feasible)
+		json_object_set_new(doc, "why", json_string(p->why));
+	json_object_set_new(doc, "step_time_s", json_real(secs(p->step_time)));
+	for (int s = 0; s < NSTAGES; s++)
+		json_object_set_new(stages, stage_names[s], json_real(secs(p->stage_time[s])));
+	json_object_set_new(doc, "stage_time_s", stages);
+	for (int i = 0; i < p->npools; i++) {
+		json_t *items = json_array();
+		if (p->pools[i].items & 1u)
+			json_array_append_new(items, json_string("generation"));
+		for (int m = 0; m < j->nmodels; m++)
+			if (p->pools[i].items & (1u << (1 + m)))
+				json_array_append_new(items, json_string(j->models[m].name));
+		json_array_append_new(pools, json_pack("{s:o*,s:i,s:o,s:f,s:f}", "gpus",
+						       gpu_list(v->cl, p, i), "count",
+						       p->pools[i].ngpus, "items", items,
+						       "resident_gib", gib(p->resident[i]),
+						       "peak_gib", gib(p->pool_peak[i])));
+	}
+	json_object_set_new(doc, "pools", pools);
+	for (int m = 0; m < j->nmodels; m++) {
+		json_t *c = conf_json(&p->home[m], model_trainable(&j->models[m]), false);
+		for (int i = 0; i < p->npools; i++)
+			if (p->pools[i].items & (1u << (1 + m)))
+				json_object_set_new(c, "pool", json_integer(i));
+		json_object_set_new(models, j->models[m].name, c);
+	}
+	json_object_set_new(doc, "models", models);
+	{
+		json_t *g = conf_json(&p->gen, false, true);
+		for (int i = 0; i < p->npools; i++)
+			if (p->pools[i].items & 1u)
+				json_object_set_new(g, "pool", json_integer(i));
+		json_object_set_new(doc, "generation", g);
+	}
+	for (int i = 0; i < p->nms; i++) {
+		const struct ms_plan *ms = &p->ms[i];
+		json_t *o = json_pack("{s:s,s:s,s:i}", "model", j->models[ms->model].name,
+				      "stage", stage_names[ms->stage], "pool", ms->pool);
+		json_t *c = conf_json(&ms->conf, ms->stage == STAGE_TRAIN, ms->stage == STAGE_GEN);
+		json_object_update(o, c);
+		json_decref(c);
+		json_object_set_new(o, "time_s", json_real(secs(ms->time.total)));
+		json_object_set_new(o, "time", time_json(&ms->time));
+		if (ms->stage == STAGE_GEN)
+			json_object_set_new(o, "concurrency", json_real(ms->time.concurrency));
+		json_object_set_new(o, "memory_gib", mem_json(&ms->mem));
+		json_object_set_new(o, "peak_gib", json_real(gib(ms->peak)));
+		json_array_append_new(mss, o);
+	}
+	json_object_set_new(doc, "model_stages", mss);
+	for (int g = 0; g < cluster_gpus(v->cl); g++)
+		json_array_append_new(peaks, json_real(p->gpu_pool[g] >= 0 ?
+						       gib(p->pool_peak[p->gpu_pool[g]]) : 0));
+	json_object_set_new(doc, "gpu_peak_gib", peaks);
+	return doc;
+}
+
+static int parse_gpus(const struct jdoc *d, const char *path, const char *text,
+		      const struct cluster *cl, struct plan *p, int pool, int *count,
+		      struct err *e)
+{
+	const char *q = text;
+
+	*count = 0;
+	while (*q) {
+		char *end;
+		long lo = strtol(q, &end, 10), hi;
+		if (end == q || lo < 0)
+			return jdoc_fail(d, path, e, "expected GPU ranges like \"0-7,16\", got \"%s\"",
+					 text);
+		hi = lo;
+		q = end;
+		if (*q == '-') {
+			hi = strtol(q + 1, &end, 10);
+			if (end == q + 1 || hi < lo)
+				return jdoc_fail(d, path, e, "bad GPU range in \"%s\"", text);
+			q = end;
+		}
+		if (hi >= cluster_gpus(cl))
+			return jdoc_fail(d, path, e, "GPU %ld is beyond the cluster's %d GPUs", hi,
+					 cluster_gpus(cl));
+		for (long g = lo; g <= hi; g++) {
+			if (p->gpu_pool[g] >= 0)
+				return jdoc_fail(d, path, e, "GPU %ld is in two pools", g);
+			p->gpu_pool[g] = pool;
+			(*count)++;
+		}
+		if (*q == ',')
+			q++;
+		else if (*q)
+			return jdoc_fail(d, path, e, "expected GPU ranges like \"0-7,16\", got \"%s\"",
+					 text);
+	}
+	return NR_OK;
+}
+
+static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen,
+		     struct pconf *c, int *pool, struct err *e)
+{
+	static const char *const keys[] = { "tp", "pp", "dp", "micro_batch", "recompute", "zero",
+					    "offload", "pool", NULL };
+	long tp, pp = 1, dp, mb = 1, pl;
+	int rc_ = RC_SELECTIVE, rc;
+	bool zero = false, off = false;
+
+	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	    (rc = jget_int(d, o, path, "tp", true, 1, MAX_GPUS, &tp, e)) ||
+	    (rc = jget_int(d, o, path, "pp", false, 1, 4096, &pp, e)) ||
+	    (rc = jget_int(d, o, path, "dp", true, 1, MAX_GPUS, &dp, e)) ||
+	    (rc = jget_int(d, o, path, "micro_batch", false, 1, 1 << 20, &mb, e)) ||
+	    (rc = jget_enum(d, o, path, "recompute", false, recompute_names, &rc_, e)) ||
+	    (rc = jget_bool(d, o, path, "zero", false, &zero, e)) ||
+	    (rc = jget_bool(d, o, path, "offload", false, &off, e)) ||
+	    (rc = jget_int(d, o, path, "pool", true, 0, MAX_ITEMS - 1, &pl, e)))
+		return rc;
+	if (gen && pp != 1) {
+		char sub[300];
+		jpath(sub, sizeof sub, path, "pp");
+		return jdoc_fail(d, sub, e, "generation engines have no pipeline stages");
+	}
+	*c = (struct pconf){ (int)tp, (int)pp, (int)dp, (int)mb, (enum recompute)rc_, zero, off };
+	*pool = (int)pl;
+	return NR_OK;
+}
+
+int plan_load(const struct env *v, struct plan *p, const char *file, struct err *e)
+{
+	static const char *const keys[] = { "nereus", "kind", "layout", "job", "cluster",
+					    "gpus_up", "feasible", "why", "step_time_s",
+					    "stage_time_s", "pools", "models", "generation",
+					    "model_stages", "gpu_peak_gib", "decision", NULL };
+	static const char *const pkeys[] = { "gpus", "count", "items", "resident_gib",
+					     "peak_gib", NULL };
+	const struct job *j = v->job;
+	struct jdoc d;
+	json_t *pools, *models, *gen, *pl, *it;
+	size_t i, k;
+	int rc, gpool;
+	char path[300], sub[340];
+
+	memset(p, 0, sizeof *p);
+	for (int g = 0; g < MAX_GPUS; g++)
+		p->gpu_pool[g] = -1;
+	if ((rc = jdoc_load(&d, file, "plan", e)))
+		return rc;
+	strcpy(p->layout, "adaptive");
+	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	    (rc = jget_str(&d, d.root, "", "layout", false, p->layout, sizeof p->layout, e)) ||
+	    (rc = jget_arr(&d, d.root, "", "pools", true, &pools, e)) ||
+	    (rc = jget_obj(&d, d.root, "", "models", true, &models, e)) ||
+	    (rc = jget_obj(&d, d.root, "", "generation", true, &gen, e)))
+		goto out;
+	if (json_array_size(pools) == 0 || json_array_size(pools) > MAX_ITEMS) {
+		rc = jdoc_fail(&d, "pools", e, "expected 1 to %d pools", MAX_ITEMS);
+		goto out;
+	}
+	p->npools = (int)json_array_size(pools);
+	json_array_foreach(pools, i, pl) {
+		char gpus[4096];
+		json_t *items;
+		long count;
+		int got;
+		jpath_idx(path, sizeof path, "pools", i);
+		if (!json_is_object(pl)) {
+			rc = jdoc_fail(&d, path, e, "expected an object");
+			goto out;
+		}
+		if ((rc = jcheck_keys(&d, pl, path, pkeys, e)) ||
+		    (rc = jget_str(&d, pl, path, "gpus", true, gpus, sizeof gpus, e)) ||
+		    (rc = jget_int(&d, pl, path, "count", true, 1, MAX_GPUS, &count, e)) ||
+		    (rc = jget_arr(&d, pl, path, "items", true, &items, e)))
+			goto out;
+		jpath(sub, sizeof sub, path, "gpus");
+		if ((rc = parse_gpus(&d, sub, gpus, v->cl, p, (int)i, &got, e)))
+			goto out;
+		if (got != count) {
+			rc = jdoc_fail(&d, sub, e, "lists %d GPUs but count is %ld", got, count);
+			goto out;
+		}
+		p->pools[i].ngpus = got;
+		json_array_foreach(items, k, it) {
+			const char *name = json_string_value(it);
+			const struct model *md = name ? job_model(j, name) : NULL;
+			char ip[360];
+			jpath(sub, sizeof sub, path, "items");
+			jpath_idx(ip, sizeof ip, sub, k);
+			if (name && strcmp(name, "generation") == 0) {
+				p->pools[i].items |= 1u;
+			} else if (md) {
+				p->pools[i].items |= 1u << (1 + (md - j->models));
+			} else {
+				rc = jdoc_fail(&d, ip, e, "expected \"generation\" or a model of job "
+					       "'%s'", j->name);
+				goto out;
+			}
+		}
+	}
+	for (int m = 0; m < j->nmodels; m++) {
+		json_t *o;
+		int pool;
+		if ((rc = jget_obj(&d, models, "models", j->models[m].name, true, &o, e)))
+			goto out;
+		jpath(path, sizeof path, "models", j->models[m].name);
+		if ((rc = load_conf(&d, o, path, false, &p->home[m], &pool, e)))
+			goto out;
+		if (pool >= p->npools || !(p->pools[pool].items & (1u << (1 + m)))) {
+			jpath(sub, sizeof sub, path, "pool");
+			rc = jdoc_fail(&d, sub, e, "pool %d does not list '%s' in its items", pool,
+				       j->models[m].name);
+			goto out;
+		}
+	}
+	if (json_object_size(models) != (size_t)j->nmodels) {
+		rc = jdoc_fail(&d, "models", e, "lists %zu models, job '%s' has %d",
+			       json_object_size(models), j->name, j->nmodels);
+		goto out;
+	}
+	if ((rc = load_conf(&d, gen, "generation", true, &p->gen, &gpool, e)))
+		goto out;
+	if (gpool >= p->npools || !(p->pools[gpool].items & 1u)) {
+		rc = jdoc_fail(&d, "generation.pool", e, "pool %d does not list \"generation\"",
+			       gpool);
+		goto out;
+	}
+	plan_evaluate(v, p);
+out:
+	jdoc_free(&d);
+	return rc;
+}

@@ -1,0 +1,658 @@
+/* The global plan search (see search.h for the space). */
+#include "plan/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_SIZES 128
+#define EPS 1e-9
+
+struct cand {
+	struct pconf c;
+	double t_inf, t_train, res, trans;
+};
+
+struct clist {
+	bool done;
+	int n, cap;
+	struct cand *v;
+};
+
+struct entry {
+	double v[NSTAGES];
+	struct pconf home[MAX_MODELS];
+	struct pconf gen;
+};
+
+struct front {
+	bool done;
+	int n, cap;
+	struct entry *v;
+	double min[NSTAGES]; /* per-stage minimum over entries */
+};
+
+struct search {
+	const struct env *v;
+	const struct space *sp;
+	bool exhaustive;
+	int nitems, nsizes, actor;
+	int sizes[MAX_SIZES];
+	double cap;
+	struct clist *cands;   /* [model][size] */
+	struct front *fronts;  /* [item set][size] */
+	double lb[1 << MAX_ITEMS][NSTAGES]; /* per item set, over every size */
+	bool lb_done[1 << MAX_ITEMS];
+	int node_free[4096];
+	/* the walk */
+	int npools;
+	unsigned pools[MAX_ITEMS];
+	int zi[MAX_ITEMS];
+	const struct entry *pick[MAX_ITEMS];
+	/* the best */
+	bool found;
+	double best;
+	double best_move;
+	struct plan *out, *scratch;
+	const struct plan *current;
+	struct search_stats *st;
+	int err;
+};
+
+void space_init(struct space *sp)
+{
+	memset(sp, 0, sizeof *sp);
+	for (int m = 0; m < MAX_MODELS; m++) {
+		sp->home[m].rc = sp->home[m].zero = sp->home[m].offload = -1;
+	}
+	sp->gen.rc = sp->gen.zero = sp->gen.offload = -1;
+}
+
+/* --- pins ------------------------------------------------------------------ */
+
+int pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e)
+{
+	char name[128], *at, *eq, *tok, *save, buf[256];
+	const struct model *md;
+	struct pin pin = { 0, 0, 0, 0, -1, -1, -1 };
+	int stage = -1;
+
+	if (strlen(text) >= sizeof buf)
+		return err_set(e, NR_EINPUT, "pin '%.40s…' is too long", text);
+	strcpy(buf, text);
+	at = strchr(buf, '@');
+	eq = strchr(buf, '=');
+	if (!at || !eq || eq < at)
+		return err_set(e, NR_EINPUT, "pin '%s': expected MODEL@STAGE=tpN,ppN,dpN", text);
+	*at = *eq = '\0';
+	snprintf(name, sizeof name, "%s", buf);
+	md = job_model(job, name);
+	if (!md)
+		return err_set(e, NR_EINPUT, "pin '%s': the job has no model '%s'", text, name);
+	for (int s = 0; s < NSTAGES; s++)
+		if (strcmp(at + 1, stage_names[s]) == 0)
+			stage = s;
+	if (stage < 0 || !md->stages[stage])
+		return err_set(e, NR_EINPUT, "pin '%s': '%s' does not take part in a stage "
+			       "'%s'", text, name, at + 1);
+	if (stage == STAGE_INF && model_trainable(md))
+		return err_set(e, NR_EINPUT, "pin '%s': %s@inference runs in its training "
+			       "layout; pin %s@training", text, name, name);
+	for (tok = strtok_r(eq + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int *dst = NULL, val;
+		char extra;
+		if (sscanf(tok, "tp%d%c", &val, &extra) == 1)
+			dst = &pin.tp;
+		else if (sscanf(tok, "pp%d%c", &val, &extra) == 1)
+			dst = &pin.pp;
+		else if (sscanf(tok, "dp%d%c", &val, &extra) == 1)
+			dst = &pin.dp;
+		else if (sscanf(tok, "mb%d%c", &val, &extra) == 1)
+			dst = &pin.mb;
+		if (dst) {
+			if (val < 1 || val > MAX_GPUS)
+				return err_set(e, NR_EINPUT, "pin '%s': '%s' must be positive",
+					       text, tok);
+			*dst = val;
+			continue;
+		}
+		if (strcmp(tok, "none") == 0 || strcmp(tok, "selective") == 0 ||
+		    strcmp(tok, "full") == 0)
+			pin.rc = tok[0] == 'n' ? RC_NONE : tok[0] == 's' ? RC_SELECTIVE : RC_FULL;
+		else if (strcmp(tok, "zero") == 0 || strcmp(tok, "nozero") == 0)
+			pin.zero = tok[0] == 'z';
+		else if (strcmp(tok, "offload") == 0 || strcmp(tok, "nooffload") == 0)
+			pin.offload = tok[0] == 'o';
+		else
+			return err_set(e, NR_EINPUT, "pin '%s': unknown setting '%s' (expected "
+				       "tpN, ppN, dpN, mbN, none, selective, full, zero, "
+				       "nozero, offload, nooffload)", text, tok);
+	}
+	if (stage == STAGE_GEN) {
+		if (pin.pp > 1 || pin.mb || pin.rc >= 0 || pin.zero >= 0 || pin.offload >= 0)
+			return err_set(e, NR_EINPUT, "pin '%s': generation engines take only "
+				       "tpN and dpN", text);
+		sp->gen = pin;
+	} else {
+		sp->home[md - job->models] = pin;
+	}
+	return NR_OK;
+}
+
+static bool pin_ok(const struct pin *p, const struct pconf *c)
+{
+	return (!p->tp || p->tp == c->tp) && (!p->pp || p->pp == c->pp) &&
+	       (!p->dp || p->dp == c->dp) && (!p->mb || p->mb == c->mb) &&
+	       (p->rc < 0 || p->rc == (int)c->rc) && (p->zero < 0 || p->zero == c->zero) &&
+	       (p->offload < 0 || p->offload == c->offload);
+}
+
+/* --- sizes and placement ------------------------------------------------- */
+
+static void make_sizes(struct search *s)
+{
+	const struct cluster *cl = s->v->cl;
+	int gpn = cl->gpus_per_node, full = 0, most = 0, step;
+
+	for (int n = 0; n < cl->nodes; n++) {
+		int up = 0;
+		for (int k = 0; k < gpn; k++)
+			up += cl->up[n * gpn + k];
+		s->node_free[n] = up;
+		full += up == gpn;
+		most = up > most ? up : most;
+	}
+	s->nsizes = 0;
+	for (int z = 1; z < gpn && z <= most; z *= 2)
+		s->sizes[s->nsizes++] = z;
+	/* beyond 32 nodes, whole-node pools come in coarser steps (and powers
+	 * of two) so the space stays small enough to search in milliseconds */
+	step = full <= 32 ? 1 : (full + 31) / 32;
+	for (int k = 1; k <= full && s->nsizes < MAX_SIZES; k++)
+		if (k % step == 0 || (k & (k - 1)) == 0 || k == full)
+			s->sizes[s->nsizes++] = k * gpn;
+}
+
+/* The same first-fit rule as plan_place, on free counts only. */
+static bool sizes_fit(const struct search *s, const int *size, int k)
+{
+	const struct cluster *cl = s->v->cl;
+	int gpn = cl->gpus_per_node, freec[4096], order[MAX_ITEMS], node = 0;
+
+	memcpy(freec, s->node_free, sizeof(int) * (size_t)cl->nodes);
+	for (int i = 0; i < k; i++)
+		order[i] = i;
+	for (int i = 1; i < k; i++)
+		for (int j = i; j > 0 && size[order[j]] > size[order[j - 1]]; j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (int oi = 0; oi < k; oi++) {
+		int want = size[order[oi]], n;
+		if (want >= gpn) {
+			for (int got = 0; got < want / gpn; got++) {
+				while (node < cl->nodes && freec[node] != gpn)
+					node++;
+				if (node == cl->nodes)
+					return false;
+				freec[node++] = 0;
+			}
+			continue;
+		}
+		for (n = 0; n < cl->nodes && freec[n] < want; n++)
+			;
+		if (n == cl->nodes)
+			return false;
+		freec[n] -= want;
+	}
+	return true;
+}
+
+/* --- candidates per model and size --------------------------------------- */
+
+static bool dominates(const struct cand *a, const struct cand *b)
+{
+	return a->t_inf <= b->t_inf && a->t_train <= b->t_train && a->res <= b->res &&
+	       a->trans <= b->trans;
+}
+
+static int cand_add(struct search *s, struct clist *l, const struct cand *c)
+{
+	if (!s->exhaustive) {
+		for (int i = 0; i < l->n; i++)
+			if (dominates(&l->v[i], c))
+				return 0;
+		for (int i = 0; i < l->n;)
+			if (dominates(c, &l->v[i]))
+				l->v[i] = l->v[--l->n];
+			else
+				i++;
+	}
+	if (l->n == l->cap) {
+		int nc = l->cap ? l->cap * 2 : 64;
+		struct cand *nv = realloc(l->v, sizeof *nv * (size_t)nc);
+		if (!nv)
+			return -1;
+		l->v = nv;
+		l->cap = nc;
+	}
+	l->v[l->n++] = *c;
+	return 0;
+}
+
+static bool tp_ok(const struct search *s, const struct arch *a, int t, int z)
+{
+	return t <= s->v->cl->gpus_per_node && a->heads % t == 0 && a->kv_heads % t == 0 &&
+	       z % t == 0;
+}
+
+static struct clist *cands(struct search *s, int m, int zi)
+{
+	struct clist *l = &s->cands[m * s->nsizes + zi];
+	const struct model *md = &s->v->job->models[m];
+	const struct arch *a = &md->arch;
+	const struct pin *pin = &s->sp->home[m];
+	bool train = model_trainable(md);
+	int z = s->sizes[zi];
+	long seqs = job_sequences(s->v->job);
+
+	if (l->done)
+		return l;
+	l->done = true;
+	for (int t = 1; t <= z; t *= 2) {
+		if (!tp_ok(s, a, t, z))
+			continue;
+		for (int p = 1; p <= a->layers && t * p <= z; p++) {
+			int dp;
+			long per;
+			if (a->layers % p || z % (t * p))
+				continue;
+			dp = z / (t * p);
+			per = train ? (seqs / s->v->job->mini_batches + dp - 1) / dp :
+				      (seqs + dp - 1) / dp;
+			for (int mb = 1; mb <= 8; mb *= 2) {
+				if (mb > 1 && mb > per)
+					break;
+				for (int rc = train ? 0 : RC_SELECTIVE; rc <= (train ? 2 : RC_SELECTIVE); rc++)
+				for (int zero = 0; zero <= (train && dp > 1); zero++)
+				for (int off = 0; off <= 1; off++) {
+					struct cand c = { { t, p, dp, mb, (enum recompute)rc, zero, off },
+							  0, 0, 0, 0 };
+					struct mcost mc;
+					if (!pin_ok(pin, &c.c))
+						continue;
+					model_cost(s->v, m, &c.c, &mc);
+					s->st->candidates++;
+					if (mc.res + mc.trans > s->cap)
+						continue;
+					c.t_inf = mc.t[STAGE_INF];
+					c.t_train = mc.t[STAGE_TRAIN];
+					c.res = mc.res;
+					c.trans = mc.trans;
+					if (cand_add(s, l, &c) < 0)
+						s->err = NR_EIO;
+				}
+			}
+		}
+	}
+	return l;
+}
+
+/* --- pool fronts ----------------------------------------------------------- */
+
+static int front_add(struct front *f, const struct entry *e)
+{
+	for (int i = 0; i < f->n; i++) {
+		const double *o = f->v[i].v;
+		if (o[0] <= e->v[0] && o[1] <= e->v[1] && o[2] <= e->v[2])
+			return 0;
+	}
+	for (int i = 0; i < f->n;) {
+		const double *o = f->v[i].v;
+		if (e->v[0] <= o[0] && e->v[1] <= o[1] && e->v[2] <= o[2])
+			f->v[i] = f->v[--f->n];
+		else
+			i++;
+	}
+	if (f->n == f->cap) {
+		int nc = f->cap ? f->cap * 2 : 8;
+		struct entry *nv = realloc(f->v, sizeof *nv * (size_t)nc);
+		if (!nv)
+			return -1;
+		f->v = nv;
+		f->cap = nc;
+	}
+	f->v[f->n++] = *e;
+	return 0;
+}
+
+struct combo {
+	struct search *s;
+	struct front *f;
+	int zi, nm, models[MAX_MODELS];
+	bool gen;
+	struct clist *lists[MAX_MODELS];
+	struct entry e;
+};
+
+/* The fastest engines for this combination; false when none fits. */
+static bool best_gen(struct combo *cb, double resident)
+{
+	struct search *s = cb->s;
+	const struct arch *a = &s->v->job->models[s->actor].arch;
+	int z = s->sizes[cb->zi];
+	bool actor_here = false, any = false;
+	struct pconf home = { 1, 1, 1, 1, RC_SELECTIVE, false, false };
+
+	for (int i = 0; i < cb->nm; i++)
+		if (cb->models[i] == s->actor) {
+			actor_here = true;
+			home = cb->e.home[s->actor];
+		}
+	for (int t = 1; t <= z; t *= 2) {
+		struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false };
+		struct stime st;
+		struct mem m;
+		double peak;
+		if (!tp_ok(s, a, t, z) || !pin_ok(&s->sp->gen, &g))
+			continue;
+		if (!gen_cost(s->v, &g, resident, &home, actor_here, &st, &m, &peak))
+			continue;
+		if (!any || st.total < cb->e.v[STAGE_GEN]) {
+			cb->e.v[STAGE_GEN] = st.total;
+			cb->e.gen = g;
+			any = true;
+		}
+	}
+	return any;
+}
+
+static void combos(struct combo *cb, int i, double res, double trans, double ti, double tt)
+{
+	if (i == cb->nm) {
+		if (res + trans > cb->s->cap)
+			return;
+		cb->e.v[STAGE_GEN] = 0;
+		cb->e.v[STAGE_INF] = ti;
+		cb->e.v[STAGE_TRAIN] = tt;
+		if (cb->gen && !best_gen(cb, res))
+			return;
+		if (front_add(cb->f, &cb->e) < 0)
+			cb->s->err = NR_EIO;
+		return;
+	}
+	for (int k = 0; k < cb->lists[i]->n; k++) {
+		const struct cand *c = &cb->lists[i]->v[k];
+		double nr = res + c->res, nt = fmax(trans, c->trans);
+		if (nr + nt > cb->s->cap)
+			continue;
+		cb->e.home[cb->models[i]] = c->c;
+		combos(cb, i + 1, nr, nt, ti + c->t_inf, tt + c->t_train);
+	}
+}
+
+static struct front *front(struct search *s, unsigned items, int zi)
+{
+	struct front *f = &s->fronts[items * (unsigned)s->nsizes + (unsigned)zi];
+	struct combo cb;
+
+	if (f->done)
+		return f;
+	f->done = true;
+	s->st->pool_fronts++;
+	memset(&cb, 0, sizeof cb);
+	cb.s = s;
+	cb.f = f;
+	cb.zi = zi;
+	cb.gen = items & 1u;
+	for (int m = 0; m < s->v->job->nmodels; m++) {
+		if (!(items & (1u << (1 + m))))
+			continue;
+		cb.models[cb.nm] = m;
+		cb.lists[cb.nm++] = cands(s, m, zi);
+	}
+	combos(&cb, 0, 0, 0, 0, 0);
+	for (int st = 0; st < NSTAGES; st++) {
+		f->min[st] = HUGE_VAL;
+		for (int i = 0; i < f->n; i++)
+			f->min[st] = fmin(f->min[st], f->v[i].v[st]);
+	}
+	return f;
+}
+
+/* Per-stage lower bound of an item set over every size it may take. */
+static const double *set_lb(struct search *s, unsigned items)
+{
+	if (!s->lb_done[items]) {
+		for (int st = 0; st < NSTAGES; st++)
+			s->lb[items][st] = HUGE_VAL;
+		for (int zi = 0; zi < s->nsizes; zi++) {
+			struct front *f = front(s, items, zi);
+			for (int st = 0; st < NSTAGES; st++)
+				s->lb[items][st] = fmin(s->lb[items][st], f->min[st]);
+		}
+		s->lb_done[items] = true;
+	}
+	return s->lb[items];
+}
+
+/* --- the walk over pools, sizes and front entries --------------------------- */
+
+static void build(struct search *s, struct plan *p)
+{
+	memset(p->pools, 0, sizeof p->pools);
+	p->npools = s->npools;
+	for (int i = 0; i < s->npools; i++) {
+		p->pools[i].items = s->pools[i];
+		p->pools[i].ngpus = s->sizes[s->zi[i]];
+		for (int m = 0; m < s->v->job->nmodels; m++)
+			if (s->pools[i] & (1u << (1 + m)))
+				p->home[m] = s->pick[i]->home[m];
+		if (s->pools[i] & 1u)
+			p->gen = s->pick[i]->gen;
+	}
+	plan_place(s->v->cl, p);
+	plan_evaluate(s->v, p);
+}
+
+static void leaf(struct search *s, const double *mx)
+{
+	int size[MAX_ITEMS];
+	double obj = s->v->k->step_s;
+
+	for (int st = 0; st < NSTAGES; st++)
+		obj += mx[st];
+	s->st->leaves++;
+	if (s->found && obj > s->best * (1 + EPS))
+		return;
+	for (int i = 0; i < s->npools; i++)
+		size[i] = s->sizes[s->zi[i]];
+	if (!sizes_fit(s, size, s->npools))
+		return;
+	if (s->found && obj >= s->best * (1 - EPS)) {
+		/* a tie: keep the plan that moves fewer bytes from the current one */
+		struct move mv;
+		if (!s->current)
+			return;
+		strcpy(s->scratch->layout, s->out->layout);
+		build(s, s->scratch);
+		plan_move(s->v, s->current, s->scratch, &mv);
+		if (mv.total_bytes >= s->best_move)
+			return;
+		s->best_move = mv.total_bytes;
+		memcpy(s->out, s->scratch, sizeof *s->out);
+		return;
+	}
+	s->found = true;
+	s->best = obj;
+	build(s, s->out);
+	if (s->current) {
+		struct move mv;
+		plan_move(s->v, s->current, s->out, &mv);
+		s->best_move = mv.total_bytes;
+	}
+}
+
+static void walk(struct search *s, int i, int left, const double *mx)
+{
+	double lbv = s->v->k->step_s;
+
+	if (i == s->npools) {
+		leaf(s, mx);
+		return;
+	}
+	if (!s->exhaustive && s->found) {
+		for (int st = 0; st < NSTAGES; st++) {
+			double m = mx[st];
+			for (int j = i; j < s->npools; j++)
+				m = fmax(m, set_lb(s, s->pools[j])[st]);
+			lbv += m;
+		}
+		if (lbv > s->best * (1 + EPS))
+			return;
+	}
+	for (int zi = s->nsizes - 1; zi >= 0; zi--) {
+		int z = s->sizes[zi];
+		struct front *f;
+		if (z > left || (s->sp->npools && s->sp->pool_size[i] && s->sp->pool_size[i] != z))
+			continue;
+		f = front(s, s->pools[i], zi);
+		s->zi[i] = zi;
+		for (int k = 0; k < f->n; k++) {
+			double nm[NSTAGES];
+			for (int st = 0; st < NSTAGES; st++)
+				nm[st] = fmax(mx[st], f->v[k].v[st]);
+			s->pick[i] = &f->v[k];
+			walk(s, i + 1, left - z, nm);
+		}
+	}
+}
+
+/* Partitions of the items as restricted growth strings. */
+static void partitions(struct search *s, int item, int *block, int nblocks, int up)
+{
+	static const double zero[NSTAGES];
+
+	if (item == s->nitems) {
+		s->npools = nblocks;
+		memset(s->pools, 0, sizeof s->pools);
+		for (int i = 0; i < s->nitems; i++)
+			s->pools[block[i]] |= 1u << i;
+		s->st->partitions++;
+		walk(s, 0, up, zero);
+		return;
+	}
+	for (int b = 0; b <= nblocks; b++) {
+		block[item] = b;
+		partitions(s, item + 1, block, b == nblocks ? nblocks + 1 : nblocks, up);
+	}
+}
+
+/* Why nothing fits, in words: the first model-stage that cannot fit even on
+ * every GPU at its leanest, or the plain fact. */
+static int explain(struct search *s, struct err *e)
+{
+	const struct job *j = s->v->job;
+	const struct cluster *cl = s->v->cl;
+	int top = s->nsizes - 1;
+
+	for (int m = 0; m < j->nmodels; m++) {
+		double need = HUGE_VAL;
+		struct pconf best = { 0 };
+		int stage = model_trainable(&j->models[m]) ? STAGE_TRAIN : STAGE_INF;
+		const struct arch *a = &j->models[m].arch;
+		int z = s->sizes[top];
+		for (int t = 1; t <= z; t *= 2)
+			for (int p = 1; p <= a->layers && t * p <= z; p++) {
+				struct pconf c = { t, p, z / (t * p), 1, RC_FULL, true, false };
+				struct mcost mc;
+				if (!tp_ok(s, a, t, z) || a->layers % p || z % (t * p) ||
+				    !pin_ok(&s->sp->home[m], &c))
+					continue;
+				if (s->sp->home[m].rc >= 0)
+					c.rc = (enum recompute)s->sp->home[m].rc;
+				if (s->sp->home[m].zero >= 0)
+					c.zero = s->sp->home[m].zero;
+				if (s->sp->home[m].mb)
+					c.mb = s->sp->home[m].mb;
+				model_cost(s->v, m, &c, &mc);
+				if (mc.res + mc.need[stage] < need) {
+					need = mc.res + mc.need[stage];
+					best = c;
+				}
+			}
+		if (need > s->cap && need < HUGE_VAL)
+			return err_set(e, NR_EINFEASIBLE, "%s@%s needs at least %.1f GiB per GPU "
+				       "(tp=%d pp=%d dp=%d), GPUs have %.1f GiB", j->models[m].name,
+				       stage_names[stage], need / GIB, best.tp, best.pp, best.dp,
+				       s->cap / GIB);
+		if (need == HUGE_VAL)
+			return err_set(e, NR_EINFEASIBLE, "%s@%s has no configuration on %d GPUs "
+				       "that meets its pins and divides its heads and layers",
+				       j->models[m].name, stage_names[stage], z);
+	}
+	return err_set(e, NR_EINFEASIBLE, "no plan fits: each model fits alone, but not "
+		       "together on %d GPUs of %.1f GiB (after %.0f%% headroom)",
+		       cluster_gpus_up(cl), s->cap / GIB, cl->headroom * 100);
+}
+
+int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
+		const struct plan *current, struct plan *best, struct search_stats *st,
+		struct err *e)
+{
+	struct search *s = calloc(1, sizeof *s);
+	struct timespec t0, t1;
+	int block[MAX_ITEMS], rc = NR_OK;
+	char layout[sizeof best->layout];
+
+	memset(st, 0, sizeof *st);
+	if (!s)
+		return err_set(e, NR_EIO, "out of memory");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	s->v = v;
+	s->sp = sp;
+	s->exhaustive = exhaustive;
+	s->nitems = 1 + v->job->nmodels;
+	s->actor = job_actor(v->job);
+	s->cap = cluster_gpu_bytes(v->cl);
+	s->st = st;
+	s->current = current;
+	s->out = best;
+	make_sizes(s);
+	s->cands = calloc((size_t)v->job->nmodels * (size_t)s->nsizes, sizeof *s->cands);
+	s->fronts = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->fronts);
+	s->scratch = malloc(sizeof *s->scratch);
+	if (!s->cands || !s->fronts || !s->scratch) {
+		rc = err_set(e, NR_EIO, "out of memory");
+		goto out;
+	}
+	memcpy(layout, best->layout, sizeof layout);
+	if (sp->npools) {
+		s->npools = sp->npools;
+		memcpy(s->pools, sp->pool_items, sizeof s->pools);
+		st->partitions = 1;
+		walk(s, 0, cluster_gpus_up(v->cl), (const double[NSTAGES]){ 0 });
+	} else {
+		partitions(s, 0, block, 0, cluster_gpus_up(v->cl));
+	}
+	if (s->err)
+		rc = err_set(e, NR_EIO, "out of memory");
+	else if (!s->found)
+		rc = explain(s, e);
+	memcpy(best->layout, layout, sizeof layout);
+out:
+	for (int i = 0; s->cands && i < v->job->nmodels * s->nsizes; i++)
+		free(s->cands[i].v);
+	for (size_t i = 0; s->fronts && i < ((size_t)1 << s->nitems) * (size_t)s->nsizes; i++)
+		free(s->fronts[i].v);
+	free(s->cands);
+	free(s->fronts);
+	free(s->scratch);
+	free(s);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	return rc;
+}

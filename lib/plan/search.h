@@ -1,0 +1,56 @@
+/* The global plan search: the fastest memory-feasible plan of the space
+ * below, exactly.
+ *
+ * The space: every partition of the items (models, and the actor's
+ * generation engines) into pools; every pool size that respects node
+ * boundaries (powers of two inside a node, whole nodes beyond); for every
+ * model its home configuration (TP dividing heads and kv_heads within a
+ * node, PP dividing the layers, DP filling the pool, micro-batch size,
+ * recompute, ZeRO, host offload); for the engines their TP.  The fast search
+ * prunes candidates that another candidate beats on every count and prunes
+ * branches whose lower bound is already worse than the best plan found; the
+ * exhaustive search enumerates everything, and both return the same
+ * optimum. */
+#ifndef NEREUS_SEARCH_H
+#define NEREUS_SEARCH_H
+
+#include "plan/plan.h"
+
+/* A fixed part of a configuration; 0 (or -1 for the flags) leaves it free. */
+struct pin {
+	int tp, pp, dp, mb;
+	int rc;       /* -1 free, else enum recompute */
+	int zero;     /* -1 free, 0, 1 */
+	int offload;  /* -1 free, 0, 1 */
+};
+
+/* Restrictions on the space (nereus-plan's --pin and --layout). */
+struct space {
+	struct pin home[MAX_MODELS];
+	struct pin gen;
+	int npools;                     /* 0: every partition of the items */
+	unsigned pool_items[MAX_ITEMS]; /* else these pools… */
+	int pool_size[MAX_ITEMS];       /* …with these sizes (0: free) */
+};
+
+struct search_stats {
+	long partitions;   /* partitions of the items tried */
+	long pool_fronts;  /* (pool items, size) pairs evaluated */
+	long candidates;   /* model configurations costed */
+	long leaves;       /* complete plans compared */
+	double seconds;
+};
+
+void space_init(struct space *sp);
+/* Parse "MODEL@STAGE=tp4,pp2,dp2[,mbN][,none|selective|full][,zero|nozero]
+ * [,offload|nooffload]" into sp. */
+int pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e);
+
+/* Search; current (may be NULL) breaks ties toward the plan that moves the
+ * fewest bytes from it.  NR_EINFEASIBLE with the shortfall in e when nothing
+ * fits. */
+int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
+		const struct plan *current, struct plan *best, struct search_stats *st,
+		struct err *e);
+
+#endif

@@ -1,0 +1,331 @@
+/* The Megatron-Core layout: global tensors of a Llama decoder and the
+ * pieces each (tp, pp, dp) rank holds.  The mapping is explained in
+ * layout.h. */
+#include "state/layout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const state_kind_names[NKINDS + 1] = {
+	"weight", "master", "adam_m", "adam_v", NULL
+};
+
+static const char *const layer_suffix[LAYOUT_LAYER_TENSORS] = {
+	[LT_INPUT_NORM] = "input_layernorm.weight",
+	[LT_QKV] = "self_attention.linear_qkv.weight",
+	[LT_PROJ] = "self_attention.linear_proj.weight",
+	[LT_PRE_MLP_NORM] = "pre_mlp_layernorm.weight",
+	[LT_FC1] = "mlp.linear_fc1.weight",
+	[LT_FC2] = "mlp.linear_fc2.weight",
+};
+
+int layout_tensor_index(const struct arch *a, int layer, enum layer_tensor k)
+{
+	(void)a;
+	return 1 + LAYOUT_LAYER_TENSORS * layer + (int)k;
+}
+
+int layout_final_norm_index(const struct arch *a)
+{
+	return 1 + LAYOUT_LAYER_TENSORS * a->layers;
+}
+
+int layout_output_index(const struct arch *a)
+{
+	return a->tied ? -1 : 2 + LAYOUT_LAYER_TENSORS * a->layers;
+}
+
+int layout_kind_bytes(const struct arch *a, enum state_kind kind)
+{
+	return kind == KIND_WEIGHT ? a->dtype_bytes : 4;
+}
+
+static int check_arch(const struct arch *a, struct err *e)
+{
+	if (a->layers < 1 || a->hidden < 1 || a->heads < 1 || a->kv_heads < 1 ||
+	    a->ffn < 1 || a->vocab < 1)
+		return err_set(e, NR_EINPUT, "arch: layers %d, hidden %d, heads %d, kv_heads %d, "
+			       "ffn %d and vocab %d must all be positive", a->layers, a->hidden,
+			       a->heads, a->kv_heads, a->ffn, a->vocab);
+	if (a->heads % a->kv_heads)
+		return err_set(e, NR_EINPUT, "arch: heads %d not divisible by kv_heads %d",
+			       a->heads, a->kv_heads);
+	if (a->hidden % a->heads)
+		return err_set(e, NR_EINPUT, "arch: hidden %d not divisible by heads %d",
+			       a->hidden, a->heads);
+	return NR_OK;
+}
+
+static void set_tensor(struct gtensor *t, int layer, const char *name, int ndim,
+		       const int64_t *shape)
+{
+	if (layer >= 0)
+		snprintf(t->name, sizeof t->name, "decoder.layers.%d.%s", layer, name);
+	else
+		snprintf(t->name, sizeof t->name, "%s", name);
+	t->layer = layer;
+	t->ndim = ndim;
+	memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+}
+
+int layout_tensors(const struct arch *a, struct gtensor **out, int *n, struct err *e)
+{
+	int64_t h = a->hidden, nh = a->heads, ng = a->kv_heads, f = a->ffn, v = a->vocab;
+	int64_t d, q;
+	struct gtensor *t;
+	int rc = check_arch(a, e), nt;
+
+	if (rc)
+		return rc;
+	d = h / nh;
+	q = nh / ng;
+	nt = 2 + LAYOUT_LAYER_TENSORS * a->layers + !a->tied;
+	t = calloc((size_t)nt, sizeof *t);
+	if (!t)
+		return err_set(e, NR_EIO, "out of memory");
+	set_tensor(&t[0], -1, "embedding.word_embeddings.weight", 2, (const int64_t[]){ v, h });
+	for (int i = 0; i < a->layers; i++) {
+		struct gtensor *l = &t[layout_tensor_index(a, i, LT_INPUT_NORM)];
+
+		set_tensor(&l[LT_INPUT_NORM], i, layer_suffix[LT_INPUT_NORM], 1, &h);
+		set_tensor(&l[LT_QKV], i, layer_suffix[LT_QKV], 3,
+			   (const int64_t[]){ ng, (q + 2) * d, h });
+		set_tensor(&l[LT_PROJ], i, layer_suffix[LT_PROJ], 2, (const int64_t[]){ h, nh * d });
+		set_tensor(&l[LT_PRE_MLP_NORM], i, layer_suffix[LT_PRE_MLP_NORM], 1, &h);
+		set_tensor(&l[LT_FC1], i, layer_suffix[LT_FC1], 3, (const int64_t[]){ 2, f, h });
+		set_tensor(&l[LT_FC2], i, layer_suffix[LT_FC2], 2, (const int64_t[]){ h, f });
+	}
+	set_tensor(&t[layout_final_norm_index(a)], -1, "decoder.final_layernorm.weight", 1, &h);
+	if (!a->tied)
+		set_tensor(&t[layout_output_index(a)], -1, "output_layer.weight", 2,
+			   (const int64_t[]){ v, h });
+	*out = t;
+	*n = nt;
+	return NR_OK;
+}
+
+void layout_free(struct layout *lo)
+{
+	free(lo->first);
+	free(lo->tensors);
+	memset(lo, 0, sizeof *lo);
+}
+
+/* Fix first[] from the per-stage counts, or split evenly. */
+static int set_stages(struct layout *lo, const int *stage_layers, struct err *e)
+{
+	int layers = lo->arch.layers;
+	int64_t sum = 0;
+
+	lo->first = malloc((size_t)(lo->pp + 1) * sizeof *lo->first);
+	if (!lo->first)
+		return err_set(e, NR_EIO, "out of memory");
+	if (!stage_layers && layers % lo->pp)
+		return err_set(e, NR_EINPUT, "layers %d do not split evenly into pp %d stages; "
+			       "give per-stage layer counts", layers, lo->pp);
+	for (int p = 0; p < lo->pp; p++) {
+		int n = stage_layers ? stage_layers[p] : layers / lo->pp;
+
+		if (n < 0)
+			return err_set(e, NR_EINPUT, "stage %d: negative layer count %d", p, n);
+		lo->first[p] = sum < layers ? (int)sum : layers;
+		sum += n;
+	}
+	if (sum != layers)
+		return err_set(e, NR_EINPUT, "per-stage layer counts sum to %lld, not layers %d",
+			       (long long)sum, layers);
+	lo->first[lo->pp] = layers;
+	return NR_OK;
+}
+
+static int check_tp(const struct layout *lo, struct err *e)
+{
+	const struct arch *a = &lo->arch;
+	const struct gtensor *qkv = &lo->tensors[layout_tensor_index(a, 0, LT_QKV)];
+	const struct gtensor *fc1 = &lo->tensors[layout_tensor_index(a, 0, LT_FC1)];
+
+	/* linear_proj's nh·d columns split whenever the groups do. */
+	if (a->kv_heads % lo->tp)
+		return err_set(e, NR_EINPUT, "tensor '%s' [%lld, %lld, %lld]: dim 0 (%d KV groups) "
+			       "is not divisible by tp %d", qkv->name, (long long)qkv->shape[0],
+			       (long long)qkv->shape[1], (long long)qkv->shape[2], a->kv_heads, lo->tp);
+	if (a->ffn % lo->tp)
+		return err_set(e, NR_EINPUT, "tensor '%s' [%lld, %lld, %lld]: dim 1 (ffn %d) "
+			       "is not divisible by tp %d", fc1->name, (long long)fc1->shape[0],
+			       (long long)fc1->shape[1], (long long)fc1->shape[2], a->ffn, lo->tp);
+	return NR_OK;
+}
+
+int layout_init(struct layout *lo, const struct arch *a, int tp, int pp, int dp,
+		bool dist_opt, const int *stage_layers, struct err *e)
+{
+	int64_t align;
+	int rc;
+
+	memset(lo, 0, sizeof *lo);
+	if (tp < 1 || pp < 1 || dp < 1)
+		return err_set(e, NR_EINPUT, "tp %d, pp %d and dp %d must all be at least 1",
+			       tp, pp, dp);
+	rc = layout_tensors(a, &lo->tensors, &lo->ntensors, e);
+	if (rc)
+		return rc;
+	lo->arch = *a;
+	lo->tp = tp;
+	lo->pp = pp;
+	lo->dp = dp;
+	lo->dist_opt = dist_opt;
+	align = (int64_t)LAYOUT_VOCAB_ALIGN * tp;
+	lo->vocab_padded = (a->vocab + align - 1) / align * align;
+	rc = check_tp(lo, e);
+	if (rc == NR_OK)
+		rc = set_stages(lo, stage_layers, e);
+	if (rc)
+		layout_free(lo);
+	return rc;
+}
+
+/* The pieces of one rank, as they are appended. */
+struct rank_pieces {
+	struct piece *p;
+	size_t n;
+	int64_t off;
+	bool sharded;              /* this kind is split across DP */
+	int dp, dp_rank;
+};
+
+/* Cut b to dp block dp_rank: along the first dimension with at least dp
+ * elements (the largest when none has), block k holding
+ * [k E/dp, (k+1) E/dp).  Only the last block keeps the padding tail. */
+static void dp_block(struct box *b, int64_t *tail, int dp, int dp_rank)
+{
+	int s = 0;
+	int64_t ext, lo, hi;
+
+	while (s < b->ndim && b->ext[s] < dp)
+		s++;
+	if (s == b->ndim) {
+		s = 0;
+		for (int k = 1; k < b->ndim; k++)
+			if (b->ext[k] > b->ext[s])
+				s = k;
+	}
+	ext = b->ext[s];
+	lo = ext * dp_rank / dp;
+	hi = ext * (dp_rank + 1) / dp;
+	b->off[s] += lo;
+	b->ext[s] = hi - lo;
+	if (dp_rank != dp - 1)
+		*tail = 0;
+}
+
+/* Append the rank's part of tensor: box of the TP rank, then tail
+ * padding elements. */
+static void add(struct rank_pieces *rp, int tensor, struct box box, int64_t tail, bool copy)
+{
+	struct piece *p;
+	int64_t len;
+
+	if (rp->sharded)
+		dp_block(&box, &tail, rp->dp, rp->dp_rank);
+	else
+		copy = copy || rp->dp_rank > 0;
+	len = box_volume(&box) + tail;
+	if (len == 0)
+		return;
+	p = &rp->p[rp->n++];
+	p->tensor = tensor;
+	p->box = box;
+	p->local_off = rp->off;
+	p->local_len = len;
+	p->copy = copy;
+	rp->off += len;
+}
+
+static struct box whole(const struct gtensor *t)
+{
+	struct box b = { .ndim = t->ndim };
+
+	for (int d = 0; d < t->ndim; d++)
+		b.ext[d] = t->shape[d];
+	return b;
+}
+
+/* Box d of a split into n equal blocks along dimension dim. */
+static struct box block(const struct gtensor *t, int dim, int n, int d)
+{
+	struct box b = whole(t);
+
+	b.ext[dim] /= n;
+	b.off[dim] = b.ext[dim] * d;
+	return b;
+}
+
+/* Rank r's rows of the padded vocabulary that lie below V, and the rest
+ * of its Vp/t rows as padding. */
+static void add_vocab(struct rank_pieces *rp, const struct layout *lo, int tensor, int r,
+		      bool copy)
+{
+	const struct gtensor *t = &lo->tensors[tensor];
+	int64_t rows = lo->vocab_padded / lo->tp, v = t->shape[0];
+	int64_t lo_row = rows * r < v ? rows * r : v;
+	int64_t hi_row = rows * (r + 1) < v ? rows * (r + 1) : v;
+	struct box b = whole(t);
+
+	b.off[0] = lo_row;
+	b.ext[0] = hi_row - lo_row;
+	add(rp, tensor, b, (rows - b.ext[0]) * t->shape[1], copy);
+}
+
+int layout_pieces(const struct layout *lo, enum state_kind kind, int tp_rank, int pp_rank,
+		  int dp_rank, struct piece **out, size_t *n, struct err *e)
+{
+	const struct arch *a = &lo->arch;
+	const struct gtensor *t = lo->tensors;
+	struct rank_pieces rp = { 0 };
+	int r = tp_rank, tp = lo->tp;
+
+	*out = NULL;
+	*n = 0;
+	if (tp_rank < 0 || tp_rank >= tp || pp_rank < 0 || pp_rank >= lo->pp || dp_rank < 0 ||
+	    dp_rank >= lo->dp || (unsigned)kind >= NKINDS)
+		return err_set(e, NR_EINPUT, "rank (tp %d, pp %d, dp %d) of kind %d is outside "
+			       "tp %d, pp %d, dp %d", tp_rank, pp_rank, dp_rank, (int)kind, tp,
+			       lo->pp, lo->dp);
+	rp.sharded = lo->dist_opt && kind != KIND_WEIGHT && lo->dp > 1;
+	rp.dp = lo->dp;
+	rp.dp_rank = dp_rank;
+	rp.p = malloc((size_t)(4 + LAYOUT_LAYER_TENSORS *
+			       (lo->first[pp_rank + 1] - lo->first[pp_rank])) * sizeof *rp.p);
+	if (!rp.p)
+		return err_set(e, NR_EIO, "out of memory");
+
+	if (pp_rank == 0)
+		add_vocab(&rp, lo, 0, r, false);
+	for (int i = lo->first[pp_rank]; i < lo->first[pp_rank + 1]; i++) {
+		int k = layout_tensor_index(a, i, LT_INPUT_NORM);
+
+		add(&rp, k + LT_INPUT_NORM, whole(&t[k + LT_INPUT_NORM]), 0, r > 0);
+		add(&rp, k + LT_QKV, block(&t[k + LT_QKV], 0, tp, r), 0, false);
+		add(&rp, k + LT_PROJ, block(&t[k + LT_PROJ], 1, tp, r), 0, false);
+		add(&rp, k + LT_PRE_MLP_NORM, whole(&t[k + LT_PRE_MLP_NORM]), 0, r > 0);
+		add(&rp, k + LT_FC1, block(&t[k + LT_FC1], 1, tp, r), 0, false);
+		add(&rp, k + LT_FC2, block(&t[k + LT_FC2], 1, tp, r), 0, false);
+	}
+	if (pp_rank == lo->pp - 1) {
+		int fn = layout_final_norm_index(a);
+
+		add(&rp, fn, whole(&t[fn]), 0, r > 0);
+		if (!a->tied)
+			add_vocab(&rp, lo, layout_output_index(a), r, false);
+		else if (lo->pp > 1)
+			add_vocab(&rp, lo, 0, r, true);
+	}
+	if (rp.n == 0) {
+		free(rp.p);
+		rp.p = NULL;
+	}
+	*out = rp.p;
+	*n = rp.n;
+	return NR_OK;
+}

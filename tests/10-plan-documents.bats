@@ -1,0 +1,467 @@
+#!/usr/bin/env bats
+# Loading the documents nereus-plan reads: nereus-job(5), nereus-cluster(5),
+# nereus-cost(5).  Bad input exits 2 with the loader's message on standard
+# error, "nereus-plan: FILE:LINE:COL: field.path: message", and nothing on
+# standard output.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	load test_helper/common-setup
+	_common_setup
+
+	cat > cluster.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cluster",
+  "nodes": 1,
+  "gpus_per_node": 8,
+  "gpu": "H100-SXM"
+}
+EOF
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    },
+    "reference": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["inference"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "mean": 64, "p90": 96, "max": 128 } }
+}
+EOF
+}
+
+@test "a valid job and cluster are accepted" {
+	run nereus-plan --job job.json --cluster cluster.json
+	assert_success
+}
+
+@test "an unknown field is an error naming file, line, column and field path" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stage": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:8:16: models.actor.stage: unknown field (expected one of: role, arch, hf_config, stages)"
+}
+
+@test "a string where a count belongs is a type error" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": "32", "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:7:54: models.actor.arch.heads: expected an integer from 1 to 65536, got \"32\""
+}
+
+@test "kv_heads must divide heads" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "kv_heads": 3, "ffn": 512,
+                "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:7:69: models.actor.arch.kv_heads: 3 does not divide heads (4)"
+}
+
+@test "a missing required field is named at the object that lacks it" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:7:15: models.actor.arch: missing required field \"ffn\""
+}
+
+@test "a document of another kind is rejected" {
+	run -2 --separate-stderr nereus-plan --job cluster.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: cluster.json:3:11: kind: expected a \"job\" document, got \"cluster\""
+}
+
+@test "a document without \"nereus\" is not a Nereus document" {
+	cat > job.json <<'EOF'
+{
+  "kind": "job",
+  "models": {}
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:1:1: not a Nereus document: no \"nereus\" format version"
+}
+
+@test "an unsupported \"nereus\" format version is rejected with a hint" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 2,
+  "kind": "job",
+  "models": {}
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:2:13: nereus: format version 2 is not supported (this build reads 1); convert the document with a matching nereus version"
+}
+
+@test "a JSON syntax error names line and column" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job"
+  "models": {}
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:4:10: '}' expected near '\"models\"'"
+}
+
+@test "a duplicate key is an error" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "kind": "job"
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:4:8: duplicate object key near '\"kind\"'"
+}
+
+@test "GRPO with a critic is rejected" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    },
+    "critic": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:5:13: models: GRPO has no critic; drop the critic model or use \"algorithm\": \"ppo\""
+}
+
+@test "PPO without a critic is rejected" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "ppo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    },
+    "reference": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["inference"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "prompt_len": 64, "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:5:13: models: PPO needs a model with role \"critic\" (use \"algorithm\": \"grpo\" for a critic-free job)"
+}
+
+@test "GRPO needs at least two samples per prompt" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 1, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:11:59: batch.samples_per_prompt: GRPO compares samples of one prompt: expected at least 2, got 1"
+}
+
+@test "only the actor takes part in generation" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    },
+    "reference": {
+      "arch": { "layers": 2, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:12:17: models.reference.stages: only the actor generates; a reference cannot take part in generation"
+}
+
+@test "hf_config is resolved relative to the job file" {
+	mkdir -p jobs/hf elsewhere
+	cat > jobs/hf/config.json <<'EOF'
+{
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "num_hidden_layers": 2,
+  "hidden_size": 256,
+  "num_attention_heads": 4,
+  "num_key_value_heads": 2,
+  "intermediate_size": 512,
+  "vocab_size": 1024,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16"
+}
+EOF
+	cat > jobs/job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "hf_config": "hf/config.json",
+      "stages": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	cd elsewhere
+	run nereus-plan --job ../jobs/job.json --cluster ../cluster.json
+	assert_success
+}
+
+@test "an hf_config that cannot be read is named at the job's field" {
+	mkdir -p jobs
+	cat > jobs/job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "hf_config": "hf/missing.json",
+      "stages": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job jobs/job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: jobs/job.json:7:20: models.actor.hf_config: cannot open 'jobs/hf/missing.json': No such file or directory"
+}
+
+@test "a cluster with every GPU down is bad input" {
+	cat > cluster.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cluster",
+  "nodes": 2,
+  "gpus_per_node": 4,
+  "gpu": "H100-SXM",
+  "down": { "nodes": [0], "gpus": [4, 5, 6, 7] }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: cluster.json:7:11: down: no GPU is up: the cluster has nothing to run on"
+}
+
+@test "a GPU id past the cluster is rejected" {
+	cat > cluster.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cluster",
+  "nodes": 2,
+  "gpus_per_node": 4,
+  "gpu": "H100-SXM",
+  "down": { "gpus": [8] }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: cluster.json:7:22: down.gpus[0]: expected a GPU id from 0 to 7"
+}
+
+@test "an unknown GPU model is rejected" {
+	cat > cluster.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cluster",
+  "nodes": 1,
+  "gpus_per_node": 8,
+  "gpu": "H100-PCIe"
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: cluster.json:6:10: gpu: unknown GPU model \"H100-PCIe\" (known: A100-80GB, H100-SXM, H200-SXM; or give an object with model, memory_gib, tflops, hbm_gbps)"
+}
+
+@test "a GPU model not among the presets needs its figures spelled out" {
+	cat > cluster.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cluster",
+  "nodes": 1,
+  "gpus_per_node": 8,
+  "gpu": { "model": "H100-PCIe", "memory_gib": 80 }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: cluster.json:6:10: gpu: missing required field \"tflops\""
+}
+
+@test "a cost document with an out-of-range coefficient is rejected" {
+	cat > cost.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cost",
+  "coefficients": { "train_eff": 1.5 }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json --cost cost.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: cost.json:4:34: coefficients.train_eff: expected a number from 0.0001 to 1, got 1.5"
+}
+
+@test "a cost document with only some coefficients is accepted" {
+	cat > cost.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cost",
+  "coefficients": { "train_eff": 0.4, "workspace_gib": 4 },
+  "fit": { "steps": 20 }
+}
+EOF
+	run nereus-plan --job job.json --cluster cluster.json --cost cost.json
+	assert_success
+}
+
+@test "the job is read from standard input with -" {
+	run nereus-plan --job - --cluster cluster.json < job.json
+	assert_success
+}
+
+@test "a bad job on standard input is named <stdin>" {
+	cat > bad.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 2, "hidden": 256, "heads": "32", "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job - --cluster cluster.json < bad.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: <stdin>:7:54: models.actor.arch.heads: expected an integer from 1 to 65536, got \"32\""
+}
+
+@test "every shipped example job and cluster loads" {
+	for job in "$EXAMPLES"/jobs/*.json; do
+		for cluster in "$EXAMPLES"/clusters/*.json; do
+			run --separate-stderr nereus-plan --job "$job" --cluster "$cluster"
+			# 0: a plan; 3: nothing fits, said in words; never 2 (bad input)
+			if [ "$status" -ne 0 ] && [ "$status" -ne 3 ]; then
+				fail "$(basename "$job") on $(basename "$cluster"): exit $status: $stderr"
+			fi
+		done
+	done
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# nereus-profile bench: measuring this host into the hardware section of a
+# cost document, as nereus-profile(1) describes it.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	load test_helper/common-setup
+	_common_setup
+	MAN_SCD=$BATS_TEST_DIRNAME/../man/nereus-profile.1.scd
+}
+
+# Check that file $1 is a cost document whose hardware section has the
+# documented shape; further arguments are Python expressions on `hw` that
+# must hold.
+check_cost() {
+	python3 - "$@" <<'EOF'
+import json, math, sys
+
+doc = json.load(open(sys.argv[1]))
+assert doc["nereus"] == 1 and doc["kind"] == "cost", "not a cost document"
+hw = doc["hardware"]
+assert set(hw) == {"host", "cpu", "mpi", "gpu"}, sorted(hw)
+assert hw["host"]["cpus"] >= 1
+assert hw["host"]["date"].endswith("Z") and "T" in hw["host"]["date"]
+
+def figure(f, unit):
+    assert set(f) == {"value", "unit", "method", "spread", "runs"}, sorted(f)
+    assert f["unit"] == unit and f["value"] > 0 and math.isfinite(f["value"])
+    assert f["spread"] >= 0 and f["runs"] >= 1 and f["method"]
+
+def series(s, unit, axis):
+    assert set(s) == {"unit", "method", "runs", axis, "value", "spread", "time_us"}, sorted(s)
+    assert s["unit"] == unit and s["method"] and s["runs"] >= 1
+    n = len(s[axis])
+    assert n >= 2 and all(len(s[k]) == n for k in ("value", "spread", "time_us"))
+    assert all(v > 0 for v in s["value"]) and all(t > 0 for t in s["time_us"])
+    assert s[axis] == sorted(s[axis])
+
+figure(hw["cpu"]["memcpy_bandwidth"], "GB/s")
+figure(hw["cpu"]["gemm_fp32"], "GFLOP/s")
+series(hw["cpu"]["gemm_fp32_by_size"], "GFLOP/s", "n")
+if hw["mpi"]["ranks"] > 1:
+    for k in ("sendrecv_busbw", "allreduce_busbw", "allgather_busbw"):
+        series(hw["mpi"][k], "GB/s", "bytes")
+else:
+    assert hw["mpi"]["note"]
+gpu = hw["gpu"]
+if gpu["present"]:
+    for k in ("memcpy_bandwidth", "h2d_bandwidth", "d2h_bandwidth"):
+        figure(gpu[k], "GB/s")
+    figure(gpu["gemm_bf16"], "GFLOP/s")
+    series(gpu["gemm_bf16_by_size"], "GFLOP/s", "n")
+else:
+    assert gpu["note"]
+for expr in sys.argv[2:]:
+    assert eval(expr), expr
+EOF
+}
+
+@test "--help prints the usage to standard output and exits 0" {
+	run --separate-stderr nereus-profile --help
+	assert_success
+	assert_line --index 0 "usage: nereus-profile bench [-o FILE] [--runs N] [--quick] [--ranks N] [--no-gpu]"
+	assert_equal "$stderr" ""
+}
+
+@test "bench --help prints the same usage" {
+	run --separate-stderr nereus-profile bench --help
+	assert_success
+	assert_line --index 0 --partial "usage: nereus-profile bench"
+	assert_equal "$stderr" ""
+}
+
+@test "the usage text repeats the man page's synopsis" {
+	run nereus-profile --help
+	synopsis=$(grep -m1 '^\*nereus-profile bench\*' "$MAN_SCD" | tr -d '*_')
+	assert_line --index 0 "usage: $synopsis"
+}
+
+@test "--version prints the program name and version" {
+	run --separate-stderr nereus-profile --version
+	assert_success
+	assert_output --regexp '^nereus-profile [0-9]+\.[0-9]+\.[0-9]+$'
+}
+
+@test "an unknown option exits 2 with a message on standard error" {
+	run -2 --separate-stderr nereus-profile bench --bogus
+	assert_equal "$output" ""
+	assert_equal "${stderr_lines[0]}" "nereus-profile: unknown option '--bogus'"
+	assert_equal "${stderr_lines[1]}" "Try 'nereus-profile --help' for more information."
+}
+
+@test "an unknown subcommand exits 2" {
+	run -2 --separate-stderr nereus-profile frobnicate
+	assert_equal "$output" ""
+	assert_equal "${stderr_lines[0]}" "nereus-profile: unknown subcommand 'frobnicate'"
+}
+
+@test "no subcommand exits 2" {
+	run -2 --separate-stderr nereus-profile
+	assert_equal "${stderr_lines[0]}" "nereus-profile: missing subcommand"
+}
+
+@test "a value out of range exits 2 and measures nothing" {
+	run -2 --separate-stderr nereus-profile bench --runs 0 -o hw.json
+	assert_equal "${stderr_lines[0]}" \
+		"nereus-profile: option '--runs' expects an integer from 1 to 1000, got '0'"
+	[ ! -e hw.json ]
+}
+
+@test "an option without its value exits 2" {
+	run -2 --separate-stderr nereus-profile bench -o
+	assert_equal "${stderr_lines[0]}" "nereus-profile: option '-o' needs a value"
+}
+
+@test "bench --quick writes a cost document to standard output, quietly in a pipe" {
+	run --separate-stderr nereus-profile bench --quick --runs 1
+	assert_success
+	assert_equal "$stderr" ""
+	printf '%s\n' "$output" > hw.json
+	check_cost hw.json 'hw["mpi"]["ranks"] == 1'
+}
+
+@test "--quick runs each figure 3 times; --runs sets the count" {
+	nereus-profile bench --quick --no-gpu > three.json
+	check_cost three.json 'hw["cpu"]["memcpy_bandwidth"]["runs"] == 3' \
+		'hw["cpu"]["gemm_fp32_by_size"]["runs"] == 3'
+	nereus-profile bench --quick --runs 2 --no-gpu > two.json
+	check_cost two.json 'hw["cpu"]["gemm_fp32"]["runs"] == 2'
+}
+
+@test "every figure says how it was measured" {
+	nereus-profile bench --quick --runs 1 --no-gpu > hw.json
+	check_cost hw.json '"memcpy" in hw["cpu"]["memcpy_bandwidth"]["method"]' \
+		'"cblas_sgemm" in hw["cpu"]["gemm_fp32"]["method"]'
+}
+
+@test "--no-gpu leaves the GPUs out and says so" {
+	nereus-profile bench --quick --runs 1 --no-gpu > hw.json
+	check_cost hw.json 'hw["gpu"] == {"present": False, "note": "not measured (--no-gpu)"}'
+}
+
+@test "without a GPU the document says no GPU is present (or, with one, measures it)" {
+	nereus-profile bench --quick --runs 1 > hw.json
+	check_cost hw.json 'hw["gpu"]["present"] or "no GPU present" in hw["gpu"]["note"] or "without CUDA" in hw["gpu"]["note"]'
+}
+
+@test "--ranks 2 adds MPI figures across message sizes" {
+	run nereus-profile bench --quick --runs 2 --ranks 2 --no-gpu -o hw.json
+	assert_success
+	check_cost hw.json 'hw["mpi"]["ranks"] == 2' \
+		'hw["mpi"]["allreduce_busbw"]["bytes"][0] == 4096' \
+		'"2(n-1)/n" in hw["mpi"]["allreduce_busbw"]["method"]' \
+		'hw["mpi"]["sendrecv_busbw"]["runs"] == 2'
+}
+
+@test "--ranks without mpirun on PATH exits 4 and writes nothing" {
+	run -4 --separate-stderr env PATH=/nonexistent \
+		"$NEREUS_BUILD/nereus-profile" bench --quick --ranks 2 -o hw.json
+	assert_equal "${stderr_lines[0]}" \
+		"nereus-profile: cannot run 'mpirun': not found on PATH (install Open MPI, or leave out --ranks)"
+	[ ! -e hw.json ]
+}
+
+@test "-o replaces the file whole and leaves no temporary file" {
+	echo 'old contents' > hw.json
+	run --separate-stderr nereus-profile bench --quick --runs 1 --no-gpu -o hw.json
+	assert_success
+	assert_equal "$output" ""
+	check_cost hw.json
+	run compgen -G 'hw.json?*'
+	assert_failure
+}
+
+@test "-o into a missing directory exits 4 before measuring and writes nothing" {
+	run -4 --separate-stderr nereus-profile bench --quick -o missing/hw.json
+	assert_equal "$output" ""
+	assert_equal "${stderr_lines[0]}" \
+		"nereus-profile: cannot write 'missing/hw.json': No such file or directory"
+	[ ! -e missing ]
+}
+
+@test "every EXAMPLES entry of the man page runs" {
+	# the indented blocks between "# EXAMPLES" and the next section
+	awk '/^# EXAMPLES/ { on = 1; next } /^# / { on = 0 }
+	     on && /^```/ { block = !block; next } on && block' "$MAN_SCD" > examples.sh
+	[ -s examples.sh ]
+	while IFS= read -r cmd; do
+		run bash -o pipefail -c "$cmd"
+		assert_success
+	done < examples.sh
+	check_cost hw.json
+}
