@@ -61,9 +61,7 @@ $(O)/libnereus.a: $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(O)/libnereus_mpi.a: $(MPI_OBJ)
-	@rm -f $@
-	$(AR) rcs $@ $^ $(if $(MPI_OBJ),,/dev/null)
+$(MPI_TOOLS:%=$(O)/%): $(MPI_OBJ)
 
 $(O)/nereus-%: $(O)/cmd/nereus-%.o $(CMD_COMMON) $(O)/libnereus.a
 	$(if $(filter nereus-$*,$(MPI_TOOLS)),$(MPICC),$(CC)) $(LDFLAGS) -o $@ $< $(CMD_COMMON) \
@@ -91,14 +89,17 @@ unit: $(UNITS)
 bats: all
 	@NEREUS_BUILD=$(CURDIR)/$(O) bats tests/
 
+SAN_CC ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo $(CC))
 sanitize:
-	@$(MAKE) --no-print-directory O=build-san SANITIZE=address,undefined CC=$(CC) unit
+	@$(MAKE) --no-print-directory O=build-san SANITIZE=address,undefined CC=$(SAN_CC) unit
 
+# CI's gate: warnings are errors, gcc for the tools, clang for the
+# sanitizer build, so both compilers stay warning-free.
 check: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory bats
-	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory WERROR=1 all
+	@$(MAKE) --no-print-directory WERROR=1 unit
+	@$(MAKE) --no-print-directory WERROR=1 bats
+	@$(MAKE) --no-print-directory WERROR=1 sanitize
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -152,9 +153,6 @@ fuzz:
 .PHONY: fuzz
 
 # --- CUDA (nereus-profile) begin
-# nereus-profile links lib/mpi objects, which the generic link rule lists
-# but does not build: make them its prerequisites.
-$(O)/nereus-profile: $(MPI_OBJ)
 # With nvcc found, lib/cuda/*.cu is compiled with nvcc and linked into
 # nereus-profile only, whose main is then built with -DNEREUS_CUDA. NCCL is
 # used (-DNEREUS_NCCL) when nccl.h and libnccl are found in NCCL_HOME or

@@ -84,7 +84,28 @@ EOF
 EOF
 	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
 	refute_output
-	assert_equal "$stderr" "nereus-plan: job.json:7:54: models.actor.arch.heads: expected an integer from 1 to 65536, got \"32\""
+	assert_equal "$stderr" "nereus-plan: job.json:7:54: models.actor.arch.heads: expected a positive integer, got \"32\""
+}
+
+@test "a count past what Nereus supports is rejected" {
+	cat > job.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "job",
+  "algorithm": "grpo",
+  "models": {
+    "actor": {
+      "arch": { "layers": 5000, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 1024 },
+      "stages": ["generation", "inference", "training"]
+    }
+  },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 64,
+             "response_len": { "max": 128 } }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: job.json:7:27: models.actor.arch.layers: 5000 is larger than Nereus supports (4096)"
 }
 
 @test "kv_heads must divide heads" {
@@ -451,7 +472,7 @@ EOF
 EOF
 	run -2 --separate-stderr nereus-plan --job - --cluster cluster.json < bad.json
 	refute_output
-	assert_equal "$stderr" "nereus-plan: <stdin>:7:54: models.actor.arch.heads: expected an integer from 1 to 65536, got \"32\""
+	assert_equal "$stderr" "nereus-plan: <stdin>:7:54: models.actor.arch.heads: expected a positive integer, got \"32\""
 }
 
 @test "every shipped example job and cluster loads" {
@@ -464,4 +485,97 @@ EOF
 			fi
 		done
 	done
+}
+
+# Write the literal blocks of the EXAMPLES section of man page $1 (its scdoc
+# source) to ex-1.json, ex-2.sh, ... in the current directory, as a reader
+# sees them (scdoc's \\ is one backslash), and print their names.
+man_examples() {
+	python3 - "$BATS_TEST_DIRNAME/../man/$1.scd" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+section = re.search(r"^# EXAMPLES\n(.*?)^# ", text, re.S | re.M).group(1)
+blocks = re.findall(r"^```\n(.*?)^```", section, re.S | re.M)
+for i, block in enumerate(blocks, 1):
+    name = "ex-%d.%s" % (i, "json" if block.lstrip().startswith("{") else "sh")
+    open(name, "w").write(block.replace("\\\\", "\\"))
+    print(name)
+EOF
+}
+
+# Run one shell example from the current directory, which holds a link to
+# the repository's examples/.
+run_example() {
+	run --separate-stderr bash -o pipefail "$1"
+	[ "$status" -eq 0 ] || fail "$1 exits $status: $stderr"
+}
+
+@test "every EXAMPLES entry of nereus-job(5) runs" {
+	ln -s "$EXAMPLES" examples
+	cp -r "$EXAMPLES/jobs/hf" hf
+	for ex in $(man_examples nereus-job.5); do
+		case $ex in
+		*.json)
+			run --separate-stderr nereus-plan --job "$ex" \
+				--cluster "$EXAMPLES/clusters/h100-8x8.json"
+			[ "$status" -eq 0 ] || fail "$ex exits $status: $stderr" ;;
+		*) run_example "$ex" ;;
+		esac
+	done
+	# the first example is the shipped file, byte for byte
+	cmp ex-1.json "$EXAMPLES/jobs/ppo-llama3-8b.json"
+}
+
+@test "every EXAMPLES entry of nereus-cluster(5) runs" {
+	ln -s "$EXAMPLES" examples
+	nereus-plan --job "$EXAMPLES/jobs/ppo-llama3-8b.json" \
+		--cluster "$EXAMPLES/clusters/h100-8x8.json" -o plan.json
+	for ex in $(man_examples nereus-cluster.5); do
+		case $ex in
+		*.json)
+			run --separate-stderr nereus-plan --cluster "$ex" \
+				--job "$EXAMPLES/jobs/ppo-llama3-8b.json"
+			[ "$status" -eq 0 ] || fail "$ex exits $status: $stderr" ;;
+		*)
+			# a switch (0) or keep (1) answer
+			run --separate-stderr bash -o pipefail "$ex"
+			[ "$status" -le 1 ] || fail "$ex exits $status: $stderr" ;;
+		esac
+	done
+	cmp ex-1.json "$EXAMPLES/clusters/h100-8x8.json"
+	cmp ex-2.json "$EXAMPLES/clusters/h100-8x8-degraded.json"
+}
+
+@test "every EXAMPLES entry of nereus-cost(5) runs" {
+	ln -s "$EXAMPLES" examples
+	for ex in $(man_examples nereus-cost.5); do
+		case $ex in
+		*.json)
+			run --separate-stderr nereus-plan --job job.json --cluster cluster.json \
+				--cost "$ex"
+			[ "$status" -eq 0 ] || fail "$ex exits $status: $stderr" ;;
+		*) run_example "$ex" ;;
+		esac
+	done
+}
+
+@test "every EXAMPLES entry of nereus(7) that this release can run, runs" {
+	# Left out: the crontab line and the script it names (they need their
+	# directory), and the loop of the planned tools.
+	ln -s "$EXAMPLES" examples
+	for ex in $(man_examples nereus.7); do
+		if grep -q -e '^\*/' -e '/srv/' -e 'nereus-transition' -e 'nereus-profile fit' "$ex"; then
+			continue
+		fi
+		run_example "$ex"
+	done
+	[ -s plan.json ]
+}
+
+@test "the document man pages pass mandoc -Tlint" {
+	command -v mandoc >/dev/null || skip "mandoc is not installed"
+	cd "$BATS_TEST_DIRNAME/../man"
+	run mandoc -Tlint nereus.7 nereus-job.5 nereus-cluster.5 nereus-cost.5
+	assert_success
+	refute_output
 }

@@ -75,19 +75,32 @@ static int load_arch(const struct jdoc *d, json_t *o, const char *path, struct a
 	static const char *const keys[] = { "layers", "hidden", "heads", "kv_heads", "ffn",
 					    "vocab", "tied_embeddings", "dtype", NULL };
 	long layers, hidden, heads, kv = 0, ffn, vocab;
+	char p[300];
 	int dt = 0, rc;
 
 	a->tied = false;
 	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
-	    (rc = jget_int(d, o, path, "layers", true, 1, 4096, &layers, e)) ||
-	    (rc = jget_int(d, o, path, "hidden", true, 1, 1 << 20, &hidden, e)) ||
-	    (rc = jget_int(d, o, path, "heads", true, 1, 65536, &heads, e)) ||
-	    (rc = jget_int(d, o, path, "kv_heads", false, 1, 65536, &kv, e)) ||
-	    (rc = jget_int(d, o, path, "ffn", true, 1, 1 << 22, &ffn, e)) ||
-	    (rc = jget_int(d, o, path, "vocab", true, 1, 1 << 24, &vocab, e)) ||
+	    (rc = jget_int(d, o, path, "layers", true, 1, LONG_MAX, &layers, e)) ||
+	    (rc = jget_int(d, o, path, "hidden", true, 1, LONG_MAX, &hidden, e)) ||
+	    (rc = jget_int(d, o, path, "heads", true, 1, LONG_MAX, &heads, e)) ||
+	    (rc = jget_int(d, o, path, "kv_heads", false, 1, LONG_MAX, &kv, e)) ||
+	    (rc = jget_int(d, o, path, "ffn", true, 1, LONG_MAX, &ffn, e)) ||
+	    (rc = jget_int(d, o, path, "vocab", true, 1, LONG_MAX, &vocab, e)) ||
 	    (rc = jget_bool(d, o, path, "tied_embeddings", false, &a->tied, e)) ||
 	    (rc = jget_enum(d, o, path, "dtype", false, dtypes, &dt, e)))
 		return rc;
+	{
+		const char *names[] = { "layers", "hidden", "heads", "kv_heads", "ffn", "vocab" };
+		long vals[] = { layers, hidden, heads, kv, ffn, vocab };
+		long lim[] = { 4096, 1 << 20, 65536, 65536, 1 << 22, 1 << 24 };
+		for (int i = 0; i < 6; i++) {
+			if (vals[i] > lim[i]) {
+				jpath(p, sizeof p, path, names[i]);
+				return jdoc_fail(d, p, e, "%ld is larger than Nereus supports (%ld)",
+						 vals[i], lim[i]);
+			}
+		}
+	}
 	a->layers = (int)layers;
 	a->hidden = (int)hidden;
 	a->heads = (int)heads;

@@ -219,18 +219,8 @@ static bool dominates(const struct cand *a, const struct cand *b)
 	       a->trans <= b->trans;
 }
 
-static int cand_add(struct search *s, struct clist *l, const struct cand *c)
+static int cand_add(struct clist *l, const struct cand *c)
 {
-	if (!s->exhaustive) {
-		for (int i = 0; i < l->n; i++)
-			if (dominates(&l->v[i], c))
-				return 0;
-		for (int i = 0; i < l->n;)
-			if (dominates(c, &l->v[i]))
-				l->v[i] = l->v[--l->n];
-			else
-				i++;
-	}
 	if (l->n == l->cap) {
 		int nc = l->cap ? l->cap * 2 : 64;
 		struct cand *nv = realloc(l->v, sizeof *nv * (size_t)nc);
@@ -241,6 +231,45 @@ static int cand_add(struct search *s, struct clist *l, const struct cand *c)
 	}
 	l->v[l->n++] = *c;
 	return 0;
+}
+
+/* The space keeps, for each model and pool size, the configurations no other
+ * beats alone on both its time and its memory (resident plus running). */
+static void keep_frontier(struct clist *l)
+{
+	int n = 0;
+
+	for (int i = 0; i < l->n; i++) {
+		const struct cand *c = &l->v[i];
+		bool beaten = false;
+		for (int k = 0; k < l->n && !beaten; k++) {
+			const struct cand *o = &l->v[k];
+			double tc = c->t_inf + c->t_train, to = o->t_inf + o->t_train;
+			double mc = c->res + c->trans, mo = o->res + o->trans;
+			beaten = (to < tc && mo <= mc) || (to <= tc && mo < mc) ||
+				 (to == tc && mo == mc && k < i);
+		}
+		if (!beaten)
+			l->v[n++] = *c;
+	}
+	l->n = n;
+}
+
+/* The fast search also drops configurations another beats on every count
+ * that matters in a pool (time per stage, resident and running bytes). */
+static void keep_undominated(struct clist *l)
+{
+	int n = 0;
+
+	for (int i = 0; i < l->n; i++) {
+		bool beaten = false;
+		for (int k = 0; k < l->n && !beaten; k++)
+			beaten = k != i && dominates(&l->v[k], &l->v[i]) &&
+				 (!dominates(&l->v[i], &l->v[k]) || k < i);
+		if (!beaten)
+			l->v[n++] = l->v[i];
+	}
+	l->n = n;
 }
 
 static bool tp_ok(const struct search *s, const struct arch *a, int t, int z)
@@ -292,12 +321,15 @@ static struct clist *cands(struct search *s, int m, int zi)
 					c.t_train = mc.t[STAGE_TRAIN];
 					c.res = mc.res;
 					c.trans = mc.trans;
-					if (cand_add(s, l, &c) < 0)
+					if (cand_add(l, &c) < 0)
 						s->err = NR_EIO;
 				}
 			}
 		}
 	}
+	keep_frontier(l);
+	if (!s->exhaustive)
+		keep_undominated(l);
 	return l;
 }
 
@@ -329,29 +361,60 @@ static int front_add(struct front *f, const struct entry *e)
 	return 0;
 }
 
-struct combo {
-	struct search *s;
-	struct front *f;
-	int zi, nm, models[MAX_MODELS];
-	bool gen;
-	struct clist *lists[MAX_MODELS];
-	struct entry e;
+/* A partial combination of home configurations for a pool's models. */
+struct part {
+	double res, trans, ti, tt;
+	struct pconf home[MAX_MODELS];
 };
 
-/* The fastest engines for this combination; false when none fits. */
-static bool best_gen(struct combo *cb, double resident)
+struct parts {
+	int n, cap;
+	struct part *v;
+};
+
+static bool part_dominates(const struct part *a, const struct part *b)
 {
-	struct search *s = cb->s;
+	return a->res <= b->res && a->trans <= b->trans && a->ti <= b->ti && a->tt <= b->tt;
+}
+
+/* Add q, keeping only combinations no other one beats on every count
+ * (resident bytes, running bytes, inference and training time): the pool's
+ * feasibility and times are monotone in each, so nothing optimal is lost. */
+static int parts_add(struct parts *l, const struct part *q, bool prune)
+{
+	if (prune) {
+		for (int i = 0; i < l->n; i++)
+			if (part_dominates(&l->v[i], q))
+				return 0;
+		for (int i = 0; i < l->n;)
+			if (part_dominates(q, &l->v[i]))
+				l->v[i] = l->v[--l->n];
+			else
+				i++;
+	}
+	if (l->n == l->cap) {
+		int nc = l->cap ? l->cap * 2 : 64;
+		struct part *nv = realloc(l->v, sizeof *nv * (size_t)nc);
+		if (!nv)
+			return -1;
+		l->v = nv;
+		l->cap = nc;
+	}
+	l->v[l->n++] = *q;
+	return 0;
+}
+
+/* The fastest engines next to resident bytes; false when none fits. */
+static bool best_gen(struct search *s, int zi, const struct part *p, bool actor_here,
+		     struct entry *e)
+{
 	const struct arch *a = &s->v->job->models[s->actor].arch;
-	int z = s->sizes[cb->zi];
-	bool actor_here = false, any = false;
+	int z = s->sizes[zi];
+	bool any = false;
 	struct pconf home = { 1, 1, 1, 1, RC_SELECTIVE, false, false };
 
-	for (int i = 0; i < cb->nm; i++)
-		if (cb->models[i] == s->actor) {
-			actor_here = true;
-			home = cb->e.home[s->actor];
-		}
+	if (actor_here)
+		home = p->home[s->actor];
 	for (int t = 1; t <= z; t *= 2) {
 		struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false };
 		struct stime st;
@@ -359,62 +422,68 @@ static bool best_gen(struct combo *cb, double resident)
 		double peak;
 		if (!tp_ok(s, a, t, z) || !pin_ok(&s->sp->gen, &g))
 			continue;
-		if (!gen_cost(s->v, &g, resident, &home, actor_here, &st, &m, &peak))
+		if (!gen_cost(s->v, &g, p->res, &home, actor_here, &st, &m, &peak))
 			continue;
-		if (!any || st.total < cb->e.v[STAGE_GEN]) {
-			cb->e.v[STAGE_GEN] = st.total;
-			cb->e.gen = g;
+		if (!any || st.total < e->v[STAGE_GEN]) {
+			e->v[STAGE_GEN] = st.total;
+			e->gen = g;
 			any = true;
 		}
 	}
 	return any;
 }
 
-static void combos(struct combo *cb, int i, double res, double trans, double ti, double tt)
-{
-	if (i == cb->nm) {
-		if (res + trans > cb->s->cap)
-			return;
-		cb->e.v[STAGE_GEN] = 0;
-		cb->e.v[STAGE_INF] = ti;
-		cb->e.v[STAGE_TRAIN] = tt;
-		if (cb->gen && !best_gen(cb, res))
-			return;
-		if (front_add(cb->f, &cb->e) < 0)
-			cb->s->err = NR_EIO;
-		return;
-	}
-	for (int k = 0; k < cb->lists[i]->n; k++) {
-		const struct cand *c = &cb->lists[i]->v[k];
-		double nr = res + c->res, nt = fmax(trans, c->trans);
-		if (nr + nt > cb->s->cap)
-			continue;
-		cb->e.home[cb->models[i]] = c->c;
-		combos(cb, i + 1, nr, nt, ti + c->t_inf, tt + c->t_train);
-	}
-}
-
 static struct front *front(struct search *s, unsigned items, int zi)
 {
 	struct front *f = &s->fronts[items * (unsigned)s->nsizes + (unsigned)zi];
-	struct combo cb;
+	struct parts cur = { 0 }, next = { 0 };
+	struct part zero = { 0 };
+	bool actor_here = items & (1u << (1 + s->actor));
 
 	if (f->done)
 		return f;
 	f->done = true;
 	s->st->pool_fronts++;
-	memset(&cb, 0, sizeof cb);
-	cb.s = s;
-	cb.f = f;
-	cb.zi = zi;
-	cb.gen = items & 1u;
-	for (int m = 0; m < s->v->job->nmodels; m++) {
+	if (parts_add(&cur, &zero, false) < 0)
+		s->err = NR_EIO;
+	for (int m = 0; m < s->v->job->nmodels && !s->err; m++) {
+		const struct clist *l;
 		if (!(items & (1u << (1 + m))))
 			continue;
-		cb.models[cb.nm] = m;
-		cb.lists[cb.nm++] = cands(s, m, zi);
+		l = cands(s, m, zi);
+		next.n = 0;
+		for (int i = 0; i < cur.n; i++) {
+			for (int k = 0; k < l->n; k++) {
+				const struct cand *c = &l->v[k];
+				struct part q = cur.v[i];
+				q.res += c->res;
+				q.trans = fmax(q.trans, c->trans);
+				if (q.res + q.trans > s->cap)
+					continue;
+				q.ti += c->t_inf;
+				q.tt += c->t_train;
+				q.home[m] = c->c;
+				if (parts_add(&next, &q, !s->exhaustive) < 0)
+					s->err = NR_EIO;
+			}
+		}
+		struct parts t = cur;
+		cur = next;
+		next = t;
 	}
-	combos(&cb, 0, 0, 0, 0, 0);
+	for (int i = 0; i < cur.n && !s->err; i++) {
+		struct entry e;
+		memset(&e, 0, sizeof e);
+		memcpy(e.home, cur.v[i].home, sizeof e.home);
+		e.v[STAGE_INF] = cur.v[i].ti;
+		e.v[STAGE_TRAIN] = cur.v[i].tt;
+		if ((items & 1u) && !best_gen(s, zi, &cur.v[i], actor_here, &e))
+			continue;
+		if (front_add(f, &e) < 0)
+			s->err = NR_EIO;
+	}
+	free(cur.v);
+	free(next.v);
 	for (int st = 0; st < NSTAGES; st++) {
 		f->min[st] = HUGE_VAL;
 		for (int i = 0; i < f->n; i++)
@@ -567,17 +636,14 @@ static int explain(struct search *s, struct err *e)
 		int z = s->sizes[top];
 		for (int t = 1; t <= z; t *= 2)
 			for (int p = 1; p <= a->layers && t * p <= z; p++) {
-				struct pconf c = { t, p, z / (t * p), 1, RC_FULL, true, false };
+				const struct pin *pin = &s->sp->home[m];
+				struct pconf c = { t, p, z / (t * p), pin->mb ? pin->mb : 1,
+						   pin->rc >= 0 ? (enum recompute)pin->rc : RC_FULL,
+						   pin->zero != 0, pin->offload == 1 };
 				struct mcost mc;
 				if (!tp_ok(s, a, t, z) || a->layers % p || z % (t * p) ||
-				    !pin_ok(&s->sp->home[m], &c))
+				    !pin_ok(pin, &c))
 					continue;
-				if (s->sp->home[m].rc >= 0)
-					c.rc = (enum recompute)s->sp->home[m].rc;
-				if (s->sp->home[m].zero >= 0)
-					c.zero = s->sp->home[m].zero;
-				if (s->sp->home[m].mb)
-					c.mb = s->sp->home[m].mb;
 				model_cost(s->v, m, &c, &mc);
 				if (mc.res + mc.need[stage] < need) {
 					need = mc.res + mc.need[stage];

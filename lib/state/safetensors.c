@@ -544,6 +544,8 @@ int st_header_build(const struct st_desc *t, size_t n, const struct st_meta *met
 	int rc = NR_OK;
 	size_t slen;
 
+	if (!root)
+		return err_set(e, NR_EIO, "out of memory");
 	if (nmeta)
 		rc = add_meta(root, meta, nmeta, e);
 	for (size_t i = 0; i < n && rc == NR_OK; i++) {

@@ -1,0 +1,239 @@
+#!/usr/bin/env bats
+# nereus-plan(1): options, exit codes, layouts, pins, the switch decision,
+# and every EXAMPLE of the man page.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	load test_helper/common-setup
+	_common_setup
+	JOB8=$EXAMPLES/jobs/ppo-llama3-8b.json
+	H100=$EXAMPLES/clusters/h100-8x8.json
+	DEGRADED=$EXAMPLES/clusters/h100-8x8-degraded.json
+	cat > one-node.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "one-node", "nodes": 1, "gpus_per_node": 8,
+  "gpu": "H100-SXM" }
+JSON
+}
+
+# json FILE EXPR: print the Python expression EXPR over the document d.
+json() {
+	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+@test "--help prints the usage on standard output and exits 0" {
+	run --separate-stderr nereus-plan --help
+	assert_success
+	assert_output --partial 'usage: nereus-plan --job FILE --cluster FILE'
+	assert_output --partial '--remaining-steps N'
+	[ -z "$stderr" ]
+}
+
+@test "--version prints a version and exits 0" {
+	run --separate-stderr nereus-plan --version
+	assert_success
+	[ -n "$output" ]
+	run nereus-plan -V
+	assert_success
+}
+
+@test "a missing --job is a usage error on standard error, exit 2" {
+	run --separate-stderr nereus-plan --cluster "$H100"
+	assert_failure 2
+	[ -z "$output" ]
+	[[ $stderr == *--job* ]]
+}
+
+@test "an unknown option is exit 2" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --no-such-option
+	assert_failure 2
+	[ -z "$output" ]
+	[ -n "$stderr" ]
+}
+
+@test "every shipped job on every shipped cluster gives a plan or a clear exit 3" {
+	local j c
+	for j in "$EXAMPLES"/jobs/*.json; do
+		for c in "$EXAMPLES"/clusters/*.json; do
+			run --separate-stderr nereus-plan --job "$j" --cluster "$c" -o plan.json
+			if [ "$status" -eq 0 ]; then
+				[ "$(json plan.json 'd["kind"]')" = plan ] ||
+					fail "$j on $c: not a plan"
+				[ "$(json plan.json 'd["feasible"]')" = True ] ||
+					fail "$j on $c: plan not feasible"
+			elif [ "$status" -eq 3 ]; then
+				[[ $stderr == nereus-plan:\ ?* ]] || fail "$j on $c: exit 3 without a message"
+			else
+				fail "$j on $c: exit $status: $stderr"
+			fi
+			rm -f plan.json
+		done
+	done
+}
+
+@test "--format table prints the table header" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --format table
+	assert_success
+	assert_output --partial 'model-stage'
+	assert_output --partial 'peak GiB'
+	assert_output --regexp 'step [0-9.]+ s'
+}
+
+@test "--svg writes an SVG file" {
+	run nereus-plan --job "$JOB8" --cluster "$H100" --svg plan.svg -o plan.json
+	assert_success
+	[ "$(head -c 4 plan.svg)" = '<svg' ]
+	grep -q '</svg>' plan.svg
+}
+
+@test "--pin fixes the model-stage's configuration" {
+	run nereus-plan --job "$JOB8" --cluster "$H100" --pin actor@training=tp4,pp2,dp2 -o plan.json
+	assert_success
+	[ "$(json plan.json '(d["models"]["actor"]["tp"], d["models"]["actor"]["pp"], d["models"]["actor"]["dp"])')" = '(4, 2, 2)' ]
+	[ "$(json plan.json 'd["layout"]')" = pinned ]
+}
+
+@test "a pin that cannot fit is exit 3 with the shortfall (70B actor on TP 1, PP 1)" {
+	run --separate-stderr nereus-plan --job "$EXAMPLES/jobs/ppo-llama3-70b-8b-critic.json" \
+		--cluster "$H100" --pin actor@training=tp1,pp1
+	assert_failure 3
+	[[ $stderr == *"actor@training needs at least"*"GiB per GPU"* ]]
+}
+
+@test "a pin that cannot fit is exit 3 with the shortfall (8B, no recompute, no ZeRO)" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" \
+		--pin actor@training=tp1,pp1,dp64,mb8,none,nozero
+	assert_failure 3
+	[[ $stderr == *"needs at least"* ]] || fail "stderr: $stderr"
+}
+
+@test "a malformed pin is exit 2" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --pin actor@training=tp4,xx
+	assert_failure 2
+	[[ $stderr == *"unknown setting 'xx'"* ]]
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --pin nobody@training=tp4
+	assert_failure 2
+}
+
+@test "--layout verl and openrlhf are named and no faster than adaptive" {
+	local c=$EXAMPLES/clusters/h200-4x8.json l
+	run nereus-plan --job "$JOB8" --cluster "$c" -o adaptive.json
+	assert_success
+	for l in verl openrlhf; do
+		run nereus-plan --job "$JOB8" --cluster "$c" --layout $l -o $l.json
+		assert_success
+		[ "$(json $l.json 'd["layout"]')" = $l ]
+		python3 -c 'import json, sys
+a, b = (json.load(open(f))["step_time_s"] for f in sys.argv[1:])
+sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adaptive"
+	done
+	[ "$(json openrlhf.json 'len(d["pools"])')" = 5 ]
+	[ "$(json verl.json 'len(d["pools"])')" = 1 ]
+}
+
+@test "--layout fixed without --current is exit 2" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout fixed
+	assert_failure 2
+	[[ $stderr == *--current* ]]
+}
+
+@test "--layout fixed keeps TP and PP of the current plan" {
+	nereus-plan --job "$JOB8" --cluster "$H100" -o plan.json
+	run nereus-plan --job "$JOB8" --cluster "$DEGRADED" --current plan.json --layout fixed -o fixed.json
+	[ "$status" -le 1 ]
+	[ "$(json fixed.json 'd["layout"]')" = fixed ]
+	[ "$(json fixed.json '[(m["tp"], m["pp"]) for m in d["models"].values()]')" = \
+	  "$(json plan.json '[(m["tp"], m["pp"]) for m in d["models"].values()]')" ]
+}
+
+@test "--current with the same plan keeps it: exit 1, switch false" {
+	nereus-plan --job "$JOB8" --cluster "$H100" -o plan.json
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --current plan.json -o next.json
+	assert_failure 1
+	[[ $stderr == "nereus-plan: keep: "* ]]
+	[ "$(json next.json 'd["decision"]["switch"]')" = False ]
+	[ "$(json next.json 'd["decision"]["forced"]')" = False ]
+	[ "$(json next.json 'd["step_time_s"]')" = "$(json plan.json 'd["step_time_s"]')" ]
+}
+
+@test "a plan made on the degraded cluster is judged on the full cluster without force" {
+	nereus-plan --job "$JOB8" --cluster "$DEGRADED" -o small.json
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --current small.json -o next.json
+	[ "$status" -eq 0 ] || [ "$status" -eq 1 ]
+	[ "$(json next.json 'd["decision"]["forced"]')" = False ]
+	[ "$(json next.json 'd["decision"]["switch"]')" = "$([ "$status" -eq 0 ] && echo True || echo False)" ]
+}
+
+@test "a current plan on GPUs that are now down forces a switch" {
+	nereus-plan --job "$JOB8" --cluster "$H100" -o plan.json
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$DEGRADED" --current plan.json -o next.json
+	assert_success
+	[[ $stderr == "nereus-plan: switch: the current plan no longer fits"* ]]
+	[ "$(json next.json 'd["decision"]["switch"]')" = True ]
+	[ "$(json next.json 'd["decision"]["forced"]')" = True ]
+	[ "$(json next.json 'd["feasible"]')" = True ]
+}
+
+@test "--remaining-steps 0 keeps the current plan (exit 1)" {
+	nereus-plan --job "$JOB8" --cluster "$DEGRADED" -o small.json
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --current small.json \
+		--remaining-steps 0 --min-gain 0 -o next.json
+	assert_failure 1
+	[ "$(json next.json 'd["decision"]["switch"]')" = False ]
+	[ "$(json next.json 'd["decision"]["remaining_steps"]')" = 0 ]
+}
+
+@test "-o writes the file atomically, leaving no temporary files" {
+	run nereus-plan --job "$JOB8" --cluster "$H100" -o plan.json
+	assert_success
+	[ -z "$output" ]
+	[ "$(ls -A)" = "$(printf 'one-node.json\nplan.json')" ]
+	[ "$(json plan.json 'd["kind"]')" = plan ]
+}
+
+@test "-o into a directory that does not exist is exit 4" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" -o no/such/dir/plan.json
+	assert_failure 4
+}
+
+@test "--job - reads the job from standard input" {
+	nereus-plan --job "$JOB8" --cluster "$H100" -o file.json
+	run nereus-plan --job - --cluster "$H100" -o stdin.json < "$JOB8"
+	assert_success
+	[ "$(json stdin.json 'd["step_time_s"]')" = "$(json file.json 'd["step_time_s"]')" ]
+	run --separate-stderr nereus-plan --job - --cluster - < "$JOB8"
+	assert_failure 2
+}
+
+@test "--exhaustive agrees with the default search on one node" {
+	local job=$EXAMPLES/jobs/grpo-qwen-1.5b.json
+	run nereus-plan --job "$job" --cluster one-node.json -o fast.json
+	assert_success
+	run nereus-plan --job "$job" --cluster one-node.json --exhaustive -o full.json
+	assert_success
+	[ "$(json full.json 'd["step_time_s"]')" = "$(json fast.json 'd["step_time_s"]')" ]
+}
+
+@test "--stats prints search statistics on standard error" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --stats -o plan.json
+	assert_success
+	[[ $stderr == *"searched "*" partitions"* ]]
+}
+
+@test "every EXAMPLE of nereus-plan(1) runs" {
+	local scd=$BATS_TEST_DIRNAME/../man/nereus-plan.1.scd line n=0
+	cp -R "$EXAMPLES" examples
+	while IFS= read -r line; do
+		n=$((n + 1))
+		run bash -c "$line"
+		if [[ $line == *"echo keep"* ]]; then
+			assert_success   # the && … || … list ends in echo
+			[[ $output == *switch* || $output == *keep* ]] || fail "$line: $output"
+		else
+			[ "$status" -eq 0 ] || [ "$status" -eq 1 ] || fail "exit $status: $line: $output"
+		fi
+	done < <(sed -n '/^# EXAMPLES/,/^# /{s/^\t\$ //p}' "$scd")
+	[ "$n" -ge 4 ] && [ "$n" -le 6 ]
+	[ -s plan.json ] && [ -s pinned.json ] && [ -s new.json ]
+	[ "$(head -c 4 new.svg)" = '<svg' ]
+}

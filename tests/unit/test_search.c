@@ -1,0 +1,221 @@
+/* The plan search: the fast search returns the exhaustive search's optimum,
+ * the plan it returns fits every GPU, and pins and layouts restrict it. */
+#include <string.h>
+
+#include "plan/decide.h"
+#include "plan/search.h"
+#include "unit.h"
+
+static struct job job;
+static struct cluster cl;
+static struct coef k;
+static struct env v = { &job, &cl, &k };
+
+static void h100(int nodes, int gpn)
+{
+	memset(&cl, 0, sizeof cl);
+	strcpy(cl.name, "test");
+	cl.nodes = nodes;
+	cl.gpus_per_node = gpn;
+	gpu_preset("H100-SXM", &cl.gpu);
+	cl.intra_gbps = 450;
+	cl.inter_gbps = 48;
+	cl.host_gbps = 50;
+	cl.headroom = 0.05;
+	for (int g = 0; g < nodes * gpn; g++)
+		cl.up[g] = true;
+}
+
+static void load(const char *file)
+{
+	struct err e;
+
+	coef_defaults(&k);
+	if (job_load(&job, file, &e)) {
+		printf("# %s\n", e.msg);
+		unit_failed = 1;
+	}
+}
+
+/* Every model-stage of p fits its GPUs, and the plan is feasible. */
+static void check_fits(const struct plan *p)
+{
+	CHECK(p->feasible);
+	for (int i = 0; i < p->nms; i++)
+		CHECK(p->ms[i].peak <= cluster_gpu_bytes(&cl));
+	for (int g = 0; g < cluster_gpus(&cl); g++)
+		if (p->gpu_pool[g] >= 0)
+			CHECK(cl.up[g]);
+}
+
+static void agree(const struct space *sp)
+{
+	static struct plan fast, full;
+	struct search_stats sf, sx;
+	struct err e;
+	int rf = plan_search(&v, sp, false, NULL, &fast, &sf, &e);
+	int rx = plan_search(&v, sp, true, NULL, &full, &sx, &e);
+
+	CHECK(rf == rx);
+	if (rf || rx)
+		return;
+	CHECK_NEAR(fast.step_time, full.step_time, 1e-9);
+	check_fits(&fast);
+	check_fits(&full);
+	/* the fast search prunes: it looks at fewer complete plans */
+	CHECK(sf.leaves <= sx.leaves);
+}
+
+static void test_grpo_fast_equals_exhaustive(void)
+{
+	struct space sp;
+
+	load("examples/jobs/grpo-qwen-1.5b.json");
+	space_init(&sp);
+	for (int nodes = 1; nodes <= 4; nodes *= 2) {
+		h100(nodes, 8);
+		agree(&sp);
+	}
+	h100(2, 4);
+	agree(&sp);
+}
+
+static void test_grpo_degraded_fast_equals_exhaustive(void)
+{
+	struct space sp;
+
+	load("examples/jobs/grpo-qwen-1.5b.json");
+	space_init(&sp);
+	h100(4, 8);
+	cl.up[3] = cl.up[9] = cl.up[10] = false; /* two partial nodes */
+	agree(&sp);
+}
+
+static void test_ppo_pinned_fast_equals_exhaustive(void)
+{
+	struct space sp;
+	struct err e;
+
+	load("examples/jobs/ppo-llama3-8b.json");
+	space_init(&sp);
+	/* the frozen and critic models fixed but for DP, so the exhaustive
+	 * enumeration stays small; the actor and the engines are free */
+	CHECK(pin_parse(&job, "critic@training=tp2,pp1,mb1,selective,zero,nooffload", &sp,
+			&e) == NR_OK);
+	CHECK(pin_parse(&job, "reference@inference=tp1,pp1,mb4,nooffload", &sp, &e) == NR_OK);
+	CHECK(pin_parse(&job, "reward@inference=tp1,pp1,mb4,nooffload", &sp, &e) == NR_OK);
+	for (int nodes = 1; nodes <= 2; nodes++) {
+		h100(nodes, 8);
+		agree(&sp);
+	}
+}
+
+static void test_pin_is_respected(void)
+{
+	static struct plan p;
+	struct space sp;
+	struct search_stats st;
+	struct err e;
+
+	load("examples/jobs/ppo-llama3-8b.json");
+	h100(2, 8);
+	space_init(&sp);
+	CHECK(pin_parse(&job, "actor@training=tp4,pp2,dp2", &sp, &e) == NR_OK);
+	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
+	CHECK(p.home[0].tp == 4 && p.home[0].pp == 2 && p.home[0].dp == 2);
+	check_fits(&p);
+}
+
+static void test_impossible_pin_is_infeasible(void)
+{
+	static struct plan p;
+	struct space sp;
+	struct search_stats st;
+	struct err e;
+
+	load("examples/jobs/ppo-llama3-70b-8b-critic.json");
+	h100(1, 8);
+	space_init(&sp);
+	CHECK(pin_parse(&job, "actor@training=tp1,pp1,nozero", &sp, &e) == NR_OK);
+	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_EINFEASIBLE);
+	CHECK(strstr(e.msg, "actor@training needs at least") != NULL);
+	CHECK(strstr(e.msg, "GPUs have") != NULL);
+}
+
+static void test_bad_pins_are_rejected(void)
+{
+	struct space sp;
+	struct err e;
+
+	load("examples/jobs/ppo-llama3-8b.json");
+	space_init(&sp);
+	CHECK(pin_parse(&job, "nobody@training=tp1", &sp, &e) == NR_EINPUT);
+	CHECK(pin_parse(&job, "actor@training=tq1", &sp, &e) == NR_EINPUT);
+	CHECK(pin_parse(&job, "actor@inference=tp1", &sp, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "pin actor@training") != NULL);
+	CHECK(pin_parse(&job, "reference@training=tp1", &sp, &e) == NR_EINPUT);
+	CHECK(pin_parse(&job, "actor@generation=tp2,pp2", &sp, &e) == NR_EINPUT);
+}
+
+/* The baselines are restrictions of the space: never faster than adaptive. */
+static void test_baselines_not_faster(void)
+{
+	static struct plan best, base;
+	struct search_stats st;
+	struct space sp;
+	struct err e;
+
+	load("examples/jobs/ppo-llama3-8b.json");
+	h100(8, 8);
+	space_init(&sp);
+	CHECK(plan_search(&v, &sp, false, NULL, &best, &st, &e) == NR_OK);
+	for (int l = LAYOUT_VERL; l <= LAYOUT_FIXED; l++) {
+		space_init(&sp);
+		int rc;
+		CHECK(layout_space(&v, (enum layout)l, &best, &sp, &e) == NR_OK);
+		rc = plan_search(&v, &sp, false, NULL, &base, &st, &e);
+		CHECK(rc == NR_OK || rc == NR_EINFEASIBLE);
+		if (rc)
+			continue;
+		CHECK(base.step_time >= best.step_time * (1 - 1e-9));
+		check_fits(&base);
+	}
+}
+
+/* A plan that lost GPUs forces a switch; the same plan again is kept. */
+static void test_decision(void)
+{
+	static struct plan cur, next;
+	struct search_stats st;
+	struct space sp;
+	struct decision d;
+	struct err e;
+
+	load("examples/jobs/ppo-llama3-8b.json");
+	h100(2, 8);
+	space_init(&sp);
+	CHECK(plan_search(&v, &sp, false, NULL, &cur, &st, &e) == NR_OK);
+	plan_decide(&v, &cur, &cur, 1000, 0.01, &d);
+	CHECK(!d.do_switch);
+	CHECK(d.move_bytes == 0);
+	cl.up[0] = false;
+	plan_evaluate(&v, &cur);
+	CHECK(!cur.feasible);
+	CHECK(plan_search(&v, &sp, false, NULL, &next, &st, &e) == NR_OK);
+	plan_decide(&v, &cur, &next, 1000, 0.01, &d);
+	CHECK(d.do_switch && d.forced);
+	CHECK(d.move_bytes > 0);
+}
+
+int main(void)
+{
+	RUN(test_grpo_fast_equals_exhaustive);
+	RUN(test_grpo_degraded_fast_equals_exhaustive);
+	RUN(test_ppo_pinned_fast_equals_exhaustive);
+	RUN(test_pin_is_respected);
+	RUN(test_impossible_pin_is_infeasible);
+	RUN(test_bad_pins_are_rejected);
+	RUN(test_baselines_not_faster);
+	RUN(test_decision);
+	return UNIT_END();
+}
