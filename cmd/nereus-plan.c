@@ -196,7 +196,8 @@ static int run(const struct args *a)
 		doc = plan_to_json(&v, out);
 		if (a->current)
 			json_object_set_new(doc, "decision", decision_to_json(&d));
-		rc = jdoc_write(doc, a->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &e);
+		rc = jdoc_write(doc, a->out,
+				JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10), &e);
 		json_decref(doc);
 	}
 	if (rc)

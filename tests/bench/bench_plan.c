@@ -96,6 +96,7 @@ static void peak_rss(const char *build)
 	pid_t pid;
 
 	snprintf(tool, sizeof tool, "%s/nereus-plan", build);
+	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
 		if (!freopen("/dev/null", "w", stdout))
