@@ -634,6 +634,9 @@ static int explain(struct search *s, struct err *e)
 		int stage = model_trainable(&j->models[m]) ? STAGE_TRAIN : STAGE_INF;
 		const struct arch *a = &j->models[m].arch;
 		int z = s->sizes[top];
+		/* a DP pin fixes the pool size; otherwise the largest pool is leanest */
+		if (s->sp->home[m].dp && s->sp->home[m].tp && s->sp->home[m].pp)
+			z = s->sp->home[m].tp * s->sp->home[m].pp * s->sp->home[m].dp;
 		for (int t = 1; t <= z; t *= 2)
 			for (int p = 1; p <= a->layers && t * p <= z; p++) {
 				const struct pin *pin = &s->sp->home[m];
