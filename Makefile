@@ -110,7 +110,7 @@ bench: all $(BENCHES)
 
 # Man pages are written in scdoc; the generated roff is committed so a build
 # needs no converter. `make man` regenerates it.
-MAN_SCD := $(wildcard man/*.scd)
+MAN_SCD := $(wildcard man/man*/*.scd)
 man: $(MAN_SCD:.scd=)
 man/%: man/%.scd
 	scdoc < $< > $@
@@ -123,9 +123,9 @@ install: all
 	install -m 644 $(O)/libnereus.a $(DESTDIR)$(LIBDIR)
 	install -m 644 $(O)/nereus.pc $(DESTDIR)$(LIBDIR)/pkgconfig
 	cd lib && find . -name '*.h' -exec install -D -m 644 {} $(DESTDIR)$(INCDIR)/nereus/{} \;
-	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(MANPREFIX)/man1
-	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(MANPREFIX)/man5
-	install -m 644 $(wildcard man/*.7) $(DESTDIR)$(MANPREFIX)/man7
+	install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(MANPREFIX)/man1
+	install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(MANPREFIX)/man5
+	install -m 644 $(wildcard man/man7/*.7) $(DESTDIR)$(MANPREFIX)/man7
 	install -m 644 $(wildcard completions/bash/*) $(DESTDIR)$(DATADIR)/bash-completion/completions
 	install -m 644 $(wildcard completions/zsh/*) $(DESTDIR)$(DATADIR)/zsh/vendor-completions
 

@@ -491,7 +491,7 @@ EOF
 # source) to ex-1.json, ex-2.sh, ... in the current directory, as a reader
 # sees them (scdoc's \\ is one backslash), and print their names.
 man_examples() {
-	python3 - "$BATS_TEST_DIRNAME/../man/$1.scd" <<'EOF'
+	python3 - "$BATS_TEST_DIRNAME/../man/man${1##*.}/$1.scd" <<'EOF'
 import re, sys
 text = open(sys.argv[1]).read()
 section = re.search(r"^# EXAMPLES\n(.*?)^# ", text, re.S | re.M).group(1)
@@ -575,7 +575,7 @@ run_example() {
 @test "the document man pages pass mandoc -Tlint" {
 	command -v mandoc >/dev/null || skip "mandoc is not installed"
 	cd "$BATS_TEST_DIRNAME/../man"
-	run mandoc -Tlint nereus.7 nereus-job.5 nereus-cluster.5 nereus-cost.5
+	run mandoc -Tlint man7/nereus.7 man5/nereus-job.5 man5/nereus-cluster.5 man5/nereus-cost.5
 	assert_success
 	refute_output
 }

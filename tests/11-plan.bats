@@ -221,7 +221,7 @@ sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adap
 }
 
 @test "every EXAMPLE of nereus-plan(1) runs" {
-	local scd=$BATS_TEST_DIRNAME/../man/nereus-plan.1.scd line n=0
+	local scd=$BATS_TEST_DIRNAME/../man/man1/nereus-plan.1.scd line n=0
 	cp -R "$EXAMPLES" examples
 	while IFS= read -r line; do
 		n=$((n + 1))

@@ -7,7 +7,7 @@ bats_require_minimum_version 1.5.0
 setup() {
 	load test_helper/common-setup
 	_common_setup
-	MAN_SCD=$BATS_TEST_DIRNAME/../man/nereus-profile.1.scd
+	MAN_SCD=$BATS_TEST_DIRNAME/../man/man1/nereus-profile.1.scd
 }
 
 # Check that file $1 is a cost document whose hardware section has the
