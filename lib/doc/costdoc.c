@@ -34,6 +34,11 @@ double *coef_field(struct coef *c, int i)
 	return (double *)((char *)c + offsets[i]);
 }
 
+double coef_get(const struct coef *c, int i)
+{
+	return *(const double *)((const char *)c + offsets[i]);
+}
+
 void coef_defaults(struct coef *c)
 {
 	/* Training MFU of 40–55% is what Megatron-class trainers report; decode
@@ -89,6 +94,6 @@ json_t *coef_to_json(const struct coef *c)
 	json_t *o = json_object();
 
 	for (int i = 0; i < COEF_FIELDS; i++)
-		json_object_set_new(o, coef_names[i], json_real(*coef_field((struct coef *)c, i)));
+		json_object_set_new(o, coef_names[i], json_real(coef_get(c, i)));
 	return o;
 }

@@ -32,6 +32,7 @@ struct coef {
 /* Names in document order, NULL-terminated, and the matching offsets. */
 extern const char *const coef_names[COEF_FIELDS + 1];
 double *coef_field(struct coef *c, int i);
+double coef_get(const struct coef *c, int i);
 
 void coef_defaults(struct coef *c);
 /* Load the coefficients of a cost document; absent ones keep defaults. */

@@ -22,17 +22,6 @@ bool model_trainable(const struct model *m)
 	return m->stages[STAGE_TRAIN];
 }
 
-void pconf_format(const struct pconf *c, bool train, char *out, size_t n)
-{
-	if (train)
-		snprintf(out, n, "tp%d,pp%d,dp%d,mb%d,%s%s%s", c->tp, c->pp, c->dp, c->mb,
-			 recompute_names[c->rc], c->zero ? ",zero" : "",
-			 c->offload ? ",offload" : "");
-	else
-		snprintf(out, n, "tp%d,pp%d,dp%d,mb%d%s", c->tp, c->pp, c->dp, c->mb,
-			 c->offload ? ",offload" : "");
-}
-
 void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
 {
 	const struct model *md = &v->job->models[m];

@@ -98,7 +98,4 @@ json_t *plan_to_json(const struct env *v, const struct plan *p);
  * predictions recomputed against v (the cluster and costs of now). */
 int plan_load(const struct env *v, struct plan *p, const char *file, struct err *e);
 
-/* Configuration text as in --pin: "tp4,pp2,dp2,mb1,selective,zero". */
-void pconf_format(const struct pconf *c, bool train, char *out, size_t n);
-
 #endif

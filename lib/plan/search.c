@@ -219,16 +219,27 @@ static bool dominates(const struct cand *a, const struct cand *b)
 	       a->trans <= b->trans;
 }
 
+/* Make room for one more element in a growing array. */
+static int grow(void **v, int *cap, int n, size_t elem)
+{
+	void *nv;
+	int nc;
+
+	if (n < *cap)
+		return 0;
+	nc = *cap ? *cap * 2 : 16;
+	nv = realloc(*v, elem * (size_t)nc);
+	if (!nv)
+		return -1;
+	*v = nv;
+	*cap = nc;
+	return 0;
+}
+
 static int cand_add(struct clist *l, const struct cand *c)
 {
-	if (l->n == l->cap) {
-		int nc = l->cap ? l->cap * 2 : 64;
-		struct cand *nv = realloc(l->v, sizeof *nv * (size_t)nc);
-		if (!nv)
-			return -1;
-		l->v = nv;
-		l->cap = nc;
-	}
+	if (grow((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
+		return -1;
 	l->v[l->n++] = *c;
 	return 0;
 }
@@ -349,14 +360,8 @@ static int front_add(struct front *f, const struct entry *e)
 		else
 			i++;
 	}
-	if (f->n == f->cap) {
-		int nc = f->cap ? f->cap * 2 : 8;
-		struct entry *nv = realloc(f->v, sizeof *nv * (size_t)nc);
-		if (!nv)
-			return -1;
-		f->v = nv;
-		f->cap = nc;
-	}
+	if (grow((void **)&f->v, &f->cap, f->n, sizeof *f->v) < 0)
+		return -1;
 	f->v[f->n++] = *e;
 	return 0;
 }
@@ -392,14 +397,8 @@ static int parts_add(struct parts *l, const struct part *q, bool prune)
 			else
 				i++;
 	}
-	if (l->n == l->cap) {
-		int nc = l->cap ? l->cap * 2 : 64;
-		struct part *nv = realloc(l->v, sizeof *nv * (size_t)nc);
-		if (!nv)
-			return -1;
-		l->v = nv;
-		l->cap = nc;
-	}
+	if (grow((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
+		return -1;
 	l->v[l->n++] = *q;
 	return 0;
 }
@@ -675,7 +674,6 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 	struct search *s = calloc(1, sizeof *s);
 	struct timespec t0, t1;
 	int block[MAX_ITEMS], rc = NR_OK;
-	char layout[sizeof best->layout];
 
 	memset(st, 0, sizeof *st);
 	if (!s)
@@ -698,7 +696,6 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 		rc = err_set(e, NR_EIO, "out of memory");
 		goto out;
 	}
-	memcpy(layout, best->layout, sizeof layout);
 	if (sp->npools) {
 		s->npools = sp->npools;
 		memcpy(s->pools, sp->pool_items, sizeof s->pools);
@@ -711,7 +708,6 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 		rc = err_set(e, NR_EIO, "out of memory");
 	else if (!s->found)
 		rc = explain(s, e);
-	memcpy(best->layout, layout, sizeof layout);
 out:
 	for (int i = 0; s->cands && i < v->job->nmodels * s->nsizes; i++)
 		free(s->cands[i].v);
