@@ -2,6 +2,7 @@
 #include "plan/search.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,11 @@ struct search {
 	double cap;
 	struct clist *cands;   /* [model][size] */
 	struct front *fronts;  /* [item set][size] */
+	int twin[MAX_MODELS];  /* first model with the same candidates */
+	double glb[NSTAGES];   /* per-stage lower bound of any plan */
+	bool glb_done;
+	double (*size_lb)[NSTAGES]; /* [item set][size]: stage-time lower bounds */
+	bool *size_lb_done;
 	double lb[1 << MAX_ITEMS][NSTAGES]; /* per item set, over every size */
 	bool lb_done[1 << MAX_ITEMS];
 	int node_free[4096];
@@ -244,24 +250,41 @@ static int cand_add(struct clist *l, const struct cand *c)
 	return 0;
 }
 
+static double cand_time(const struct cand *c)
+{
+	return c->t_inf + c->t_train;
+}
+
+static double cand_mem(const struct cand *c)
+{
+	return c->res + c->trans;
+}
+
+static int by_time_then_mem(const void *x, const void *y)
+{
+	const struct cand *a = x, *b = y;
+
+	if (cand_time(a) != cand_time(b))
+		return cand_time(a) < cand_time(b) ? -1 : 1;
+	if (cand_mem(a) != cand_mem(b))
+		return cand_mem(a) < cand_mem(b) ? -1 : 1;
+	return memcmp(&a->c, &b->c, sizeof a->c);
+}
+
 /* The space keeps, for each model and pool size, the configurations no other
- * beats alone on both its time and its memory (resident plus running). */
+ * beats alone on both its time and its memory (resident plus running): in
+ * order of time, each kept one needs less memory than all before it. */
 static void keep_frontier(struct clist *l)
 {
+	double least = HUGE_VAL;
 	int n = 0;
 
+	qsort(l->v, (size_t)l->n, sizeof *l->v, by_time_then_mem);
 	for (int i = 0; i < l->n; i++) {
-		const struct cand *c = &l->v[i];
-		bool beaten = false;
-		for (int k = 0; k < l->n && !beaten; k++) {
-			const struct cand *o = &l->v[k];
-			double tc = c->t_inf + c->t_train, to = o->t_inf + o->t_train;
-			double mc = c->res + c->trans, mo = o->res + o->trans;
-			beaten = (to < tc && mo <= mc) || (to <= tc && mo < mc) ||
-				 (to == tc && mo == mc && k < i);
+		if (cand_mem(&l->v[i]) < least) {
+			least = cand_mem(&l->v[i]);
+			l->v[n++] = l->v[i];
 		}
-		if (!beaten)
-			l->v[n++] = *c;
 	}
 	l->n = n;
 }
@@ -291,7 +314,10 @@ static bool tp_ok(const struct search *s, const struct arch *a, int t, int z)
 
 static struct clist *cands(struct search *s, int m, int zi)
 {
-	struct clist *l = &s->cands[m * s->nsizes + zi];
+	struct clist *l;
+
+	m = s->twin[m];
+	l = &s->cands[m * s->nsizes + zi];
 	const struct model *md = &s->v->job->models[m];
 	const struct arch *a = &md->arch;
 	const struct pin *pin = &s->sp->home[m];
@@ -369,7 +395,7 @@ static int front_add(struct front *f, const struct entry *e)
 /* A partial combination of home configurations for a pool's models. */
 struct part {
 	double res, trans, ti, tt;
-	struct pconf home[MAX_MODELS];
+	uint16_t pick[MAX_MODELS]; /* each model's index in its candidate list */
 };
 
 struct parts {
@@ -413,7 +439,7 @@ static bool best_gen(struct search *s, int zi, const struct part *p, bool actor_
 	struct pconf home = { 1, 1, 1, 1, RC_SELECTIVE, false, false };
 
 	if (actor_here)
-		home = p->home[s->actor];
+		home = cands(s, s->actor, zi)->v[p->pick[s->actor]].c;
 	for (int t = 1; t <= z; t *= 2) {
 		struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false };
 		struct stime st;
@@ -432,8 +458,38 @@ static bool best_gen(struct search *s, int zi, const struct part *p, bool actor_
 	return any;
 }
 
+static const double *set_lb(struct search *s, unsigned items);
+
+/* The most a pool may spend in each stage and still be part of a plan
+ * that beats the best found: the best less every other stage's least.
+ * Bounds only tighten as the search goes, so a front built under an
+ * earlier bound never misses what a later one would keep. */
+static void stage_caps(struct search *s, double *cap)
+{
+	double sum = s->v->k->step_s;
+
+	for (int st = 0; st < NSTAGES; st++)
+		cap[st] = HUGE_VAL;
+	if (s->exhaustive || !s->found)
+		return;
+	if (!s->glb_done) {
+		for (int st = 0; st < NSTAGES; st++)
+			s->glb[st] = 0;
+		s->glb[STAGE_GEN] = set_lb(s, 1u)[STAGE_GEN];
+		for (int m = 0; m < s->v->job->nmodels; m++)
+			for (int st = STAGE_INF; st < NSTAGES; st++)
+				s->glb[st] = fmax(s->glb[st], set_lb(s, 1u << (1 + m))[st]);
+		s->glb_done = true;
+	}
+	for (int st = 0; st < NSTAGES; st++)
+		sum += s->glb[st];
+	for (int st = 0; st < NSTAGES; st++)
+		cap[st] = s->best * (1 + EPS) - (sum - s->glb[st]);
+}
+
 static struct front *front(struct search *s, unsigned items, int zi)
 {
+	double cap[NSTAGES];
 	struct front *f = &s->fronts[items * (unsigned)s->nsizes + (unsigned)zi];
 	struct parts cur = { 0 }, next = { 0 };
 	struct part zero = { 0 };
@@ -443,6 +499,7 @@ static struct front *front(struct search *s, unsigned items, int zi)
 		return f;
 	f->done = true;
 	s->st->pool_fronts++;
+	stage_caps(s, cap);
 	if (parts_add(&cur, &zero, false) < 0)
 		s->err = NR_EIO;
 	for (int m = 0; m < s->v->job->nmodels && !s->err; m++) {
@@ -461,7 +518,9 @@ static struct front *front(struct search *s, unsigned items, int zi)
 					continue;
 				q.ti += c->t_inf;
 				q.tt += c->t_train;
-				q.home[m] = c->c;
+				if (q.ti > cap[STAGE_INF] || q.tt > cap[STAGE_TRAIN])
+					continue;
+				q.pick[m] = (uint16_t)k;
 				if (parts_add(&next, &q, !s->exhaustive) < 0)
 					s->err = NR_EIO;
 			}
@@ -473,10 +532,14 @@ static struct front *front(struct search *s, unsigned items, int zi)
 	for (int i = 0; i < cur.n && !s->err; i++) {
 		struct entry e;
 		memset(&e, 0, sizeof e);
-		memcpy(e.home, cur.v[i].home, sizeof e.home);
+		for (int m = 0; m < s->v->job->nmodels; m++)
+			if (items & (1u << (1 + m)))
+				e.home[m] = cands(s, m, zi)->v[cur.v[i].pick[m]].c;
 		e.v[STAGE_INF] = cur.v[i].ti;
 		e.v[STAGE_TRAIN] = cur.v[i].tt;
 		if ((items & 1u) && !best_gen(s, zi, &cur.v[i], actor_here, &e))
+			continue;
+		if (e.v[STAGE_GEN] > cap[STAGE_GEN])
 			continue;
 		if (front_add(f, &e) < 0)
 			s->err = NR_EIO;
@@ -491,6 +554,49 @@ static struct front *front(struct search *s, unsigned items, int zi)
 	return f;
 }
 
+/* Per-stage lower bound of an item set on a pool of one size: each model's
+ * fastest configuration there, and the engines with all memory to
+ * themselves and nothing to move.  Cheap: no combination is formed. */
+static const double *size_lb(struct search *s, unsigned items, int zi)
+{
+	double *lb = s->size_lb[items * (unsigned)s->nsizes + (unsigned)zi];
+	const struct arch *a = &s->v->job->models[s->actor].arch;
+	int z = s->sizes[zi];
+
+	if (s->size_lb_done[items * (unsigned)s->nsizes + (unsigned)zi])
+		return lb;
+	s->size_lb_done[items * (unsigned)s->nsizes + (unsigned)zi] = true;
+	for (int st = 0; st < NSTAGES; st++)
+		lb[st] = 0;
+	for (int m = 0; m < s->v->job->nmodels; m++) {
+		const struct clist *l;
+		double ti = HUGE_VAL, tt = HUGE_VAL;
+		if (!(items & (1u << (1 + m))))
+			continue;
+		l = cands(s, m, zi);
+		for (int k = 0; k < l->n; k++) {
+			ti = fmin(ti, l->v[k].t_inf);
+			tt = fmin(tt, l->v[k].t_train);
+		}
+		lb[STAGE_INF] += ti;
+		lb[STAGE_TRAIN] += tt;
+	}
+	if (items & 1u) {
+		double tg = HUGE_VAL;
+		for (int t = 1; t <= z; t *= 2) {
+			struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false };
+			struct stime st;
+			struct mem m;
+			double peak;
+			if (tp_ok(s, a, t, z) && pin_ok(&s->sp->gen, &g) &&
+			    gen_cost(s->v, &g, 0, &g, true, &st, &m, &peak))
+				tg = fmin(tg, st.total);
+		}
+		lb[STAGE_GEN] = tg;
+	}
+	return lb;
+}
+
 /* Per-stage lower bound of an item set over every size it may take. */
 static const double *set_lb(struct search *s, unsigned items)
 {
@@ -498,13 +604,34 @@ static const double *set_lb(struct search *s, unsigned items)
 		for (int st = 0; st < NSTAGES; st++)
 			s->lb[items][st] = HUGE_VAL;
 		for (int zi = 0; zi < s->nsizes; zi++) {
-			struct front *f = front(s, items, zi);
+			const double *l = size_lb(s, items, zi);
 			for (int st = 0; st < NSTAGES; st++)
-				s->lb[items][st] = fmin(s->lb[items][st], f->min[st]);
+				s->lb[items][st] = fmin(s->lb[items][st], l[st]);
 		}
 		s->lb_done[items] = true;
 	}
 	return s->lb[items];
+}
+
+/* Whether the plans below this point of the walk could still beat the best:
+ * pools before i as picked, pool i at size zi (or any size when zi < 0),
+ * the rest at their best size. */
+static bool promising(struct search *s, int i, int zi, const double *mx)
+{
+	double bound = s->v->k->step_s;
+
+	if (s->exhaustive || !s->found)
+		return true;
+	for (int st = 0; st < NSTAGES; st++) {
+		double m = mx[st];
+		if (i < s->npools)
+			m = fmax(m, zi >= 0 ? size_lb(s, s->pools[i], zi)[st] :
+					      set_lb(s, s->pools[i])[st]);
+		for (int j = i + 1; j < s->npools; j++)
+			m = fmax(m, set_lb(s, s->pools[j])[st]);
+		bound += m;
+	}
+	return bound <= s->best * (1 + EPS);
 }
 
 /* --- the walk over pools, sizes and front entries --------------------------- */
@@ -566,26 +693,18 @@ static void leaf(struct search *s, const double *mx)
 
 static void walk(struct search *s, int i, int left, const double *mx)
 {
-	double lbv = s->v->k->step_s;
-
 	if (i == s->npools) {
 		leaf(s, mx);
 		return;
 	}
-	if (!s->exhaustive && s->found) {
-		for (int st = 0; st < NSTAGES; st++) {
-			double m = mx[st];
-			for (int j = i; j < s->npools; j++)
-				m = fmax(m, set_lb(s, s->pools[j])[st]);
-			lbv += m;
-		}
-		if (lbv > s->best * (1 + EPS))
-			return;
-	}
+	if (!promising(s, i, -1, mx))
+		return;
 	for (int zi = s->nsizes - 1; zi >= 0; zi--) {
 		int z = s->sizes[zi];
 		struct front *f;
 		if (z > left || (s->sp->npools && s->sp->pool_size[i] && s->sp->pool_size[i] != z))
+			continue;
+		if (!promising(s, i, zi, mx))
 			continue;
 		f = front(s, s->pools[i], zi);
 		s->zi[i] = zi;
@@ -599,11 +718,13 @@ static void walk(struct search *s, int i, int left, const double *mx)
 	}
 }
 
-/* Partitions of the items as restricted growth strings. */
-static void partitions(struct search *s, int item, int *block, int nblocks, int up)
+/* Partitions of the items into want pools, as restricted growth strings. */
+static void partitions(struct search *s, int item, int *block, int nblocks, int want, int up)
 {
 	static const double zero[NSTAGES];
 
+	if (nblocks > want || nblocks + (s->nitems - item) < want)
+		return;
 	if (item == s->nitems) {
 		s->npools = nblocks;
 		memset(s->pools, 0, sizeof s->pools);
@@ -615,7 +736,7 @@ static void partitions(struct search *s, int item, int *block, int nblocks, int 
 	}
 	for (int b = 0; b <= nblocks; b++) {
 		block[item] = b;
-		partitions(s, item + 1, block, b == nblocks ? nblocks + 1 : nblocks, up);
+		partitions(s, item + 1, block, b == nblocks ? nblocks + 1 : nblocks, want, up);
 	}
 }
 
@@ -689,10 +810,24 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 	s->current = current;
 	s->out = best;
 	make_sizes(s);
+	/* models alike in architecture, stages and pins share their candidates */
+	for (int m = 0; m < v->job->nmodels; m++) {
+		const struct model *a = &v->job->models[m];
+		s->twin[m] = m;
+		for (int k = 0; k < m && s->twin[m] == m; k++) {
+			const struct model *b = &v->job->models[k];
+			if (!memcmp(&a->arch, &b->arch, sizeof a->arch) &&
+			    !memcmp(a->stages, b->stages, sizeof a->stages) &&
+			    !memcmp(&sp->home[m], &sp->home[k], sizeof sp->home[m]))
+				s->twin[m] = k;
+		}
+	}
 	s->cands = calloc((size_t)v->job->nmodels * (size_t)s->nsizes, sizeof *s->cands);
 	s->fronts = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->fronts);
 	s->scratch = malloc(sizeof *s->scratch);
-	if (!s->cands || !s->fronts || !s->scratch) {
+	s->size_lb = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->size_lb);
+	s->size_lb_done = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, 1);
+	if (!s->cands || !s->fronts || !s->scratch || !s->size_lb || !s->size_lb_done) {
 		rc = err_set(e, NR_EIO, "out of memory");
 		goto out;
 	}
@@ -702,7 +837,10 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 		st->partitions = 1;
 		walk(s, 0, cluster_gpus_up(v->cl), (const double[NSTAGES]){ 0 });
 	} else {
-		partitions(s, 0, block, 0, cluster_gpus_up(v->cl));
+		/* most pools first: their fronts are cheap (one model each) and give
+		 * a good bound before the crowded pools are costed */
+		for (int want = s->nitems; want >= 1; want--)
+			partitions(s, 0, block, 0, want, cluster_gpus_up(v->cl));
 	}
 	if (s->err)
 		rc = err_set(e, NR_EIO, "out of memory");
@@ -716,6 +854,8 @@ out:
 	free(s->cands);
 	free(s->fronts);
 	free(s->scratch);
+	free(s->size_lb);
+	free(s->size_lb_done);
 	free(s);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
