@@ -112,8 +112,8 @@ bench: all $(BENCHES)
 # needs no converter. `make man` regenerates it.
 MAN_SCD := $(wildcard man/man*/*.scd)
 man: $(MAN_SCD:.scd=)
-man/%: man/%.scd
-	scdoc < $< > $@
+man/%: man/%.scd scripts/scdoc-tidy.awk
+	scdoc < $< | awk -f scripts/scdoc-tidy.awk > $@
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/nereus \

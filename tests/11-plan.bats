@@ -93,9 +93,9 @@ json() {
 	[ "$(json plan.json 'd["layout"]')" = pinned ]
 }
 
-@test "a pin that cannot fit is exit 3 with the shortfall (70B actor on TP 1, PP 1)" {
+@test "a pin that cannot fit is exit 3 with the shortfall (70B actor on TP 1, PP 1, no FSDP)" {
 	run --separate-stderr nereus-plan --job "$EXAMPLES/jobs/ppo-llama3-70b-8b-critic.json" \
-		--cluster "$H100" --pin actor@training=tp1,pp1
+		--cluster "$H100" --pin actor@training=tp1,pp1,nofsdp
 	assert_failure 3
 	[[ $stderr == *"actor@training needs at least"*"GiB per GPU"* ]]
 }

@@ -74,7 +74,8 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 	double steps = epochs * j->mini_batches;
 	double grads = 4.0 * mem_stage_params(a, c->tp, c->pp);
 	/* ZeRO: reduce-scatter fp32 grads, all-gather bf16 weights; else all-reduce */
-	double dp_bytes = c->zero ? grads * ring(c->dp, 1) * 1.5 : grads * ring(c->dp, 2);
+	double dp_bytes = c->fsdp ? 0 : c->zero ? grads * ring(c->dp, 1) * 1.5 :
+					       grads * ring(c->dp, 2);
 
 	*t = (struct stime){ 0 };
 	t->compute = epochs * tokens * passes * fwd_flops(a, s) /
@@ -83,6 +84,11 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 	t->comm = epochs * tp_comm(v, a, c, tokens / c->dp, tp_calls, micro / epochs) +
 		  steps * dp_bytes / link_bw(v, c->tp * c->dp) +
 		  epochs * pp_comm(v, a, c, tokens / c->dp, 2.0);
+	/* FSDP gathers the weights for forward and backward and scatters the
+	 * gradients every micro-batch; prefetching hides it behind compute */
+	if (c->fsdp)
+		t->comm += fmax(0, micro * grads * 2 * ring(c->dp, 1) / link_bw(v, c->tp * c->dp) -
+				   t->compute);
 	t->overhead = steps * (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
 	total(t);
 }
@@ -101,6 +107,9 @@ void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
 	t->comm = tp_comm(v, a, c, tokens / c->dp, 2.0, (double)m) +
 		  pp_comm(v, a, c, tokens / c->dp, 1.0);
+	if (c->fsdp)
+		t->comm += fmax(0, m * 2.0 * mem_stage_params(a, c->tp, c->pp) * ring(c->dp, 1) /
+				   link_bw(v, c->tp * c->dp) - t->compute);
 	t->overhead = (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
 	total(t);
 }
@@ -146,7 +155,8 @@ double move_bytes(const struct arch *a, const struct pconf *train, const struct 
 		  bool same_gpus)
 {
 	double need = 2.0 * mem_stage_params(a, gen->tp, 1);
-	double have = 2.0 * mem_stage_params(a, train->tp, train->pp);
+	double have = 2.0 * mem_stage_params(a, train->tp, train->pp) /
+		      (train->fsdp ? train->dp : 1);
 
 	/* a generation shard contains the training shard on the same GPU only
 	 * when the training TP splits it further */

@@ -90,20 +90,28 @@ static int rollout_tp(const struct arch *a, int gpn)
 	return t;
 }
 
+/* FSDP / ZeRO-3 for every model: TP1, PP1, everything sharded over DP
+ * (a pool of one GPU has nothing to shard over). */
+static void fully_sharded(const struct job *j, struct space *sp)
+{
+	for (int m = 0; m < j->nmodels; m++) {
+		sp->home[m].tp = sp->home[m].pp = 1;
+		sp->home[m].zero = model_trainable(&j->models[m]);
+		sp->home[m].fsdp = -1;
+	}
+}
+
 static int layout_verl(const struct env *v, struct space *sp)
 {
 	const struct job *j = v->job;
 	int gpn = v->cl->gpus_per_node;
 
-	/* everything colocated on every GPU; FSDP trainers (TP1, PP1, sharded
-	 * optimizer); recompute, micro-batch and offload left to the search */
+	/* everything colocated on every GPU; every model on FSDP (TP1, PP1,
+	 * weights, gradients and optimizer sharded); recompute, micro-batch and
+	 * offload left to the search */
 	sp->npools = 1;
 	sp->pool_items[0] = (1u << (1 + j->nmodels)) - 1;
-	for (int m = 0; m < j->nmodels; m++) {
-		sp->home[m].tp = sp->home[m].pp = 1;
-		if (model_trainable(&j->models[m]))
-			sp->home[m].zero = 1;
-	}
+	fully_sharded(j, sp);
 	sp->gen.tp = rollout_tp(&j->models[job_actor(j)].arch, gpn);
 	return NR_OK;
 }
@@ -127,8 +135,8 @@ static int layout_openrlhf(const struct env *v, struct space *sp, struct err *e)
 	int gpn = v->cl->gpus_per_node, n = cluster_gpus_up(v->cl);
 	double share[MAX_ITEMS], sum = 2; /* the vLLM engines weigh as the actor */
 
-	/* a pool per model and one for the vLLM engines; trainers on DeepSpeed
-	 * ZeRO-3 (TP1, PP1, sharded optimizer); pools sized actor = critic =
+	/* a pool per model and one for the vLLM engines; models on DeepSpeed
+	 * ZeRO-3 (TP1, PP1, everything sharded); pools sized actor = critic =
 	 * engines = 2 × reference = 2 × reward, as its example scripts do */
 	sp->npools = 1 + j->nmodels;
 	share[0] = 2;
@@ -144,11 +152,7 @@ static int layout_openrlhf(const struct env *v, struct space *sp, struct err *e)
 			return err_set(e, NR_EINFEASIBLE, "the OpenRLHF layout needs a GPU per "
 				       "model and one for the engines: %d GPUs are up", n);
 	}
-	for (int m = 0; m < j->nmodels; m++) {
-		sp->home[m].tp = sp->home[m].pp = 1;
-		if (model_trainable(&j->models[m]))
-			sp->home[m].zero = 1;
-	}
+	fully_sharded(j, sp);
 	sp->gen.tp = rollout_tp(&j->models[job_actor(j)].arch, gpn);
 	while (sp->gen.tp > sp->pool_size[0])
 		sp->gen.tp /= 2;
@@ -174,6 +178,7 @@ static int layout_fixed(const struct env *v, const struct plan *cur, struct spac
 		sp->home[m].rc = (int)cur->home[m].rc;
 		sp->home[m].zero = cur->home[m].zero;
 		sp->home[m].offload = cur->home[m].offload;
+		sp->home[m].fsdp = cur->home[m].fsdp;
 	}
 	sp->gen.tp = cur->gen.tp;
 	return NR_OK;

@@ -69,6 +69,12 @@ static double logits_bytes(const struct arch *a, double s, double b, int tp, boo
 	return s * b * padded_vocab(a, tp) / tp * 4.0 * (grad ? 2 : 1);
 }
 
+/* FSDP holds the layer it computes and the one it prefetches whole. */
+static double gathered(const struct arch *a, const struct pconf *c)
+{
+	return c->fsdp ? 2 * 2 * arch_layer_params(a) / c->tp : 0;
+}
+
 static void finish(struct mem *m, const struct coef *k)
 {
 	m->frag = k->frag * (m->act + m->logits + m->kv);
@@ -80,7 +86,8 @@ static void finish(struct mem *m, const struct coef *k)
 void mem_train(const struct job *job, const struct arch *a, const struct pconf *c,
 	       const struct coef *k, struct mem *out)
 {
-	double first, last, s = job_max_seq(job), shard = c->zero ? c->dp : 1;
+	double first, last, s = job_max_seq(job), shard = c->zero || c->fsdp ? c->dp : 1;
+	double wshard = c->fsdp ? c->dp : 1;
 	double lp = ceil((double)a->layers / c->pp);
 	long m = job_microbatches(job, c->dp, c->mb);
 	double inflight = (double)(m < c->pp ? m : c->pp);
@@ -91,8 +98,8 @@ void mem_train(const struct job *job, const struct arch *a, const struct pconf *
 	struct mem f = { 0 }, l = { 0 };
 
 	stage_params(a, c->tp, c->pp, &first, &last);
-	f.weights = 2 * first;
-	f.grads = 4 * first;
+	f.weights = 2 * first / wshard + gathered(a, c);
+	f.grads = 4 * first / wshard;
 	f.master = 4 * first / shard;
 	f.adam = 8 * first / shard;
 	f.act = layer * lp * inflight + redo;
@@ -103,8 +110,8 @@ void mem_train(const struct job *job, const struct arch *a, const struct pconf *
 	if (c->pp == 1)
 		return;
 	/* 1F1B: the last stage has one micro-batch in flight, plus the logits */
-	l.weights = 2 * last;
-	l.grads = 4 * last;
+	l.weights = 2 * last / wshard + gathered(a, c);
+	l.grads = 4 * last / wshard;
 	l.master = 4 * last / shard;
 	l.adam = 8 * last / shard;
 	l.act = layer * lp + redo;
@@ -120,7 +127,8 @@ void mem_infer(const struct job *job, const struct arch *a, const struct pconf *
 	double s = job_max_seq(job);
 	struct mem m = { 0 };
 
-	m.weights = 2 * mem_stage_params(a, c->tp, c->pp);
+	m.weights = 2 * mem_stage_params(a, c->tp, c->pp) / (c->fsdp ? c->dp : 1) +
+		    gathered(a, c);
 	m.act = k->act_factor * mem_layer_act(a, s, c->mb, c->tp, RC_SELECTIVE);
 	m.logits = logits_bytes(a, s, c->mb, c->tp, false);
 	finish(&m, k);
@@ -148,7 +156,10 @@ double mem_resident(const struct arch *a, const struct pconf *home, bool trainab
 {
 	double p = mem_stage_params(a, home->tp, home->pp);
 
+	double wshard = home->fsdp ? home->dp : 1;
+
 	if (home->offload)
 		return 0;
-	return trainable ? 2 * p + 12 * p / (home->zero ? home->dp : 1) : 2 * p;
+	return trainable ? 2 * p / wshard + 12 * p / (home->zero || home->fsdp ? home->dp : 1) :
+			   2 * p / wshard;
 }

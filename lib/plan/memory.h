@@ -46,7 +46,8 @@ double mem_kv_per_seq(const struct arch *a, int tp, double ctx);
 
 /* State a model keeps on each GPU of its home layout between its stages:
  * trainable models keep bf16 weights, fp32 master and Adam (sharded over DP
- * when zero); frozen ones their bf16 weights.  0 when offloaded. */
+ * when zero, all of it when fsdp); frozen ones their bf16 weights (sharded
+ * when fsdp).  0 when offloaded. */
 double mem_resident(const struct arch *a, const struct pconf *home, bool trainable);
 
 /* The sequence length memory must hold: prompt plus the longest response. */

@@ -15,6 +15,8 @@ struct pconf {
 	enum recompute rc;   /* activation recompute (training) */
 	bool zero;           /* optimizer state sharded over DP (training) */
 	bool offload;        /* state kept in host memory between the model's stages */
+	bool fsdp;           /* weights and gradients sharded over DP too (FSDP,
+			      * ZeRO-3): gathered a layer at a time */
 };
 
 static inline int pconf_gpus(const struct pconf *p)

@@ -28,7 +28,8 @@ void model_cost(const struct env *v, int m, const struct pconf *home, struct mco
 	const struct arch *a = &md->arch;
 	bool train = model_trainable(md);
 	struct pconf kept = *home;
-	double weights = 2 * mem_stage_params(a, home->tp, home->pp), full;
+	double weights = 2 * mem_stage_params(a, home->tp, home->pp) / (home->fsdp ? home->dp : 1);
+	double full;
 
 	memset(out, 0, sizeof *out);
 	kept.offload = false;
@@ -300,10 +301,12 @@ static void shard_of(const struct pconf *c, int r, struct span *layers, struct s
 	w->lo = (double)t / c->tp;
 	w->hi = (double)(t + 1) / c->tp;
 	*state = *w;
-	if (c->zero) {
+	if (c->zero || c->fsdp) {
 		state->lo = (t + (double)d / c->dp) / c->tp;
 		state->hi = (t + (double)(d + 1) / c->dp) / c->tp;
 	}
+	if (c->fsdp)
+		*w = *state;
 }
 
 /* Rank of every GPU within its pool, by GPU id. */

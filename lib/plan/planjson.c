@@ -74,6 +74,7 @@ static json_t *conf_json(const struct pconf *c, bool train, bool gen)
 		json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
 		json_object_set_new(o, "zero", json_boolean(c->zero));
 	}
+	json_object_set_new(o, "fsdp", json_boolean(c->fsdp));
 	json_object_set_new(o, "offload", json_boolean(c->offload));
 	return o;
 }
@@ -208,10 +209,10 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 		     struct pconf *c, int *pool, struct err *e)
 {
 	static const char *const keys[] = { "tp", "pp", "dp", "micro_batch", "recompute", "zero",
-					    "offload", "pool", NULL };
+					    "fsdp", "offload", "pool", NULL };
 	long tp, pp = 1, dp, mb = 1, pl;
 	int rc_ = RC_SELECTIVE, rc;
-	bool zero = false, off = false;
+	bool zero = false, off = false, fsdp = false;
 
 	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
 	    (rc = jget_int(d, o, path, "tp", true, 1, MAX_GPUS, &tp, e)) ||
@@ -220,6 +221,7 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 	    (rc = jget_int(d, o, path, "micro_batch", false, 1, 1 << 20, &mb, e)) ||
 	    (rc = jget_enum(d, o, path, "recompute", false, recompute_names, &rc_, e)) ||
 	    (rc = jget_bool(d, o, path, "zero", false, &zero, e)) ||
+	    (rc = jget_bool(d, o, path, "fsdp", false, &fsdp, e)) ||
 	    (rc = jget_bool(d, o, path, "offload", false, &off, e)) ||
 	    (rc = jget_int(d, o, path, "pool", true, 0, MAX_ITEMS - 1, &pl, e)))
 		return rc;
@@ -228,7 +230,8 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 		jpath(sub, sizeof sub, path, "pp");
 		return jdoc_fail(d, sub, e, "generation engines have no pipeline stages");
 	}
-	*c = (struct pconf){ (int)tp, (int)pp, (int)dp, (int)mb, (enum recompute)rc_, zero, off };
+	*c = (struct pconf){ (int)tp, (int)pp, (int)dp, (int)mb, (enum recompute)rc_, zero, off,
+			     fsdp };
 	*pool = (int)pl;
 	return NR_OK;
 }

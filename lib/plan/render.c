@@ -67,19 +67,22 @@ char *plan_table(const struct env *v, const struct plan *p, const struct decisio
 	    cluster_gpus_up(v->cl), p->feasible ? "" : " — DOES NOT FIT");
 	if (!p->feasible)
 		put(&b, "  %s\n", p->why);
-	put(&b, "%-22s %4s %3s %3s %4s %-11s %6s %10s %9s\n", "model-stage", "pool", "tp", "pp",
-	    "dp", "gpus", "mb", "time (s)", "peak GiB");
+	put(&b, "%-22s %4s %3s %3s %4s %-11s %4s %-12s %10s %9s\n", "model-stage", "pool", "tp",
+	    "pp", "dp", "gpus", "mb", "state", "time (s)", "peak GiB");
 	for (int i = 0; i < p->nms; i++) {
 		const struct ms_plan *ms = &p->ms[i];
-		char name[128], gpus[32];
+		char name[128], gpus[32], state[24];
 		int lo, hi;
 		snprintf(name, sizeof name, "%s@%s", j->models[ms->model].name,
 			 stage_names[ms->stage]);
 		pool_gpus(v->cl, p, ms->pool, &lo, &hi);
 		snprintf(gpus, sizeof gpus, "%d-%d", lo, hi);
-		put(&b, "%-22s %4d %3d %3d %4d %-11s %6d %10.2f %9.1f\n", name, ms->pool,
+		snprintf(state, sizeof state, "%s%s", ms->stage == STAGE_GEN ? "-" :
+			 ms->conf.fsdp ? "fsdp" : ms->conf.zero ? "zero" : "replicated",
+			 ms->conf.offload ? "+offload" : "");
+		put(&b, "%-22s %4d %3d %3d %4d %-11s %4d %-12s %10.2f %9.1f\n", name, ms->pool,
 		    ms->conf.tp, ms->conf.pp, ms->conf.dp, gpus,
-		    ms->stage == STAGE_GEN ? 0 : ms->conf.mb, ms->time.total, ms->peak / GIB);
+		    ms->stage == STAGE_GEN ? 0 : ms->conf.mb, state, ms->time.total, ms->peak / GIB);
 	}
 	put(&b, "stages: generation %.2f s, inference %.2f s, training %.2f s; step %.2f s\n",
 	    p->stage_time[STAGE_GEN], p->stage_time[STAGE_INF], p->stage_time[STAGE_TRAIN],

@@ -71,9 +71,9 @@ void space_init(struct space *sp)
 {
 	memset(sp, 0, sizeof *sp);
 	for (int m = 0; m < MAX_MODELS; m++) {
-		sp->home[m].rc = sp->home[m].zero = sp->home[m].offload = -1;
+		sp->home[m].rc = sp->home[m].zero = sp->home[m].offload = sp->home[m].fsdp = -1;
 	}
-	sp->gen.rc = sp->gen.zero = sp->gen.offload = -1;
+	sp->gen.rc = sp->gen.zero = sp->gen.offload = sp->gen.fsdp = -1;
 }
 
 /* --- pins ------------------------------------------------------------------ */
@@ -82,7 +82,7 @@ int pin_parse(const struct job *job, const char *text, struct space *sp, struct 
 {
 	char name[128], *at, *eq, *tok, *save, buf[256];
 	const struct model *md;
-	struct pin pin = { 0, 0, 0, 0, -1, -1, -1 };
+	struct pin pin = { 0, 0, 0, 0, -1, -1, -1, -1 };
 	int stage = -1;
 
 	if (strlen(text) >= sizeof buf)
@@ -129,15 +129,18 @@ int pin_parse(const struct job *job, const char *text, struct space *sp, struct 
 			pin.rc = tok[0] == 'n' ? RC_NONE : tok[0] == 's' ? RC_SELECTIVE : RC_FULL;
 		else if (strcmp(tok, "zero") == 0 || strcmp(tok, "nozero") == 0)
 			pin.zero = tok[0] == 'z';
+		else if (strcmp(tok, "fsdp") == 0 || strcmp(tok, "nofsdp") == 0)
+			pin.fsdp = tok[0] == 'f';
 		else if (strcmp(tok, "offload") == 0 || strcmp(tok, "nooffload") == 0)
 			pin.offload = tok[0] == 'o';
 		else
 			return err_set(e, NR_EINPUT, "pin '%s': unknown setting '%s' (expected "
 				       "tpN, ppN, dpN, mbN, none, selective, full, zero, "
-				       "nozero, offload, nooffload)", text, tok);
+				       "nozero, fsdp, nofsdp, offload, nooffload)", text, tok);
 	}
 	if (stage == STAGE_GEN) {
-		if (pin.pp > 1 || pin.mb || pin.rc >= 0 || pin.zero >= 0 || pin.offload >= 0)
+		if (pin.pp > 1 || pin.mb || pin.rc >= 0 || pin.zero >= 0 || pin.offload >= 0 ||
+		    pin.fsdp >= 0)
 			return err_set(e, NR_EINPUT, "pin '%s': generation engines take only "
 				       "tpN and dpN", text);
 		sp->gen = pin;
@@ -152,7 +155,8 @@ static bool pin_ok(const struct pin *p, const struct pconf *c)
 	return (!p->tp || p->tp == c->tp) && (!p->pp || p->pp == c->pp) &&
 	       (!p->dp || p->dp == c->dp) && (!p->mb || p->mb == c->mb) &&
 	       (p->rc < 0 || p->rc == (int)c->rc) && (p->zero < 0 || p->zero == c->zero) &&
-	       (p->offload < 0 || p->offload == c->offload);
+	       (p->offload < 0 || p->offload == c->offload) &&
+	       (p->fsdp < 0 || p->fsdp == c->fsdp);
 }
 
 /* --- sizes and placement ------------------------------------------------- */
@@ -176,9 +180,14 @@ static void make_sizes(struct search *s)
 	/* beyond 32 nodes, whole-node pools come in coarser steps (and powers
 	 * of two) so the space stays small enough to search in milliseconds */
 	step = full <= 32 ? 1 : (full + 31) / 32;
-	for (int k = 1; k <= full && s->nsizes < MAX_SIZES; k++)
-		if (k % step == 0 || (k & (k - 1)) == 0 || k == full)
+	for (int k = 1; k <= full && s->nsizes < MAX_SIZES; k++) {
+		bool fixed = false;
+		/* and every size a layout fixes */
+		for (int i = 0; i < s->sp->npools; i++)
+			fixed |= s->sp->pool_size[i] == k * gpn;
+		if (k % step == 0 || (k & (k - 1)) == 0 || k == full || fixed)
 			s->sizes[s->nsizes++] = k * gpn;
+	}
 }
 
 /* The same first-fit rule as plan_place, on free counts only. */
@@ -344,8 +353,10 @@ static struct clist *cands(struct search *s, int m, int zi)
 					break;
 				for (int rc = train ? 0 : RC_SELECTIVE; rc <= (train ? 2 : RC_SELECTIVE); rc++)
 				for (int zero = 0; zero <= (train && dp > 1); zero++)
+				for (int fsdp = 0; fsdp <= (dp > 1 && zero == train); fsdp++)
 				for (int off = 0; off <= 1; off++) {
-					struct cand c = { { t, p, dp, mb, (enum recompute)rc, zero, off },
+					struct cand c = { { t, p, dp, mb, (enum recompute)rc, zero, off,
+							    fsdp },
 							  0, 0, 0, 0 };
 					struct mcost mc;
 					if (!pin_ok(pin, &c.c))
@@ -436,12 +447,12 @@ static bool best_gen(struct search *s, int zi, const struct part *p, bool actor_
 	const struct arch *a = &s->v->job->models[s->actor].arch;
 	int z = s->sizes[zi];
 	bool any = false;
-	struct pconf home = { 1, 1, 1, 1, RC_SELECTIVE, false, false };
+	struct pconf home = { 1, 1, 1, 1, RC_SELECTIVE, false, false, false };
 
 	if (actor_here)
 		home = cands(s, s->actor, zi)->v[p->pick[s->actor]].c;
 	for (int t = 1; t <= z; t *= 2) {
-		struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false };
+		struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false, false };
 		struct stime st;
 		struct mem m;
 		double peak;
@@ -584,7 +595,7 @@ static const double *size_lb(struct search *s, unsigned items, int zi)
 	if (items & 1u) {
 		double tg = HUGE_VAL;
 		for (int t = 1; t <= z; t *= 2) {
-			struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false };
+			struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false, false };
 			struct stime st;
 			struct mem m;
 			double peak;
@@ -762,7 +773,8 @@ static int explain(struct search *s, struct err *e)
 				const struct pin *pin = &s->sp->home[m];
 				struct pconf c = { t, p, z / (t * p), pin->mb ? pin->mb : 1,
 						   pin->rc >= 0 ? (enum recompute)pin->rc : RC_FULL,
-						   pin->zero != 0, pin->offload == 1 };
+						   pin->zero != 0, pin->offload == 1,
+						   pin->fsdp == 1 };
 				struct mcost mc;
 				if (!tp_ok(s, a, t, z) || a->layers % p || z % (t * p) ||
 				    !pin_ok(pin, &c))

@@ -22,6 +22,7 @@ struct pin {
 	int rc;       /* -1 free, else enum recompute */
 	int zero;     /* -1 free, 0, 1 */
 	int offload;  /* -1 free, 0, 1 */
+	int fsdp;     /* -1 free, 0, 1 */
 };
 
 /* Restrictions on the space (nereus-plan's --pin and --layout). */
@@ -43,7 +44,7 @@ struct search_stats {
 
 void space_init(struct space *sp);
 /* Parse "MODEL@STAGE=tp4,pp2,dp2[,mbN][,none|selective|full][,zero|nozero]
- * [,offload|nooffload]" into sp. */
+ * [,fsdp|nofsdp][,offload|nooffload]" into sp. */
 int pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e);
 
 /* Search; current (may be NULL) breaks ties toward the plan that moves the

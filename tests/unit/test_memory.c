@@ -516,6 +516,29 @@ static void test_other_monotonic(void)
 	CHECK(a.total == a.weights + a.grads + a.master + a.adam + a.act + a.logits);
 }
 
+/* FSDP shards weights, gradients and optimizer over DP: 18/d bytes per
+ * parameter, plus the two whole layers it holds gathered (the one computing
+ * and the one prefetched): 2 · 2 bytes · 218,112,000 / tp.
+ * Llama-3-8B layer: qkv 4096·(32+16)·128 = 25,165,824; proj 16,777,216;
+ * mlp 3·4096·14336 = 176,160,768; norms 8,192: 218,112,000. */
+static void test_fsdp_shards_everything(void)
+{
+	struct pconf c = pc(1, 1, 8, 1, RC_SELECTIVE, true);
+	double p = mem_stage_params(&L8, 1, 1), gathered = 4.0 * 218112000.0;
+	struct mem m;
+
+	setup();
+	c.fsdp = true;
+	mem_train(&job, &L8, &c, &k, &m);
+	CHECK_NEAR(m.weights, 2 * p / 8 + gathered, 1e-12);
+	CHECK_NEAR(m.grads, 4 * p / 8, 1e-12);
+	CHECK_NEAR(m.master + m.adam, 12 * p / 8, 1e-12);
+	CHECK_NEAR(mem_resident(&L8, &c, true), 14 * p / 8, 1e-12);
+	CHECK_NEAR(mem_resident(&L8, &c, false), 2 * p / 8, 1e-12);
+	mem_infer(&job, &L8, &c, &k, &m);
+	CHECK_NEAR(m.weights, 2 * p / 8 + gathered, 1e-12);
+}
+
 int main(void)
 {
 	RUN(test_job_helpers);
@@ -536,5 +559,6 @@ int main(void)
 	RUN(test_resident);
 	RUN(test_more_tp_less_memory);
 	RUN(test_other_monotonic);
+	RUN(test_fsdp_shards_everything);
 	return UNIT_END();
 }

@@ -124,6 +124,10 @@ static void test_pin_is_respected(void)
 	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
 	CHECK(p.home[0].tp == 4 && p.home[0].pp == 2 && p.home[0].dp == 2);
 	check_fits(&p);
+	CHECK(pin_parse(&job, "critic@training=tp1,pp1,fsdp", &sp, &e) == NR_OK);
+	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
+	CHECK(p.home[1].fsdp && p.home[1].tp == 1 && p.home[1].pp == 1);
+	check_fits(&p);
 }
 
 static void test_impossible_pin_is_infeasible(void)
