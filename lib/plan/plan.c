@@ -22,41 +22,75 @@ bool model_trainable(const struct model *m)
 	return m->stages[STAGE_TRAIN];
 }
 
-void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+void model_memory(const struct env *v, int m, const struct pconf *home, struct mcost *out)
 {
 	const struct model *md = &v->job->models[m];
 	const struct arch *a = &md->arch;
-	bool train = model_trainable(md);
-	struct pconf kept = *home;
 	double weights = 2 * mem_stage_params(a, home->tp, home->pp) / (home->fsdp ? home->dp : 1);
-	double full;
 
 	memset(out, 0, sizeof *out);
-	kept.offload = false;
-	full = mem_resident(a, &kept, train);
-	out->res = home->offload ? 0 : full;
+	out->res = mem_resident(a, home, model_trainable(md));
 	if (md->stages[STAGE_INF]) {
 		mem_infer(v->job, a, home, v->k, &out->mem[STAGE_INF]);
-		cost_infer(v, a, home, &out->st[STAGE_INF]);
-		/* offloaded, the weights come in for the pass and are dropped */
-		if (home->offload && !train)
-			out->st[STAGE_INF].move = cost_offload(v, weights) / 2;
-		out->st[STAGE_INF].total += out->st[STAGE_INF].move;
-		out->need[STAGE_INF] = out->mem[STAGE_INF].total - (home->offload ? 0 : weights);
+		out->need[STAGE_INF] = out->mem[STAGE_INF].total - weights;
 	}
-	if (train) {
+	if (model_trainable(md)) {
 		mem_train(v->job, a, home, v->k, &out->mem[STAGE_TRAIN]);
-		cost_train(v, a, home, &out->st[STAGE_TRAIN]);
-		/* offloaded, all state goes to the host after training and comes back */
-		if (home->offload)
-			out->st[STAGE_TRAIN].move = cost_offload(v, full);
-		out->st[STAGE_TRAIN].total += out->st[STAGE_TRAIN].move;
 		out->need[STAGE_TRAIN] = out->mem[STAGE_TRAIN].total - out->res;
 	}
+	for (int s = 0; s < NSTAGES; s++)
+		out->trans = fmax(out->trans, out->need[s]);
+}
+
+void model_times(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+{
+	const struct model *md = &v->job->models[m];
+
+	if (md->stages[STAGE_INF])
+		cost_infer(v, &md->arch, home, &out->st[STAGE_INF]);
+	if (model_trainable(md))
+		cost_train(v, &md->arch, home, &out->st[STAGE_TRAIN]);
+	for (int s = 0; s < NSTAGES; s++)
+		out->t[s] = out->st[s].total;
+}
+
+void model_offload(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+{
+	const struct model *md = &v->job->models[m];
+	double kept = out->res;
+	double weights = 2 * mem_stage_params(&md->arch, home->tp, home->pp) /
+			 (home->fsdp ? home->dp : 1);
+
+	/* nothing stays between stages: each stage holds all it uses.  A frozen
+	 * model's weights come in for its pass and are dropped; a trainable
+	 * model's state goes out after training and comes back */
+	out->res = 0;
+	out->trans = 0;
+	if (md->stages[STAGE_INF]) {
+		out->need[STAGE_INF] += weights;
+		if (!model_trainable(md))
+			out->st[STAGE_INF].move = cost_offload(v, kept) / 2;
+	}
+	if (model_trainable(md)) {
+		out->need[STAGE_TRAIN] += kept;
+		out->st[STAGE_TRAIN].move = cost_offload(v, kept);
+	}
 	for (int s = 0; s < NSTAGES; s++) {
+		out->st[s].total += out->st[s].move;
 		out->t[s] = out->st[s].total;
 		out->trans = fmax(out->trans, out->need[s]);
 	}
+}
+
+void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+{
+	struct pconf kept = *home;
+
+	kept.offload = false;
+	model_memory(v, m, &kept, out);
+	model_times(v, m, &kept, out);
+	if (home->offload)
+		model_offload(v, m, home, out);
 }
 
 bool gen_cost(const struct env *v, const struct pconf *gen, double resident,

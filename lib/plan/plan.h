@@ -74,6 +74,12 @@ struct mcost {
 	double trans;       /* the most of those */
 };
 void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out);
+/* The parts of model_cost, so a search can cost a configuration once and
+ * derive its offloaded twin: memory (mem, res, need, trans) and times
+ * (st, t) with the state kept on the GPUs, then what offloading changes. */
+void model_memory(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
+void model_times(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
+void model_offload(const struct env *v, int m, const struct pconf *home, struct mcost *out);
 /* Generation engines in layout gen next to resident bytes of other state;
  * actor_home and same_pool say where the weights come from.  false when
  * not one sequence's KV cache fits. */

@@ -251,11 +251,12 @@ static int grow(void **v, int *cap, int n, size_t elem)
 	return 0;
 }
 
-static int cand_add(struct clist *l, const struct cand *c)
+static int cand_add(struct clist *l, const struct pconf *c, const struct mcost *mc)
 {
 	if (grow((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
 		return -1;
-	l->v[l->n++] = *c;
+	l->v[l->n++] = (struct cand){ *c, mc->t[STAGE_INF], mc->t[STAGE_TRAIN], mc->res,
+				      mc->trans };
 	return 0;
 }
 
@@ -353,23 +354,30 @@ static struct clist *cands(struct search *s, int m, int zi)
 					break;
 				for (int rc = train ? 0 : RC_SELECTIVE; rc <= (train ? 2 : RC_SELECTIVE); rc++)
 				for (int zero = 0; zero <= (train && dp > 1); zero++)
-				for (int fsdp = 0; fsdp <= (dp > 1 && zero == train); fsdp++)
-				for (int off = 0; off <= 1; off++) {
-					struct cand c = { { t, p, dp, mb, (enum recompute)rc, zero, off,
-							    fsdp },
-							  0, 0, 0, 0 };
-					struct mcost mc;
-					if (!pin_ok(pin, &c.c))
+				for (int fsdp = 0; fsdp <= (dp > 1 && zero == train); fsdp++) {
+					struct pconf kept = { t, p, dp, mb, (enum recompute)rc, zero,
+							      false, fsdp };
+					struct pconf gone = kept;
+					struct mcost mk, mo;
+					bool use_kept = pin_ok(pin, &kept), use_gone;
+					gone.offload = true;
+					use_gone = pin_ok(pin, &gone);
+					if (!use_kept && !use_gone)
 						continue;
-					model_cost(s->v, m, &c.c, &mc);
-					s->st->candidates++;
-					if (mc.res + mc.trans > s->cap)
+					/* cost once; the offloaded twin follows from it */
+					model_memory(s->v, m, &kept, &mk);
+					mo = mk;
+					model_offload(s->v, m, &gone, &mo);
+					s->st->candidates += use_kept + use_gone;
+					use_kept &= mk.res + mk.trans <= s->cap;
+					use_gone &= mo.trans <= s->cap;
+					if (!use_kept && !use_gone)
 						continue;
-					c.t_inf = mc.t[STAGE_INF];
-					c.t_train = mc.t[STAGE_TRAIN];
-					c.res = mc.res;
-					c.trans = mc.trans;
-					if (cand_add(l, &c) < 0)
+					model_times(s->v, m, &kept, &mk);
+					mo = mk;
+					model_offload(s->v, m, &gone, &mo);
+					if ((use_kept && cand_add(l, &kept, &mk) < 0) ||
+					    (use_gone && cand_add(l, &gone, &mo) < 0))
 						s->err = NR_EIO;
 				}
 			}
