@@ -1,0 +1,1752 @@
+/* The global transition graph and its memory-ordered schedule (tgraph.h).
+ *
+ * Building it has three parts.  The source index: every distinct box A
+ * holds, by (model, kind, tensor) and by tiling (the home layout, or the
+ * engines), with the piece lists that hold it.  The edges: each piece of
+ * each B list is cut once into atoms by the source boxes it meets, then
+ * every GPU holding the list takes each atom from its cheapest holder.
+ * The schedule: rounds of transfers between allocations and frees, until
+ * every edge is done. */
+#include "state/tgraph.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const tg_link_names[TG_NLINKS + 1] = { "local", "intra", "host", "inter", "store",
+						   NULL };
+
+#define SEG_DIV 64         /* a segment holds at most capacity / SEG_DIV bytes */
+#define ROUNDS_TARGET 256  /* the quantum: the first lower bound / ROUNDS_TARGET… */
+#define QUANTUM_LAT 100    /* …and at least this many round latencies */
+#define RECENT 8           /* sources a destination remembers */
+#define NSLOTS 2           /* tilings of a tensor: the home layout, the engines */
+
+/* Each GPU's links: network out and in, host link out and in, copy engine. */
+enum { P_NET_OUT, P_NET_IN, P_HOST_OUT, P_HOST_IN, P_COPY, NPORTS };
+
+/* --- small helpers -------------------------------------------------------- */
+
+static int grow(void *pp, int *cap, int need, size_t size)
+{
+	void **p = pp;
+	int n = *cap ? *cap : 64;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	q = realloc(*p, (size_t)n * size);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+static bool box_eq(const struct box *a, const struct box *b)
+{
+	if (a->ndim != b->ndim)
+		return false;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->off[d] != b->off[d] || a->ext[d] != b->ext[d])
+			return false;
+	return true;
+}
+
+/* First index in sorted a[0, n) with a[i] >= x. */
+static int lower_bound(const int *a, int n, int x)
+{
+	int lo = 0, hi = n;
+
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+
+		if (a[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+double tgraph_link_bw(const struct env *v, enum tg_link link)
+{
+	switch (link) {
+	case TG_LOCAL:
+		/* a device copy reads and writes every byte */
+		return v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff / 2;
+	case TG_INTRA:
+		return link_bw(v, 1);
+	case TG_INTER:
+		return link_bw(v, v->cl->gpus_per_node + 1);
+	default:
+		return host_bw(v);
+	}
+}
+
+/* Pieces come in tensor order but for a tied embedding's copy at the
+ * end. */
+const struct piece *tgraph_find_piece(const struct tg_list *tl, int tensor)
+{
+	const struct emu_list *l = tl->l;
+	int lo = 0, hi = (int)l->npieces;
+
+	if (hi > 1 && l->pieces[hi - 1].tensor < l->pieces[hi - 2].tensor &&
+	    l->pieces[--hi].tensor == tensor)
+		return &l->pieces[hi];
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+
+		if (l->pieces[mid].tensor < tensor)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < (int)l->npieces && l->pieces[lo].tensor == tensor ? &l->pieces[lo] : NULL;
+}
+
+/* --- the source index ------------------------------------------------------ */
+
+struct src_ref {
+	int list, piece;
+};
+
+/* A distinct box of one tiling of one tensor and kind, and its holders. */
+struct src_ent {
+	struct box box;
+	int ref0, nref;
+};
+
+/* The entries of one (key, slot), sorted by their offset along dim. */
+struct bucket {
+	int ent0, nent;
+	int dim;
+	int64_t maxext;
+};
+
+struct raw {
+	int bucket, list, piece;
+	int64_t key;               /* offset along the bucket's dim */
+	const struct box *box;
+};
+
+struct atom {
+	struct box box;
+	int ent[NSLOTS];           /* the entry of each tiling holding it, -1 none */
+};
+
+/* How a source list reaches the destination in hand (stamp: which). */
+struct reachc {
+	int stamp;
+	enum tg_link link;
+	int lo, hi;                /* the holders giving it, in the list's up holders */
+	int pick;                  /* the one taken last, -1 none */
+};
+
+struct ctx {
+	const struct env *v;
+	struct tgraph *g;
+	int gpn;
+	double bw[TG_NLINKS];
+	int nmodels;
+	int key0[MAX_MODELS + 1];  /* first key of each data identity */
+	int ntens[MAX_MODELS + 1];
+	int nbuckets;
+	struct bucket *bk;
+	struct src_ent *ent;
+	struct src_ref *ref;
+	int **upg, **uppos, *nup;  /* per A list: its holders that are up, and their positions */
+	double *load;              /* per port: seconds routed through it */
+	int ecap;
+	struct atom *at, *rem, *rem2, *lat;
+	int atcap, remcap, rem2cap, latcap;
+	int *aoff;                 /* per piece of the list in hand: its atoms in lat */
+	int aoffcap;
+	struct reachc *rc;         /* per A list, for the destination in hand */
+	int stamp;
+	int *otab, omask, nopen;   /* open edges of the destination segment in hand */
+	int *oused, ousedcap;
+};
+
+/* Data identity of an EMU: its model; the engines share the actor's
+ * weights unless their bf16 differs from the actor's dtype. */
+static int identity(const struct ctx *c, const struct emu *u)
+{
+	const struct arch *actor = &c->v->job->models[u->model].arch;
+
+	if (u->item != ITEM_GEN)
+		return u->model;
+	return actor->dtype_bytes == 2 ? u->model : c->nmodels;
+}
+
+static int slot_of(const struct ctx *c, const struct emu *u)
+{
+	return u->item == ITEM_GEN && identity(c, u) != c->nmodels ? 1 : 0;
+}
+
+static int bucket_of(const struct ctx *c, const struct emu *u, enum state_kind k, int tensor)
+{
+	int d = identity(c, u);
+
+	return (c->key0[d] + (int)k * c->ntens[d] + tensor) * NSLOTS + slot_of(c, u);
+}
+
+static int cmp_raw(const void *pa, const void *pb)
+{
+	const struct raw *a = pa, *b = pb;
+
+	if (a->bucket != b->bucket)
+		return a->bucket < b->bucket ? -1 : 1;
+	if (a->key != b->key)
+		return a->key < b->key ? -1 : 1;
+	for (int d = 0; d < a->box->ndim; d++) {
+		if (a->box->off[d] != b->box->off[d])
+			return a->box->off[d] < b->box->off[d] ? -1 : 1;
+		if (a->box->ext[d] != b->box->ext[d])
+			return a->box->ext[d] < b->box->ext[d] ? -1 : 1;
+	}
+	return a->list != b->list ? (a->list < b->list ? -1 : 1) : 0;
+}
+
+/* The dimension along which a bucket's boxes are cut into the most
+ * blocks: sorted by their offset along it, a query scans only the boxes
+ * that can meet it. */
+static int index_dim(const struct raw *r, int n, const struct gtensor *t)
+{
+	int best = 0;
+	int64_t most = 0;
+
+	for (int d = 0; d < t->ndim; d++) {
+		int64_t minext = t->shape[d];
+
+		for (int i = 0; i < n; i++)
+			if (r[i].box->ext[d] > 0 && r[i].box->ext[d] < minext)
+				minext = r[i].box->ext[d];
+		if (minext > 0 && t->shape[d] / minext > most) {
+			most = t->shape[d] / minext;
+			best = d;
+		}
+	}
+	return best;
+}
+
+static int build_index(struct ctx *c, struct err *e)
+{
+	struct tgraph *g = c->g;
+	struct raw *raw;
+	int n = 0, nent = 0, *count;
+
+	for (int l = 0; l < g->na; l++)
+		n += (int)g->lists[l].l->npieces;
+	raw = malloc((size_t)(n ? n : 1) * sizeof *raw);
+	c->ent = malloc((size_t)(n ? n : 1) * sizeof *c->ent);
+	c->ref = malloc((size_t)(n ? n : 1) * sizeof *c->ref);
+	c->bk = calloc((size_t)c->nbuckets, sizeof *c->bk);
+	count = calloc((size_t)c->nbuckets + 1, sizeof *count);
+	if (!raw || !c->ent || !c->ref || !c->bk || !count) {
+		free(raw);
+		free(count);
+		return err_set(e, NR_EIO, "out of memory");
+	}
+	n = 0;
+	for (int l = 0; l < g->na; l++) {
+		const struct tg_list *tl = &g->lists[l];
+
+		if (c->nup[l] == 0)
+			continue; /* every holder is down: nothing to take from it */
+		for (size_t i = 0; i < tl->l->npieces; i++) {
+			const struct piece *p = &tl->l->pieces[i];
+
+			if (box_volume(&p->box) == 0)
+				continue;
+			raw[n++] = (struct raw){ bucket_of(c, tl->u, tl->l->kind, p->tensor), l,
+						 (int)i, 0, &p->box };
+			count[raw[n - 1].bucket + 1]++;
+		}
+	}
+	/* Choose each bucket's dimension, key the raw refs by it, sort. */
+	for (int b = 0; b < c->nbuckets; b++)
+		count[b + 1] += count[b];
+	{
+		struct raw *by = malloc((size_t)(n ? n : 1) * sizeof *by);
+		int *at = malloc((size_t)c->nbuckets * sizeof *at);
+
+		if (!by || !at) {
+			free(by);
+			free(at);
+			free(raw);
+			free(count);
+			return err_set(e, NR_EIO, "out of memory");
+		}
+		memcpy(at, count, (size_t)c->nbuckets * sizeof *at);
+		for (int i = 0; i < n; i++)
+			by[at[raw[i].bucket]++] = raw[i];
+		free(at);
+		free(raw);
+		raw = by;
+	}
+	for (int b = 0; b < c->nbuckets; b++) {
+		int lo = count[b], hi = count[b + 1];
+		const struct tg_list *tl;
+		int dim;
+
+		if (lo == hi)
+			continue;
+		tl = &g->lists[raw[lo].list];
+		dim = index_dim(raw + lo, hi - lo,
+				&tl->u->lo.tensors[tl->l->pieces[raw[lo].piece].tensor]);
+		c->bk[b].dim = dim;
+		for (int i = lo; i < hi; i++)
+			raw[i].key = raw[i].box->ndim ? raw[i].box->off[dim] : 0;
+		qsort(raw + lo, (size_t)(hi - lo), sizeof *raw, cmp_raw);
+		c->bk[b].ent0 = nent;
+		for (int i = lo; i < hi; i++) {
+			if (i == lo || !box_eq(raw[i].box, &c->ent[nent - 1].box)) {
+				c->ent[nent] = (struct src_ent){ *raw[i].box, i, 0 };
+				if (raw[i].box->ndim && raw[i].box->ext[dim] > c->bk[b].maxext)
+					c->bk[b].maxext = raw[i].box->ext[dim];
+				nent++;
+			}
+			c->ref[i] = (struct src_ref){ raw[i].list, raw[i].piece };
+			c->ent[nent - 1].nref++;
+		}
+		c->bk[b].nent = nent - c->bk[b].ent0;
+	}
+	free(raw);
+	free(count);
+	return NR_OK;
+}
+
+/* --- atoms ------------------------------------------------------------------ */
+
+/* Append b \ x (x inside b) to *out: at most two boxes per dimension. */
+static int subtract(struct atom **out, int *n, int *cap, const struct atom *b,
+		    const struct box *x)
+{
+	struct box cur = b->box;
+
+	for (int d = 0; d < cur.ndim; d++) {
+		int64_t end = cur.off[d] + cur.ext[d], xend = x->off[d] + x->ext[d];
+
+		if (grow(out, cap, *n + 2, sizeof **out))
+			return -1;
+		if (x->off[d] > cur.off[d]) {
+			struct atom *a = &(*out)[(*n)++];
+
+			*a = *b;
+			a->box = cur;
+			a->box.ext[d] = x->off[d] - cur.off[d];
+		}
+		if (xend < end) {
+			struct atom *a = &(*out)[(*n)++];
+
+			*a = *b;
+			a->box = cur;
+			a->box.off[d] = xend;
+			a->box.ext[d] = end - xend;
+		}
+		cur.off[d] = x->off[d];
+		cur.ext[d] = x->ext[d];
+	}
+	return 0;
+}
+
+/* Cut D into atoms, each inside one entry of every tiling or outside all
+ * of its entries.  Returns the count in c->at, or -1 when out of memory. */
+static int atoms_of(struct ctx *c, int bucket0, const struct box *D)
+{
+	int nat = 1;
+
+	if (grow(&c->at, &c->atcap, 1, sizeof *c->at))
+		return -1;
+	c->at[0].box = *D;
+	for (int s = 0; s < NSLOTS; s++)
+		c->at[0].ent[s] = -1;
+	for (int s = 0; s < NSLOTS; s++) {
+		const struct bucket *b = &c->bk[bucket0 + s];
+		int nrem = 0, lo = 0, hi = b->nent, ncov = 0;
+
+		if (b->nent == 0)
+			continue;
+		/* every atom so far is outside this tiling until cut */
+		if (grow(&c->rem, &c->remcap, nat, sizeof *c->rem))
+			return -1;
+		memcpy(c->rem, c->at, (size_t)nat * sizeof *c->rem);
+		nrem = nat;
+		if (D->ndim) {
+			int64_t start = D->off[b->dim] - b->maxext;
+
+			while (lo < hi) {
+				int mid = (lo + hi) / 2;
+
+				if (c->ent[b->ent0 + mid].box.off[b->dim] <= start)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+		}
+		for (int i = lo; i < b->nent; i++) {
+			const struct src_ent *en = &c->ent[b->ent0 + i];
+			int n2 = 0;
+
+			if (D->ndim && en->box.off[b->dim] >= D->off[b->dim] + D->ext[b->dim])
+				break;
+			if (!box_intersect(&en->box, D, NULL))
+				continue;
+			for (int k = 0; k < nrem; k++) {
+				struct box x;
+
+				if (!box_intersect(&c->rem[k].box, &en->box, &x)) {
+					if (grow(&c->rem2, &c->rem2cap, n2 + 1, sizeof *c->rem2))
+						return -1;
+					c->rem2[n2++] = c->rem[k];
+					continue;
+				}
+				if (grow(&c->at, &c->atcap, ncov + 1, sizeof *c->at))
+					return -1;
+				c->at[ncov] = c->rem[k];
+				c->at[ncov].box = x;
+				c->at[ncov++].ent[s] = b->ent0 + i;
+				if (subtract(&c->rem2, &n2, &c->rem2cap, &c->rem[k], &x))
+					return -1;
+			}
+			{
+				struct atom *t = c->rem;
+				int tc = c->remcap;
+
+				c->rem = c->rem2;
+				c->remcap = c->rem2cap;
+				c->rem2 = t;
+				c->rem2cap = tc;
+				nrem = n2;
+			}
+		}
+		if (grow(&c->at, &c->atcap, ncov + nrem, sizeof *c->at))
+			return -1;
+		memcpy(c->at + ncov, c->rem, (size_t)nrem * sizeof *c->at);
+		nat = ncov + nrem;
+	}
+	return nat;
+}
+
+/* --- choosing holders ------------------------------------------------------ */
+
+struct route {
+	int sport, dport;
+	double bw;
+};
+
+static struct route route_of(const struct ctx *c, int src, bool sh, int dst, bool dh,
+			     enum tg_link link)
+{
+	struct route r;
+
+	r.bw = c->bw[link];
+	switch (link) {
+	case TG_LOCAL:
+		r.sport = r.dport = dst * NPORTS + P_COPY;
+		break;
+	case TG_INTRA:
+	case TG_INTER:
+		r.sport = src * NPORTS + P_NET_OUT;
+		r.dport = dst * NPORTS + P_NET_IN;
+		break;
+	case TG_HOST:
+		/* host memory to a GPU over its host link, or a GPU to host memory */
+		r.sport = r.dport = sh && !dh ? dst * NPORTS + P_HOST_IN : src * NPORTS + P_HOST_OUT;
+		break;
+	default:
+		r.sport = r.dport = dst * NPORTS + P_HOST_IN;
+		break;
+	}
+	return r;
+}
+
+/* The cheapest way list l reaches GPU dst (host memory when dh), and the
+ * range of its up holders [*lo, *hi) that give it. */
+static enum tg_link reach(const struct ctx *c, int l, int dst, bool dh, int *lo, int *hi)
+{
+	const int *up = c->upg[l];
+	int n = c->nup[l], node = dst / c->gpn, k;
+	bool sh = c->g->lists[l].u->host;
+
+	*lo = lower_bound(up, n, node * c->gpn);
+	*hi = lower_bound(up, n, (node + 1) * c->gpn);
+	if (*lo == *hi) {
+		*lo = 0;
+		*hi = n;
+		return TG_INTER;
+	}
+	if (sh && dh)
+		return TG_LOCAL; /* one node's host memory */
+	k = lower_bound(up, n, dst);
+	if (k < n && up[k] == dst) {
+		*lo = k;
+		*hi = k + 1;
+		return sh == dh ? TG_LOCAL : TG_HOST;
+	}
+	return sh || dh ? TG_HOST : TG_INTRA;
+}
+
+/* A destination: the holders it took from last. */
+struct dinst {
+	int dst;
+	bool dh;
+	int recent[RECENT];        /* src · 2 + host, most recent first; -1 none */
+};
+
+struct choice {
+	int src;                   /* -1: the store */
+	bool sh;
+	int list, piece, pos;      /* the holder's list, its piece, its position in the list */
+	enum tg_link link;
+	int atom;                  /* the atom it gives */
+};
+
+static bool same_holder(const struct choice *a, const struct choice *b)
+{
+	return a->src == b->src && a->sh == b->sh && a->list == b->list;
+}
+
+static int cmp_choice(const void *pa, const void *pb)
+{
+	const struct choice *a = pa, *b = pb;
+
+	if (a->src != b->src)
+		return a->src < b->src ? -1 : 1;
+	if (a->sh != b->sh)
+		return a->sh ? 1 : -1;
+	if (a->list != b->list)
+		return a->list < b->list ? -1 : 1;
+	return a->atom - b->atom;
+}
+
+static void remember(int *a, int x)
+{
+	int i;
+
+	for (i = 0; i < RECENT - 1 && a[i] != x; i++)
+		;
+	memmove(a + 1, a, (size_t)i * sizeof *a);
+	a[0] = x;
+}
+
+/* How list l reaches the destination in hand, cut once per destination. */
+static struct reachc *reach_of(struct ctx *c, int l, const struct dinst *di)
+{
+	struct reachc *r = &c->rc[l];
+
+	if (r->stamp != c->stamp) {
+		r->stamp = c->stamp;
+		r->link = reach(c, l, di->dst, di->dh, &r->lo, &r->hi);
+		r->pick = -1;
+	}
+	return r;
+}
+
+/* The holder of atom a for destination di: the cheapest link class; among
+ * those, the holder di took from that list before, else one it took from
+ * recently (for another list), else the least loaded. */
+static struct choice choose(struct ctx *c, const struct dinst *di, const struct atom *a)
+{
+	struct choice ch = { -1, false, -1, -1, -1, TG_STORE, -1 };
+	double best_load = HUGE_VAL;
+	int best_r = -1, best_p = -1;
+
+	for (int pass = 0; pass < 4; pass++) {
+		for (int s = 0; s < NSLOTS; s++) {
+			const struct src_ent *en;
+
+			if (a->ent[s] < 0)
+				continue;
+			en = &c->ent[a->ent[s]];
+			for (int r = en->ref0; r < en->ref0 + en->nref; r++) {
+				int l = c->ref[r].list, p;
+				struct reachc *rc = reach_of(c, l, di);
+				bool sh = c->g->lists[l].u->host;
+
+				if (pass == 0) {
+					if (rc->link < ch.link)
+						ch.link = rc->link;
+					continue;
+				}
+				if (rc->link != ch.link)
+					continue;
+				if (pass == 1) {
+					if (rc->pick >= 0) {
+						best_r = r;
+						best_p = rc->pick;
+						goto found;
+					}
+					continue;
+				}
+				if (pass == 2) {
+					for (int i = 0; i < RECENT && di->recent[i] >= 0; i++) {
+						int src = di->recent[i] / 2;
+
+						if ((di->recent[i] & 1) != sh)
+							continue;
+						p = lower_bound(c->upg[l], c->nup[l], src);
+						if (p >= rc->lo && p < rc->hi && c->upg[l][p] == src) {
+							best_r = r;
+							best_p = p;
+							goto found;
+						}
+					}
+					continue;
+				}
+				for (p = rc->lo; p < rc->hi; p++) {
+					struct route rt = route_of(c, c->upg[l][p], sh, di->dst, di->dh,
+								   rc->link);
+
+					if (c->load[rt.sport] < best_load) {
+						best_load = c->load[rt.sport];
+						best_r = r;
+						best_p = p;
+					}
+				}
+			}
+		}
+		if (ch.link == TG_STORE)
+			return ch;
+	}
+found:
+	{
+		int l = c->ref[best_r].list;
+
+		c->rc[l].pick = best_p;
+		ch = (struct choice){ c->upg[l][best_p], c->g->lists[l].u->host, l,
+				      c->ref[best_r].piece, c->uppos[l][best_p], ch.link, -1 };
+	}
+	return ch;
+}
+
+/* --- edges ------------------------------------------------------------------ */
+
+static int sseg_of(const struct tgraph *g, int list, int pos, int piece)
+{
+	const struct tg_list *l = &g->lists[list];
+
+	return l->seg0 + pos * l->nseg + l->seg_of[piece];
+}
+
+static unsigned open_hash(const struct ctx *c, int src, bool sh, int list, int sseg)
+{
+	uint64_t x = ((uint64_t)(unsigned)(src * 2 + sh) << 40) ^ ((uint64_t)(unsigned)list << 20) ^
+		     (unsigned)sseg;
+
+	return (unsigned)((x * 0x9E3779B97F4A7C15ull) >> 32) & (unsigned)c->omask;
+}
+
+/* Forget the open edges (a new destination segment begins). */
+static void open_clear(struct ctx *c)
+{
+	for (int k = 0; k < c->nopen; k++)
+		c->otab[c->oused[k]] = -1;
+	c->nopen = 0;
+}
+
+/* The slot of the open edge from (src, sh, list, sseg), or the empty slot
+ * where it goes; -1 when out of memory. */
+static int open_slot(struct ctx *c, int src, bool sh, int list, int sseg)
+{
+	unsigned h;
+
+	if (2 * (c->nopen + 1) > c->omask) {
+		int *old = c->otab, n = c->omask + 1, nused = c->nopen;
+
+		c->omask = n * 2 - 1;
+		c->otab = malloc((size_t)(c->omask + 1) * sizeof *c->otab);
+		if (!c->otab || grow(&c->oused, &c->ousedcap, c->omask + 1, sizeof *c->oused)) {
+			free(old);
+			return -1;
+		}
+		memset(c->otab, -1, (size_t)(c->omask + 1) * sizeof *c->otab);
+		c->nopen = 0;
+		for (int k = 0; k < nused; k++) {
+			const struct tg_edge *ed = &c->g->edges[old[c->oused[k]]];
+			int at = open_slot(c, ed->src, ed->src_host, ed->src_list, ed->sseg);
+
+			c->otab[at] = old[c->oused[k]];
+			c->oused[c->nopen++] = at;
+		}
+		free(old);
+	}
+	for (h = open_hash(c, src, sh, list, sseg);; h = (h + 1) & (unsigned)c->omask) {
+		const struct tg_edge *ed;
+
+		if (c->otab[h] < 0)
+			return (int)h;
+		ed = &c->g->edges[c->otab[h]];
+		if (ed->src == src && ed->src_host == sh && ed->src_list == list && ed->sseg == sseg)
+			return (int)h;
+	}
+}
+
+/* Add a region of piece i of destination list dl to the edges: a whole
+ * one joins the open edge from the same source segment if that began
+ * fewer than 64 pieces before, else starts one. */
+static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int i,
+		    const struct choice *ch, const struct box *region, bool whole, int64_t bytes)
+{
+	struct tgraph *g = c->g;
+	const struct tg_list *tl = &g->lists[dl];
+	int sseg = ch->src >= 0 ? sseg_of(g, ch->list, ch->pos, ch->piece) : -1, slot = -1;
+	struct route rt = route_of(c, ch->src, ch->sh, di->dst, di->dh, ch->link);
+	struct tg_edge *ed;
+
+	c->load[rt.sport] += bytes / rt.bw;
+	if (rt.dport != rt.sport)
+		c->load[rt.dport] += bytes / rt.bw;
+	if (whole) {
+		if ((slot = open_slot(c, ch->src, ch->sh, ch->list, sseg)) < 0)
+			return -1;
+		if (c->otab[slot] >= 0 && i - g->edges[c->otab[slot]].first < 64) {
+			ed = &g->edges[c->otab[slot]];
+			ed->count = i - ed->first + 1;
+			ed->mask |= (uint64_t)1 << (i - ed->first);
+			ed->bytes += bytes;
+			return 0;
+		}
+	}
+	if (grow(&g->edges, &c->ecap, g->nedges + 1, sizeof *g->edges))
+		return -1;
+	ed = &g->edges[g->nedges];
+	*ed = (struct tg_edge){
+		.model = tl->u->model, .kind = tl->l->kind, .src = ch->src, .dst = di->dst,
+		.src_host = ch->sh, .dst_host = di->dh, .src_list = ch->list, .dst_list = dl,
+		.first = i, .count = 1, .mask = 1, .whole = whole, .box = *region, .bytes = bytes,
+		.link = ch->link, .sseg = sseg, .dseg = dseg,
+	};
+	if (whole) {
+		if (c->otab[slot] < 0)
+			c->oused[c->nopen++] = slot;
+		c->otab[slot] = g->nedges;
+	}
+	g->nedges++;
+	return 0;
+}
+
+/* Whether destination di keeps piece i of list dl in place: A holds the
+ * same box, with the same reserved length, in the same model-stage and
+ * memory, on the same GPU.  Marks the source segment's bytes as kept. */
+static bool keep(struct ctx *c, const struct dinst *di, int dl, int i,
+		 const struct atom *at, int nat)
+{
+	struct tgraph *g = c->g;
+	const struct tg_list *tl = &g->lists[dl];
+	const struct piece *p = &tl->l->pieces[i];
+	int s = slot_of(c, tl->u), en;
+
+	/* an entry of its own tiling that is exactly the piece holds every atom */
+	if (nat < 1 || (en = at[0].ent[s]) < 0 || !box_eq(&c->ent[en].box, &p->box))
+		return false;
+	for (int r = c->ent[en].ref0; r < c->ent[en].ref0 + c->ent[en].nref; r++) {
+		int l = c->ref[r].list, k = lower_bound(c->upg[l], c->nup[l], di->dst);
+		const struct tg_list *sl = &g->lists[l];
+		const struct piece *q = &sl->l->pieces[c->ref[r].piece];
+
+		if (sl->u->item != tl->u->item || sl->u->host != di->dh ||
+		    q->local_len != p->local_len || k == c->nup[l] || c->upg[l][k] != di->dst)
+			continue;
+		g->sseg[sseg_of(g, l, c->uppos[l][k], c->ref[r].piece)].kept +=
+			q->local_len * sl->u->elem_bytes[sl->l->kind];
+		return true;
+	}
+	return false;
+}
+
+/* Every holder of destination list dl: keep, or take each atom of each
+ * piece from its holder.  A list's atoms are cut once for all its
+ * holders. */
+static int list_edges(struct ctx *c, int dl, struct dinst *di)
+{
+	struct tgraph *g = c->g;
+	const struct tg_list *tl = &g->lists[dl];
+	const struct emu_list *l = tl->l;
+	int eb = tl->u->elem_bytes[l->kind], nlat = 0;
+	struct choice *ch = NULL;
+	int chcap = 0;
+
+	if (grow(&c->aoff, &c->aoffcap, (int)l->npieces + 1, sizeof *c->aoff))
+		return -1;
+	for (size_t i = 0; i < l->npieces; i++) {
+		const struct piece *p = &l->pieces[i];
+		int nat = 0;
+
+		c->aoff[i] = nlat;
+		if (box_volume(&p->box) > 0 &&
+		    ((nat = atoms_of(c, bucket_of(c, tl->u, l->kind, p->tensor) / NSLOTS * NSLOTS,
+				     &p->box)) < 0 ||
+		     grow(&c->lat, &c->latcap, nlat + nat, sizeof *c->lat)))
+			return -1;
+		memcpy(c->lat + nlat, c->at, (size_t)nat * sizeof *c->lat);
+		nlat += nat;
+	}
+	c->aoff[l->npieces] = nlat;
+	for (int j = 0; j < l->ngpus; j++) {
+		int cur = -1;
+
+		di->dst = l->gpus[j];
+		di->dh = tl->u->host;
+		c->stamp++;
+		for (int k = 0; k < RECENT; k++)
+			di->recent[k] = -1;
+		for (size_t i = 0; i < l->npieces; i++) {
+			const struct piece *p = &l->pieces[i];
+			const struct atom *at = c->lat + c->aoff[i];
+			int nat = c->aoff[i + 1] - c->aoff[i];
+			int dseg = tl->seg0 + j * tl->nseg + tl->seg_of[i];
+
+			if (nat == 0)
+				continue;
+			if (dseg != cur) {
+				open_clear(c);
+				cur = dseg;
+			}
+			if (keep(c, di, dl, (int)i, at, nat)) {
+				g->dseg[dseg].kept += p->local_len * eb;
+				continue;
+			}
+			if (grow(&ch, &chcap, nat, sizeof *ch))
+				goto oom;
+			for (int a = 0; a < nat; a++) {
+				ch[a] = choose(c, di, &at[a]);
+				ch[a].atom = a;
+				if (ch[a].src >= 0)
+					remember(di->recent, ch[a].src * 2 + ch[a].sh);
+			}
+			/* Group the atoms by holder; a holder that gives all it
+			 * shares with the piece gives it as a whole. */
+			if (nat > 1)
+				qsort(ch, (size_t)nat, sizeof *ch, cmp_choice);
+			for (int a = 0, b; a < nat; a = b) {
+				int64_t vol = 0;
+				struct box x = p->box;
+
+				for (b = a; b < nat && same_holder(&ch[a], &ch[b]); b++)
+					vol += box_volume(&at[ch[b].atom].box);
+				if (ch[a].src >= 0)
+					box_intersect(&p->box,
+						      &g->lists[ch[a].list].l->pieces[ch[a].piece].box, &x);
+				if (vol == box_volume(&x)) {
+					if (add_edge(c, di, dl, dseg, (int)i, &ch[a], &x, true, vol * eb))
+						goto oom;
+					continue;
+				}
+				for (int k = a; k < b; k++)
+					if (add_edge(c, di, dl, dseg, (int)i, &ch[k], &at[ch[k].atom].box,
+						     false, box_volume(&at[ch[k].atom].box) * eb))
+						goto oom;
+			}
+		}
+	}
+	open_clear(c);
+	free(ch);
+	return 0;
+oom:
+	free(ch);
+	return -1;
+}
+
+/* --- lists and segments ------------------------------------------------------- */
+
+static int add_lists(struct tgraph *g, const struct emu_set *s, int64_t seg_max, int *nseg)
+{
+	for (int i = 0; i < s->n; i++)
+		for (int k = 0; k < s->u[i].nlists; k++) {
+			struct tg_list *tl = &g->lists[g->nlists++];
+			const struct emu_list *l = &s->u[i].lists[k];
+			int eb = s->u[i].elem_bytes[l->kind];
+			int64_t at = 0;
+
+			tl->u = &s->u[i];
+			tl->l = l;
+			tl->seg_first = malloc((l->npieces + 1) * sizeof *tl->seg_first);
+			tl->seg_of = malloc((l->npieces + 1) * sizeof *tl->seg_of);
+			if (!tl->seg_first || !tl->seg_of)
+				return -1;
+			for (size_t p = 0; p < l->npieces; p++) {
+				int64_t b = l->pieces[p].local_len * eb;
+
+				if (tl->nseg == 0 || (at > 0 && at + b > seg_max)) {
+					tl->seg_first[tl->nseg++] = (int)p;
+					at = 0;
+				}
+				at += b;
+				tl->seg_of[p] = tl->nseg - 1;
+			}
+			tl->seg_first[tl->nseg] = (int)l->npieces;
+			tl->seg0 = *nseg;
+			*nseg += tl->nseg * l->ngpus;
+		}
+	return 0;
+}
+
+static void fill_segs(struct tgraph *g, int from, int to, struct tg_seg *seg)
+{
+	for (int li = from; li < to; li++) {
+		const struct tg_list *tl = &g->lists[li];
+		int eb = tl->u->elem_bytes[tl->l->kind];
+
+		for (int pos = 0; pos < tl->l->ngpus; pos++)
+			for (int s = 0; s < tl->nseg; s++) {
+				struct tg_seg *sg = &seg[tl->seg0 + pos * tl->nseg + s];
+
+				sg->gpu = tl->l->gpus[pos];
+				sg->host = tl->u->host;
+				sg->list = li;
+				sg->pos = pos;
+				sg->first = tl->seg_first[s];
+				sg->count = tl->seg_first[s + 1] - tl->seg_first[s];
+				sg->bytes = 0;
+				for (int p = sg->first; p < sg->first + sg->count; p++)
+					sg->bytes += tl->l->pieces[p].local_len * eb;
+			}
+	}
+}
+
+/* --- the schedule -------------------------------------------------------------- */
+
+struct pair {
+	int sport, dport;
+	double bw;
+	int head, tail;            /* ready edges, in order */
+	int64_t ready;
+	bool active;
+	int at[2];                 /* its place among sport's and dport's active pairs */
+};
+
+/* A link's active pairs; a round looks at no more than PORT_LOOK of
+ * them, from where it left off, so that dense graphs stay fast. */
+#define PORT_LOOK 32
+struct port {
+	int *pairs, n, cap;
+	int cursor;
+	int live;                  /* its place among the ports with active pairs, -1 none */
+};
+
+struct ework {
+	struct route rt;
+	int64_t left;
+	int next;                  /* next in its pair's queue */
+	bool ready, done;
+};
+
+struct portload {
+	double load;
+	int port;
+};
+
+struct sched {
+	struct ctx *c;
+	struct tgraph *g;
+	int nports;
+	struct ework *ew;
+	int ewcap;
+	struct pair *pairs;
+	int npairs, pcap;
+	int *htab, hmask;          /* (sport, dport) → pair */
+	struct port *port;
+	int *busy;                 /* per port: the last round that used it */
+	int *live, nlive;          /* ports with active pairs */
+	struct portload *order;
+	int64_t *used;
+	bool *alloc, *freed, *staged, *stage_done;
+	int *spend;                /* edges left out of each source segment */
+	int *din0, *din, *sout0, *sout; /* edges by segment */
+	int *gd0, *gd, *gs0, *gs;  /* device segments by GPU */
+	bool *touch;
+	int *touched, ntouched;
+	int *done, ndone_round, dcap;
+	int ndone;
+	int scap, rcap, mcap, stcap;
+};
+
+static int add_step(struct sched *s, enum tg_step_kind k, int index)
+{
+	struct tgraph *g = s->g;
+
+	if (grow(&g->steps, &s->scap, g->nsteps + 1, sizeof *g->steps))
+		return -1;
+	g->steps[g->nsteps++] = (struct tg_step){ k, index };
+	return 0;
+}
+
+static void touch(struct sched *s, int gpu)
+{
+	if (!s->touch[gpu]) {
+		s->touch[gpu] = true;
+		s->touched[s->ntouched++] = gpu;
+	}
+}
+
+static int pair_of(struct sched *s, const struct route *rt)
+{
+	int64_t key = (int64_t)rt->sport * s->nports + rt->dport;
+	int h = (int)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 33) & s->hmask;
+	struct pair *q;
+
+	while (s->htab[h] >= 0) {
+		q = &s->pairs[s->htab[h]];
+		if (q->sport == rt->sport && q->dport == rt->dport)
+			return s->htab[h];
+		h = (h + 1) & s->hmask;
+	}
+	if (s->npairs * 2 >= s->hmask) /* the table is sized for every edge */
+		return -1;
+	if (grow(&s->pairs, &s->pcap, s->npairs + 1, sizeof *s->pairs))
+		return -1;
+	q = &s->pairs[s->npairs];
+	*q = (struct pair){ rt->sport, rt->dport, rt->bw, -1, -1, 0, false, { -1, -1 } };
+	s->htab[h] = s->npairs;
+	return s->npairs++;
+}
+
+/* Pair q joins (on) or leaves its links' active pairs. */
+static int port_set(struct sched *s, int q, bool on)
+{
+	struct pair *x = &s->pairs[q];
+
+	for (int k = 0; k < 1 + (x->dport != x->sport); k++) {
+		int p = k ? x->dport : x->sport;
+		struct port *pt = &s->port[p];
+
+		if (on) {
+			if (grow(&pt->pairs, &pt->cap, pt->n + 1, sizeof *pt->pairs))
+				return -1;
+			x->at[k] = pt->n;
+			pt->pairs[pt->n++] = q;
+			if (pt->n == 1) {
+				pt->live = s->nlive;
+				s->live[s->nlive++] = p;
+			}
+			continue;
+		}
+		{
+			int last = pt->pairs[--pt->n], i = x->at[k];
+			struct pair *y = &s->pairs[last];
+
+			pt->pairs[i] = last;
+			y->at[y->sport == p ? 0 : 1] = i;
+			if (pt->n == 0) {
+				int moved = s->live[--s->nlive];
+
+				s->live[pt->live] = moved;
+				s->port[moved].live = pt->live;
+				pt->live = -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* A source is there: on its GPU, in the store, or staged and arrived in
+ * host memory. */
+static bool src_ready(const struct sched *s, int e)
+{
+	const struct tg_edge *ed = &s->g->edges[e];
+
+	return ed->sseg < 0 || ed->staging || !s->staged[ed->sseg] || s->stage_done[ed->sseg];
+}
+
+static int make_ready(struct sched *s, int e)
+{
+	struct ework *w = &s->ew[e];
+	struct pair *p;
+	int q;
+
+	if (w->ready || w->done)
+		return 0;
+	if ((q = pair_of(s, &w->rt)) < 0)
+		return -1;
+	p = &s->pairs[q];
+	w->ready = true;
+	w->next = -1;
+	if (p->tail >= 0)
+		s->ew[p->tail].next = e;
+	else
+		p->head = e;
+	p->tail = e;
+	p->ready += w->left;
+	if (!p->active) {
+		p->active = true;
+		return port_set(s, q, true);
+	}
+	return 0;
+}
+
+/* Allocate on gpu what fits, first fit in list order. */
+static int alloc_pass(struct sched *s, int gpu)
+{
+	struct tgraph *g = s->g;
+
+	for (int k = s->gd0[gpu]; k < s->gd0[gpu + 1]; k++) {
+		int d = s->gd[k];
+
+		if (s->alloc[d] || s->used[gpu] + g->dseg[d].bytes > g->capacity)
+			continue;
+		s->alloc[d] = true;
+		s->used[gpu] += g->dseg[d].bytes;
+		if (s->used[gpu] > g->peak[gpu])
+			g->peak[gpu] = s->used[gpu];
+		if (add_step(s, TG_ALLOC, d))
+			return -1;
+		for (int i = s->din0[d]; i < s->din0[d + 1]; i++)
+			if (src_ready(s, s->din[i]) && make_ready(s, s->din[i]))
+				return -1;
+	}
+	return 0;
+}
+
+static int free_seg(struct sched *s, int sg)
+{
+	struct tg_seg *x = &s->g->sseg[sg];
+
+	s->freed[sg] = true;
+	if (x->host || x->bytes == 0 || !s->c->v->cl->up[x->gpu])
+		return 0;
+	s->used[x->gpu] -= x->bytes;
+	touch(s, x->gpu);
+	return add_step(s, TG_FREE, sg);
+}
+
+static void set_route(struct sched *s, int e, double sign)
+{
+	const struct tg_edge *ed = &s->g->edges[e];
+	struct ework *w = &s->ew[e];
+	double *load = s->c->load;
+
+	w->rt = route_of(s->c, ed->src, ed->src_host, ed->dst, ed->dst_host, ed->link);
+	load[w->rt.sport] += sign * w->left / w->rt.bw;
+	if (w->rt.dport != w->rt.sport)
+		load[w->rt.dport] += sign * w->left / w->rt.bw;
+}
+
+/* Move source segment sg of gpu to host memory: an edge of its own, after
+ * which the segment is freed and its edges leave from host memory. */
+static int stage_seg(struct sched *s, int gpu, int sg)
+{
+	struct tgraph *g = s->g;
+	const struct tg_seg *x = &g->sseg[sg];
+	const struct tg_list *tl = &g->lists[x->list];
+	int e = g->nedges;
+
+	if (grow(&g->edges, &s->c->ecap, e + 1, sizeof *g->edges) ||
+	    grow(&s->ew, &s->ewcap, e + 1, sizeof *s->ew) ||
+	    grow(&g->stages, &s->stcap, g->nstages + 1, sizeof *g->stages))
+		return -1;
+	g->edges[e] = (struct tg_edge){
+		.model = tl->u->model, .kind = tl->l->kind, .src = gpu, .dst = gpu,
+		.dst_host = true, .src_list = x->list, .dst_list = -1, .first = x->first,
+		.count = x->count, .whole = true, .bytes = x->bytes, .link = TG_HOST,
+		.sseg = sg, .dseg = -1, .staging = true,
+	};
+	g->nedges++;
+	s->ew[e] = (struct ework){ .left = x->bytes, .next = -1 };
+	set_route(s, e, 1);
+	g->stages[g->nstages++] = (struct tg_stage){ sg, e, -1 };
+	s->staged[sg] = true;
+	for (int i = s->sout0[sg]; i < s->sout0[sg + 1]; i++) {
+		int f = s->sout[i];
+		struct tg_edge *ed = &g->edges[f];
+
+		if (s->ew[f].done)
+			continue;
+		set_route(s, f, -1);
+		ed->staged = ed->src_host = true;
+		if (ed->dst / s->c->gpn != gpu / s->c->gpn)
+			ed->link = TG_INTER;
+		else
+			ed->link = ed->dst_host ? TG_LOCAL : TG_HOST;
+		set_route(s, f, 1);
+	}
+	return make_ready(s, e);
+}
+
+/* Nothing can move: every GPU that waits to allocate is full of sources
+ * waiting on other such GPUs.  Stage sources of each until its smallest
+ * waiting segment fits.  Returns the segments staged. */
+static int stage(struct sched *s)
+{
+	struct tgraph *g = s->g;
+	int staged = 0;
+
+	for (int gpu = 0; gpu < g->ngpus; gpu++) {
+		int64_t need = -1, room = (int64_t)g->capacity - s->used[gpu];
+
+		for (int k = s->gd0[gpu]; k < s->gd0[gpu + 1]; k++)
+			if (!s->alloc[s->gd[k]] && (need < 0 || g->dseg[s->gd[k]].bytes < need))
+				need = g->dseg[s->gd[k]].bytes;
+		while (need > room) {
+			int best = -1;
+
+			for (int k = s->gs0[gpu]; k < s->gs0[gpu + 1]; k++) {
+				int sg = s->gs[k];
+
+				if (!s->freed[sg] && !s->staged[sg] && s->spend[sg] > 0 &&
+				    g->sseg[sg].bytes > 0 &&
+				    (best < 0 || g->sseg[sg].bytes > g->sseg[best].bytes))
+					best = sg;
+			}
+			if (best < 0)
+				break;
+			if (stage_seg(s, gpu, best))
+				return -1;
+			room += g->sseg[best].bytes;
+			staged++;
+		}
+	}
+	return staged;
+}
+
+static int cmp_load(const void *pa, const void *pb)
+{
+	const struct portload *a = pa, *b = pb;
+
+	if (a->load != b->load)
+		return a->load < b->load ? 1 : -1;
+	return a->port - b->port;
+}
+
+/* Move up to one quantum over pair q; completed edges go to s->done. */
+static int transfer(struct sched *s, int q, double *longest)
+{
+	struct tgraph *g = s->g;
+	struct pair *p = &s->pairs[q];
+	double *load = s->c->load;
+	int64_t quota = (int64_t)(g->quantum_s * p->bw), moved = 0;
+	struct tg_round *rd = &g->rounds[g->nrounds];
+
+	if (quota < 1)
+		quota = 1;
+	while (quota > 0 && p->head >= 0) {
+		int e = p->head;
+		struct ework *w = &s->ew[e];
+		int64_t take = w->left < quota ? w->left : quota;
+
+		if (grow(&g->moves, &s->mcap, g->nmoves + 1, sizeof *g->moves))
+			return -1;
+		g->moves[g->nmoves++] = (struct tg_move){ e, g->edges[e].bytes - w->left, take };
+		w->left -= take;
+		quota -= take;
+		moved += take;
+		if (w->left == 0) {
+			p->head = w->next;
+			if (p->head < 0)
+				p->tail = -1;
+			if (grow(&s->done, &s->dcap, s->ndone_round + 1, sizeof *s->done))
+				return -1;
+			s->done[s->ndone_round++] = e;
+		}
+	}
+	p->ready -= moved;
+	load[p->sport] -= moved / p->bw;
+	if (p->dport != p->sport)
+		load[p->dport] -= moved / p->bw;
+	if (p->ready == 0) {
+		p->active = false;
+		port_set(s, q, false);
+	}
+	rd->transfers++;
+	rd->bytes += moved;
+	if (moved / p->bw > *longest)
+		*longest = moved / p->bw;
+	return 0;
+}
+
+/* After a round: staged segments arrive in host memory and are freed;
+ * sources whose last edge is done are freed; what now fits is allocated. */
+static int settle(struct sched *s)
+{
+	struct tgraph *g = s->g;
+
+	for (int i = 0; i < s->ndone_round; i++) {
+		int e = s->done[i], sg = g->edges[e].sseg;
+
+		s->ew[e].done = true;
+		s->ndone++;
+		if (g->edges[e].staging) {
+			for (int k = 0; k < g->nstages; k++)
+				if (g->stages[k].edge == e)
+					g->stages[k].round = g->nrounds - 1;
+			s->stage_done[sg] = true;
+			g->rounds[g->nrounds - 1].staging = true;
+			if (free_seg(s, sg))
+				return -1;
+			for (int k = s->sout0[sg]; k < s->sout0[sg + 1]; k++) {
+				int f = s->sout[k], d = g->edges[f].dseg;
+
+				if ((d < 0 || s->alloc[d]) && make_ready(s, f))
+					return -1;
+			}
+		} else if (sg >= 0 && --s->spend[sg] == 0 && !s->staged[sg] && free_seg(s, sg)) {
+			return -1;
+		}
+	}
+	s->ndone_round = 0;
+	for (int i = 0; i < s->ntouched; i++) {
+		s->touch[s->touched[i]] = false;
+		if (alloc_pass(s, s->touched[i]))
+			return -1;
+	}
+	s->ntouched = 0;
+	return 0;
+}
+
+/* One round: every link with ready work, the most loaded first, takes the
+ * ready pair whose other end is free and the most loaded. */
+static int round_once(struct sched *s)
+{
+	struct tgraph *g = s->g;
+	double *load = s->c->load, longest = 0;
+	int r = g->nrounds, np = s->nlive;
+
+	if (grow(&g->rounds, &s->rcap, r + 1, sizeof *g->rounds))
+		return -1;
+	g->rounds[r] = (struct tg_round){ 0, 0, 0, g->nmoves, 0, false };
+	for (int i = 0; i < np; i++)
+		s->order[i] = (struct portload){ load[s->live[i]], s->live[i] };
+	qsort(s->order, (size_t)np, sizeof *s->order, cmp_load);
+	for (int i = 0; i < np; i++) {
+		int p = s->order[i].port, best = -1, look, start;
+		struct port *pt = &s->port[p];
+		double best_load = -1;
+
+		if (s->busy[p] == r || pt->n == 0)
+			continue;
+		look = pt->n < PORT_LOOK ? pt->n : PORT_LOOK;
+		start = pt->cursor % pt->n;
+		for (int k = 0; k < look; k++) {
+			int q = pt->pairs[(start + k) % pt->n];
+			const struct pair *x = &s->pairs[q];
+			int other = x->sport == p ? x->dport : x->sport;
+			double ol = other == p ? 0 : load[other];
+
+			if ((other == p || s->busy[other] != r) && ol > best_load) {
+				best = q;
+				best_load = ol;
+			}
+		}
+		pt->cursor = start + look;
+		if (best < 0)
+			continue;
+		s->busy[s->pairs[best].sport] = s->busy[s->pairs[best].dport] = r;
+		if (transfer(s, best, &longest))
+			return -1;
+	}
+	g->rounds[r].seconds = longest + s->c->v->k->allreduce_lat_s;
+	g->rounds[r].nmoves = g->nmoves - g->rounds[r].move0;
+	g->nrounds++;
+	if (add_step(s, TG_ROUND, r))
+		return -1;
+	return settle(s);
+}
+
+/* Edges by segment and segments by GPU, as index arrays. */
+static int *csr(int n, const int *key, int nkeys, int **first)
+{
+	int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx), *at;
+
+	*first = calloc((size_t)nkeys + 2, sizeof **first);
+	at = malloc((size_t)(nkeys + 1) * sizeof *at);
+	if (!idx || !*first || !at) {
+		free(idx);
+		free(at);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		if (key[i] >= 0)
+			(*first)[key[i] + 1]++;
+	for (int k = 0; k < nkeys; k++)
+		(*first)[k + 1] += (*first)[k];
+	memcpy(at, *first, (size_t)(nkeys + 1) * sizeof *at);
+	for (int i = 0; i < n; i++)
+		if (key[i] >= 0)
+			idx[at[key[i]]++] = i;
+	free(at);
+	return idx;
+}
+
+static void sched_free(struct sched *s)
+{
+	free(s->ew);
+	free(s->pairs);
+	free(s->htab);
+	for (int p = 0; s->port && p < s->nports; p++)
+		free(s->port[p].pairs);
+	free(s->port);
+	free(s->busy);
+	free(s->live);
+	free(s->order);
+	free(s->used);
+	free(s->alloc);
+	free(s->freed);
+	free(s->staged);
+	free(s->stage_done);
+	free(s->spend);
+	free(s->din0);
+	free(s->din);
+	free(s->sout0);
+	free(s->sout);
+	free(s->gd0);
+	free(s->gd);
+	free(s->gs0);
+	free(s->gs);
+	free(s->touch);
+	free(s->touched);
+	free(s->done);
+}
+
+static int sched_init(struct sched *s, struct ctx *c)
+{
+	struct tgraph *g = c->g;
+	int ne = g->nedges, hsize = 1, *key;
+
+	memset(s, 0, sizeof *s);
+	s->c = c;
+	s->g = g;
+	s->nports = g->ngpus * NPORTS;
+	while (hsize < 4 * (ne + g->nsseg) + 16)
+		hsize *= 2;
+	s->hmask = hsize - 1;
+	s->ewcap = ne ? ne : 1;
+	s->ew = calloc((size_t)s->ewcap, sizeof *s->ew);
+	s->htab = malloc((size_t)hsize * sizeof *s->htab);
+	s->port = calloc((size_t)s->nports, sizeof *s->port);
+	s->busy = malloc((size_t)s->nports * sizeof *s->busy);
+	s->live = malloc((size_t)s->nports * sizeof *s->live);
+	s->order = malloc((size_t)s->nports * sizeof *s->order);
+	s->used = calloc((size_t)g->ngpus, sizeof *s->used);
+	s->alloc = calloc((size_t)g->ndseg + 1, sizeof *s->alloc);
+	s->freed = calloc((size_t)g->nsseg + 1, sizeof *s->freed);
+	s->staged = calloc((size_t)g->nsseg + 1, sizeof *s->staged);
+	s->stage_done = calloc((size_t)g->nsseg + 1, sizeof *s->stage_done);
+	s->spend = calloc((size_t)g->nsseg + 1, sizeof *s->spend);
+	s->touch = calloc((size_t)g->ngpus, sizeof *s->touch);
+	s->touched = malloc((size_t)g->ngpus * sizeof *s->touched);
+	key = malloc((size_t)(ne + g->nsseg + g->ndseg + 1) * sizeof *key);
+	if (!s->ew || !s->htab || !s->port || !s->busy || !s->live || !s->order || !s->used ||
+	    !s->alloc || !s->freed || !s->staged || !s->stage_done || !s->spend || !s->touch ||
+	    !s->touched || !key) {
+		free(key);
+		return -1;
+	}
+	memset(s->htab, -1, (size_t)hsize * sizeof *s->htab);
+	memset(s->busy, -1, (size_t)s->nports * sizeof *s->busy);
+	for (int p = 0; p < s->nports; p++)
+		s->port[p].live = -1;
+	for (int e = 0; e < ne; e++)
+		key[e] = g->edges[e].dseg;
+	s->din = csr(ne, key, g->ndseg, &s->din0);
+	for (int e = 0; e < ne; e++) {
+		key[e] = g->edges[e].sseg;
+		if (key[e] >= 0)
+			s->spend[key[e]]++;
+	}
+	s->sout = csr(ne, key, g->nsseg, &s->sout0);
+	for (int d = 0; d < g->ndseg; d++)
+		key[d] = g->dseg[d].host ? -1 : g->dseg[d].gpu;
+	s->gd = csr(g->ndseg, key, g->ngpus, &s->gd0);
+	for (int k = 0; k < g->nsseg; k++)
+		key[k] = g->sseg[k].host || !c->v->cl->up[g->sseg[k].gpu] ? -1 : g->sseg[k].gpu;
+	s->gs = csr(g->nsseg, key, g->ngpus, &s->gs0);
+	free(key);
+	if (!s->din || !s->sout || !s->gd || !s->gs)
+		return -1;
+	for (int e = 0; e < ne; e++) {
+		s->ew[e].left = g->edges[e].bytes;
+		s->ew[e].next = -1;
+		set_route(s, e, 0);
+	}
+	return 0;
+}
+
+static int schedule(struct ctx *c, struct err *e)
+{
+	struct tgraph *g = c->g;
+	struct sched s;
+	double lb0 = 0, lat = c->v->k->allreduce_lat_s;
+	int rc = NR_OK;
+
+	if (sched_init(&s, c))
+		goto oom;
+	for (int p = 0; p < s.nports; p++)
+		lb0 = fmax(lb0, c->load[p]);
+	g->quantum_s = fmax(lb0 / ROUNDS_TARGET, QUANTUM_LAT * lat);
+	if (g->quantum_s <= 0)
+		g->quantum_s = 1e-3;
+	for (int gpu = 0; gpu < g->ngpus; gpu++)
+		g->peak[gpu] = s.used[gpu] = g->before[gpu];
+	for (int d = 0; d < g->ndseg; d++)
+		if (g->dseg[d].host) {
+			s.alloc[d] = true;
+			for (int i = s.din0[d]; i < s.din0[d + 1]; i++)
+				if (make_ready(&s, s.din[i]))
+					goto oom;
+		}
+	for (int k = 0; k < g->nsseg; k++)
+		if (s.spend[k] == 0 && free_seg(&s, k))
+			goto oom;
+	s.ntouched = 0;
+	memset(s.touch, 0, (size_t)g->ngpus * sizeof *s.touch);
+	for (int gpu = 0; gpu < g->ngpus; gpu++)
+		if (alloc_pass(&s, gpu))
+			goto oom;
+	for (;;) {
+		int n;
+
+		if (s.nlive > 0) {
+			if (round_once(&s))
+				goto oom;
+			continue;
+		}
+		if (s.ndone == g->nedges) {
+			bool all = true;
+
+			for (int d = 0; d < g->ndseg && all; d++)
+				all = s.alloc[d];
+			if (all)
+				break;
+		}
+		if ((n = stage(&s)) < 0)
+			goto oom;
+		if (n == 0) {
+			rc = err_set(e, NR_EIO, "transition schedule: no transfer can start and "
+				     "nothing can be staged (a bug)");
+			goto out;
+		}
+	}
+	/* The lower bound and the link totals, over the routes the bytes took. */
+	memset(c->load, 0, (size_t)s.nports * sizeof *c->load);
+	for (int i = 0; i < g->nedges; i++) {
+		const struct tg_edge *ed = &g->edges[i];
+		const struct route *rt = &s.ew[i].rt;
+
+		c->load[rt->sport] += ed->bytes / rt->bw;
+		if (rt->dport != rt->sport)
+			c->load[rt->dport] += ed->bytes / rt->bw;
+		g->link_edges[ed->link]++;
+		g->link_bytes[ed->link] += ed->bytes;
+		g->link_seconds[ed->link] += ed->bytes / rt->bw;
+	}
+	for (int p = 0; p < s.nports; p++)
+		g->lower_bound_s = fmax(g->lower_bound_s, c->load[p]);
+	for (int r = 0; r < g->nrounds; r++)
+		g->predicted_s += g->rounds[r].seconds;
+	goto out;
+oom:
+	rc = err_set(e, NR_EIO, "out of memory");
+out:
+	sched_free(&s);
+	return rc;
+}
+
+/* --- building it all ----------------------------------------------------------- */
+
+static void ctx_free(struct ctx *c, int na)
+{
+	for (int l = 0; l < na && c->upg; l++) {
+		free(c->upg[l]);
+		free(c->uppos[l]);
+	}
+	free(c->upg);
+	free(c->uppos);
+	free(c->nup);
+	free(c->rc);
+	free(c->bk);
+	free(c->ent);
+	free(c->ref);
+	free(c->load);
+	free(c->at);
+	free(c->rem);
+	free(c->rem2);
+	free(c->lat);
+	free(c->aoff);
+	free(c->otab);
+	free(c->oused);
+}
+
+void tgraph_free(struct tgraph *g)
+{
+	for (int l = 0; l < g->nlists; l++) {
+		free(g->lists[l].seg_first);
+		free(g->lists[l].seg_of);
+	}
+	free(g->lists);
+	free(g->before);
+	free(g->after);
+	free(g->peak);
+	free(g->sseg);
+	free(g->dseg);
+	free(g->edges);
+	free(g->steps);
+	free(g->rounds);
+	free(g->moves);
+	free(g->stages);
+	emu_free(&g->a);
+	emu_free(&g->b);
+	memset(g, 0, sizeof *g);
+}
+
+/* Every GPU of b is up; what a and b keep on each GPU fits it. */
+static int check_memory(const struct env *v, struct tgraph *g, struct err *e)
+{
+	const struct cluster *cl = v->cl;
+
+	for (int i = 0; i < g->b.n; i++)
+		for (int r = 0; r < g->b.u[i].nranks; r++)
+			if (!cl->up[g->b.u[i].rank_gpu[r]])
+				return err_set(e, NR_EINFEASIBLE, "the new plan puts %s '%s' on GPU %d, "
+					       "which is down", g->b.u[i].item == ITEM_GEN ?
+					       "the generation engines of" : "model",
+					       v->job->models[g->b.u[i].model].name,
+					       g->b.u[i].rank_gpu[r]);
+	for (int k = 0; k < g->nsseg; k++)
+		if (!g->sseg[k].host && cl->up[g->sseg[k].gpu])
+			g->before[g->sseg[k].gpu] += g->sseg[k].bytes;
+	for (int k = 0; k < g->ndseg; k++)
+		if (!g->dseg[k].host)
+			g->after[g->dseg[k].gpu] += g->dseg[k].bytes;
+	for (int gpu = 0; gpu < g->ngpus; gpu++) {
+		const char *which = g->before[gpu] > g->capacity ? "current" : "new";
+		int64_t b = g->before[gpu] > g->capacity ? g->before[gpu] : g->after[gpu];
+
+		if (b > g->capacity)
+			return err_set(e, NR_EINFEASIBLE, "the %s plan keeps %.2f GiB of state on "
+				       "GPU %d, which holds %.2f GiB", which, b / GIB, gpu,
+				       g->capacity / GIB);
+	}
+	for (int gpu = 0; gpu < g->ngpus; gpu++) {
+		bool held = false;
+
+		for (int i = 0; i < g->a.n && !held && !cl->up[gpu]; i++)
+			for (int r = 0; r < g->a.u[i].nranks && !held; r++)
+				held = g->a.u[i].rank_gpu[r] == gpu;
+		g->gpus_lost += held;
+	}
+	return NR_OK;
+}
+
+static int up_holders(struct ctx *c)
+{
+	struct tgraph *g = c->g;
+
+	c->upg = calloc((size_t)g->na + 1, sizeof *c->upg);
+	c->uppos = calloc((size_t)g->na + 1, sizeof *c->uppos);
+	c->nup = calloc((size_t)g->na + 1, sizeof *c->nup);
+	c->rc = calloc((size_t)g->na + 1, sizeof *c->rc);
+	if (!c->upg || !c->uppos || !c->nup || !c->rc)
+		return -1;
+	for (int l = 0; l < g->na; l++) {
+		const struct emu_list *el = g->lists[l].l;
+
+		c->upg[l] = malloc((size_t)el->ngpus * sizeof **c->upg);
+		c->uppos[l] = malloc((size_t)el->ngpus * sizeof **c->uppos);
+		if (!c->upg[l] || !c->uppos[l])
+			return -1;
+		for (int p = 0; p < el->ngpus; p++)
+			if (c->v->cl->up[el->gpus[p]]) {
+				c->upg[l][c->nup[l]] = el->gpus[p];
+				c->uppos[l][c->nup[l]++] = p;
+			}
+	}
+	return 0;
+}
+
+static int build(struct ctx *c, const struct env *v, struct err *e)
+{
+	struct tgraph *g = c->g;
+	int nl = 0, nkeys = 0, rc;
+	int64_t seg_max;
+	struct dinst di;
+
+	c->v = v;
+	c->gpn = v->cl->gpus_per_node;
+	c->nmodels = v->job->nmodels;
+	for (int d = 0; d <= c->nmodels; d++) {
+		c->ntens[d] = g->a.u[d < c->nmodels ? d : c->nmodels].lo.ntensors;
+		c->key0[d] = nkeys;
+		nkeys += NKINDS * c->ntens[d];
+	}
+	c->nbuckets = nkeys * NSLOTS;
+	for (int k = 0; k < TG_NLINKS; k++)
+		c->bw[k] = tgraph_link_bw(v, (enum tg_link)k);
+	for (int i = 0; i < g->a.n; i++)
+		nl += g->a.u[i].nlists;
+	for (int i = 0; i < g->b.n; i++)
+		nl += g->b.u[i].nlists;
+	g->ngpus = cluster_gpus(v->cl);
+	g->capacity = cluster_gpu_bytes(v->cl);
+	seg_max = (int64_t)(g->capacity / SEG_DIV);
+	g->lists = calloc((size_t)nl, sizeof *g->lists);
+	g->before = calloc((size_t)g->ngpus, sizeof *g->before);
+	g->after = calloc((size_t)g->ngpus, sizeof *g->after);
+	g->peak = calloc((size_t)g->ngpus, sizeof *g->peak);
+	c->load = calloc((size_t)g->ngpus * NPORTS, sizeof *c->load);
+	if (!g->lists || !g->before || !g->after || !g->peak || !c->load ||
+	    add_lists(g, &g->a, seg_max, &g->nsseg))
+		return err_set(e, NR_EIO, "out of memory");
+	g->na = g->nlists;
+	if (add_lists(g, &g->b, seg_max, &g->ndseg))
+		return err_set(e, NR_EIO, "out of memory");
+	g->sseg = calloc((size_t)g->nsseg + 1, sizeof *g->sseg);
+	g->dseg = calloc((size_t)g->ndseg + 1, sizeof *g->dseg);
+	if (!g->sseg || !g->dseg || up_holders(c))
+		return err_set(e, NR_EIO, "out of memory");
+	fill_segs(g, 0, g->na, g->sseg);
+	fill_segs(g, g->na, g->nlists, g->dseg);
+	if ((rc = check_memory(v, g, e)) || (rc = build_index(c, e)))
+		return rc;
+	c->omask = 63;
+	c->otab = malloc(64 * sizeof *c->otab);
+	if (!c->otab || grow(&c->oused, &c->ousedcap, 64, sizeof *c->oused))
+		return err_set(e, NR_EIO, "out of memory");
+	memset(c->otab, -1, 64 * sizeof *c->otab);
+	for (int l = g->na; l < g->nlists; l++)
+		if (list_edges(c, l, &di))
+			return err_set(e, NR_EIO, "out of memory");
+	for (int k = 0; k < g->nsseg; k++)
+		g->sseg[k].bytes -= g->sseg[k].kept;
+	for (int k = 0; k < g->ndseg; k++) {
+		g->dseg[k].bytes -= g->dseg[k].kept;
+		g->kept_bytes += g->dseg[k].kept;
+	}
+	return schedule(c, e);
+}
+
+int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
+		 struct tgraph *g, struct err *e)
+{
+	struct ctx c = { 0 };
+	int rc;
+
+	memset(g, 0, sizeof *g);
+	c.g = g;
+	if ((rc = emu_build(v, a, &g->a, e)))
+		return err_prefix(e, "the current plan");
+	if ((rc = emu_build(v, b, &g->b, e))) {
+		tgraph_free(g);
+		return err_prefix(e, "the new plan");
+	}
+	rc = build(&c, v, e);
+	ctx_free(&c, g->na);
+	if (rc)
+		tgraph_free(g);
+	return rc;
+}
+
+int tgraph_transition_seconds(const struct env *v, const struct plan *a, const struct plan *b,
+			      double *seconds, struct err *e)
+{
+	struct tgraph g;
+	int rc = tgraph_build(v, a, b, &g, e);
+
+	if (rc)
+		return rc;
+	*seconds = g.predicted_s;
+	tgraph_free(&g);
+	return NR_OK;
+}
