@@ -12,6 +12,7 @@
 #include "plan/decide.h"
 #include "plan/render.h"
 #include "plan/search.h"
+#include "state/tgraph.h"
 
 const char *progname = "nereus-plan";
 
@@ -164,7 +165,7 @@ static int run(const struct args *a)
 	if (a->current && (rc = plan_load(&v, &cur, a->current, &e)))
 		return report(&e);
 	space_init(&sp);
-	if ((rc = layout_space(&v, (enum layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
+	if ((rc = layout_space(&v, (enum plan_layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
 		return report(&e);
 	for (int i = 0; i < a->npins; i++)
 		if ((rc = pin_parse(&job, a->pins[i], &sp, &e)))
@@ -180,7 +181,13 @@ static int run(const struct args *a)
 		return report(&e);
 	out = &best;
 	if (a->current) {
-		plan_decide(&v, &cur, &best, a->remaining, a->min_gain, &d);
+		double secs = -1;
+		struct err ge;
+		/* the graph's schedule when it can be built (both plans placed on
+		 * GPUs that are up), else the lower bound */
+		if (cur.feasible && tgraph_transition_seconds(&v, &cur, &best, &secs, &ge))
+			secs = -1;
+		plan_decide_with(&v, &cur, &best, a->remaining, a->min_gain, secs, &d);
 		if (!d.do_switch)
 			out = &cur;
 	}

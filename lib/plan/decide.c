@@ -11,13 +11,21 @@ const char *const layout_names[NLAYOUTS + 1] = { "adaptive", "verl", "openrlhf",
 void plan_decide(const struct env *v, const struct plan *cur, const struct plan *next,
 		 long remaining_steps, double min_gain, struct decision *d)
 {
+	plan_decide_with(v, cur, next, remaining_steps, min_gain, -1, d);
+}
+
+void plan_decide_with(const struct env *v, const struct plan *cur, const struct plan *next,
+		      long remaining_steps, double min_gain, double transition_s,
+		      struct decision *d)
+{
 	struct move mv;
 
 	memset(d, 0, sizeof *d);
 	plan_move(v, cur, next, &mv);
 	d->current_step_s = cur->step_time;
 	d->next_step_s = next->step_time;
-	d->transition_s = mv.seconds;
+	d->graph = transition_s >= 0;
+	d->transition_s = d->graph ? transition_s : mv.seconds;
 	d->move_bytes = mv.total_bytes;
 	d->remaining_steps = remaining_steps;
 	d->min_gain = min_gain;
@@ -65,8 +73,8 @@ json_t *decision_to_json(const struct decision *d)
 	json_object_set_new(o, "gain_per_step_s", isfinite(d->gain_s) ?
 			    json_real(d->gain_s) : json_null());
 	json_object_set_new(o, "transition_s", json_real(d->transition_s));
-	json_object_set_new(o, "transition_source", json_string("bytes over link bandwidth "
-								  "(lower bound)"));
+	json_object_set_new(o, "transition_source", json_string(d->graph ?
+		"transition graph schedule" : "bytes over link bandwidth (lower bound)"));
 	json_object_set_new(o, "move_gib", json_real(d->move_bytes / GIB));
 	json_object_set_new(o, "break_even_steps", isfinite(d->break_even_steps) ?
 			    json_real(d->break_even_steps) : json_null());
@@ -184,7 +192,7 @@ static int layout_fixed(const struct env *v, const struct plan *cur, struct spac
 	return NR_OK;
 }
 
-int layout_space(const struct env *v, enum layout l, const struct plan *current,
+int layout_space(const struct env *v, enum plan_layout l, const struct plan *current,
 		 struct space *sp, struct err *e)
 {
 	switch (l) {

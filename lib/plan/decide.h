@@ -17,6 +17,7 @@ struct decision {
 	double next_step_s;
 	double gain_s;          /* per step */
 	double transition_s;
+	bool graph;             /* transition_s is the transition graph's prediction */
 	double move_bytes;
 	double break_even_steps;
 	long remaining_steps;   /* < 0: not given (the run goes on) */
@@ -28,14 +29,20 @@ struct decision {
  * the fraction of the current step time a switch must save. */
 void plan_decide(const struct env *v, const struct plan *cur, const struct plan *next,
 		 long remaining_steps, double min_gain, struct decision *d);
+/* The same with the transition's predicted seconds from its graph (which
+ * lives downstream, in state/tgraph.h); a negative value falls back to the
+ * bytes-over-bandwidth lower bound. */
+void plan_decide_with(const struct env *v, const struct plan *cur, const struct plan *next,
+		      long remaining_steps, double min_gain, double transition_s,
+		      struct decision *d);
 json_t *decision_to_json(const struct decision *d);
 
-enum layout { LAYOUT_ADAPTIVE, LAYOUT_VERL, LAYOUT_OPENRLHF, LAYOUT_FIXED, NLAYOUTS };
+enum plan_layout { LAYOUT_ADAPTIVE, LAYOUT_VERL, LAYOUT_OPENRLHF, LAYOUT_FIXED, NLAYOUTS };
 extern const char *const layout_names[NLAYOUTS + 1];
 
 /* Restrict sp to a baseline's layout.  LAYOUT_FIXED needs the current plan
  * (its partition and each model's TP/PP; DP scales to the GPUs up). */
-int layout_space(const struct env *v, enum layout l, const struct plan *current,
+int layout_space(const struct env *v, enum plan_layout l, const struct plan *current,
 		 struct space *sp, struct err *e);
 
 #endif

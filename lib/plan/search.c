@@ -289,6 +289,8 @@ static void keep_frontier(struct clist *l)
 	double least = HUGE_VAL;
 	int n = 0;
 
+	if (l->n == 0)
+		return;
 	qsort(l->v, (size_t)l->n, sizeof *l->v, by_time_then_mem);
 	for (int i = 0; i < l->n; i++) {
 		if (cand_mem(&l->v[i]) < least) {
