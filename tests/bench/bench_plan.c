@@ -133,7 +133,7 @@ static void baselines(struct env *v, const char *job, const char *cluster)
 	       strrchr(cluster, '/') + 1, best.step_time);
 	for (int l = LAYOUT_VERL; l <= LAYOUT_OPENRLHF; l++) {
 		space_init(&sp);
-		if (layout_space(v, (enum layout)l, NULL, &sp, &e) ||
+		if (layout_space(v, (enum plan_layout)l, NULL, &sp, &e) ||
 		    plan_search(v, &sp, false, NULL, &base, &st, &e))
 			printf("  %s: does not fit", layout_names[l]);
 		else

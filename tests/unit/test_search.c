@@ -176,7 +176,7 @@ static void test_baselines_not_faster(void)
 	for (int l = LAYOUT_VERL; l <= LAYOUT_FIXED; l++) {
 		space_init(&sp);
 		int rc;
-		CHECK(layout_space(&v, (enum layout)l, &best, &sp, &e) == NR_OK);
+		CHECK(layout_space(&v, (enum plan_layout)l, &best, &sp, &e) == NR_OK);
 		rc = plan_search(&v, &sp, false, NULL, &base, &st, &e);
 		CHECK(rc == NR_OK || rc == NR_EINFEASIBLE);
 		if (rc)
