@@ -1,5 +1,6 @@
-/* nereus-profile: measure the machine (and, later, calibrate the cost
- * model to a running job).  Options → library calls → a cost document. */
+/* nereus-profile: measure the machine (bench), and calibrate the cost
+ * model to a running job's step records (fit).  Options → library calls →
+ * a cost document. */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -14,8 +15,12 @@
 
 #include "common.h"
 #include "common/json.h"
+#include "doc/cluster.h"
+#include "doc/job.h"
 #include "mpi/mpibench.h"
+#include "profile/fit.h"
 #include "profile/hwbench.h"
+#include "run/steprec.h"
 #ifdef NEREUS_CUDA
 #include "cuda/gpubench.h"
 #endif
@@ -26,15 +31,30 @@ const char *progname = "nereus-profile";
 
 static const char usage_text[] =
 	"usage: nereus-profile bench [-o FILE] [--runs N] [--quick] [--ranks N] [--no-gpu]\n"
+	"       nereus-profile fit --job FILE --cluster FILE [--prior FILE] [--half-life N]\n"
+	"                          [--holdout F] [--skip-bad] [-o FILE] TRACE\n"
 	"       nereus-profile --help | --version\n"
 	"\n"
-	"Measure this machine and write the hardware section of a cost document.\n"
+	"bench: measure this machine and write the hardware section of a cost document.\n"
 	"\n"
 	"  -o, --output FILE  write the document to FILE (default: standard output)\n"
 	"  --runs N           timed runs per figure (default 10; 3 with --quick)\n"
 	"  --quick            smaller sizes and 3 runs: a few seconds in all\n"
 	"  --ranks N          also measure MPI between N local ranks (runs mpirun)\n"
 	"  --no-gpu           leave out the GPU figures\n"
+	"\n"
+	"fit: fit the cost model's coefficients to the step records in TRACE (- for\n"
+	"standard input) and write them as a cost document.\n"
+	"\n"
+	"  --job FILE         the job the records are of\n"
+	"  --cluster FILE     the cluster they ran on\n"
+	"  --prior FILE       start from this cost document's coefficients\n"
+	"  --half-life N      weigh a record 0.5^(age in steps / N), the prior too\n"
+	"  --holdout F        keep the fraction F of the steps out of the fit, to\n"
+	"                     measure its error on them (default 0)\n"
+	"  --skip-bad         skip malformed lines instead of stopping at the first\n"
+	"  -o, --output FILE  write the document to FILE (default: standard output)\n"
+	"\n"
 	"  -h, --help         show this help and exit\n"
 	"  --version          show the version and exit\n";
 
@@ -54,7 +74,8 @@ struct bench_args {
 	bool no_gpu;
 };
 
-enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_VERSION };
+enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_VERSION, OPT_JOB, OPT_CLUSTER,
+       OPT_PRIOR, OPT_HALF_LIFE, OPT_HOLDOUT, OPT_SKIP_BAD };
 
 static const struct option bench_options[] = {
 	{ "output", required_argument, NULL, 'o' },
@@ -426,6 +447,232 @@ static int cmd_bench(int argc, char **argv)
 	return close_stdout(rc);
 }
 
+/* --- fit ------------------------------------------------------------------ */
+
+struct fit_args {
+	const char *job, *cluster, *prior, *out, *trace;
+	struct fit_opts o;
+	bool skip_bad;
+};
+
+static const struct option fit_options[] = {
+	{ "job", required_argument, NULL, OPT_JOB },
+	{ "cluster", required_argument, NULL, OPT_CLUSTER },
+	{ "prior", required_argument, NULL, OPT_PRIOR },
+	{ "half-life", required_argument, NULL, OPT_HALF_LIFE },
+	{ "holdout", required_argument, NULL, OPT_HOLDOUT },
+	{ "skip-bad", no_argument, NULL, OPT_SKIP_BAD },
+	{ "output", required_argument, NULL, 'o' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Parse fit's options as parse_bench does bench's. */
+static int parse_fit(int argc, char **argv, struct fit_args *a, int *done)
+{
+	int c, rc;
+
+	*a = (struct fit_args){ .out = "-" };
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":ho:", fit_options, NULL)) != -1) {
+		switch (c) {
+		case OPT_JOB:
+			a->job = optarg;
+			break;
+		case OPT_CLUSTER:
+			a->cluster = optarg;
+			break;
+		case OPT_PRIOR:
+			a->prior = optarg;
+			break;
+		case OPT_HALF_LIFE:
+			if ((rc = parse_double("--half-life", optarg, 0, &a->o.half_life)) != NR_OK)
+				return rc;
+			if (a->o.half_life <= 0)
+				return usage_error("option '--half-life' expects a positive number of "
+						   "steps, got '%s'", optarg);
+			break;
+		case OPT_HOLDOUT:
+			if ((rc = parse_double("--holdout", optarg, 0, &a->o.holdout)) != NR_OK)
+				return rc;
+			if (a->o.holdout >= 1)
+				return usage_error("option '--holdout' expects a fraction from 0 to "
+						   "below 1, got '%s'", optarg);
+			break;
+		case OPT_SKIP_BAD:
+			a->skip_bad = true;
+			break;
+		case 'o':
+			a->out = optarg;
+			break;
+		case 'h':
+			*done = help();
+			return -1;
+		case OPT_VERSION:
+			*done = close_stdout(print_version());
+			return -1;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				return usage_error("unknown option '-%c'", optopt);
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (!a->job)
+		return usage_error("missing option '--job'");
+	if (!a->cluster)
+		return usage_error("missing option '--cluster'");
+	if (optind == argc)
+		return usage_error("missing the step records to fit (a file, or - for standard "
+				   "input)");
+	if (optind + 1 < argc)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	a->trace = argv[optind];
+	if (!*a->out)
+		return usage_error("option '-o' needs a file name");
+	if (a->prior && strcmp(a->prior, "-") == 0)
+		return usage_error("option '--prior' needs a file: it is read twice");
+	if ((strcmp(a->job, "-") == 0) + (strcmp(a->cluster, "-") == 0) +
+	    (strcmp(a->trace, "-") == 0) > 1)
+		return usage_error("only one input can be standard input");
+	return NR_OK;
+}
+
+/* Read the records of the trace into the fit.  Lines that are blank are
+ * passed over; a malformed one stops the fit unless skip_bad, then it is
+ * counted in *skipped (and the first few said on standard error). */
+static int read_trace(const struct fit_args *a, const struct job *job, const struct cluster *cl,
+		      struct fit *f, long *lines, long *skipped, struct err *e)
+{
+	struct step_record *r = malloc(sizeof *r);
+	char *buf, *line, *end;
+	size_t len;
+	int rc;
+
+	if (!r)
+		return err_set(e, NR_EIO, "out of memory");
+	if ((rc = read_file(a->trace, &buf, &len, e))) {
+		free(r);
+		return rc;
+	}
+	*lines = *skipped = 0;
+	for (line = buf; line < buf + len; line = end + 1) {
+		bool malformed, blank = true;
+		end = memchr(line, '\n', (size_t)(buf + len - line));
+		if (!end)
+			end = buf + len;
+		++*lines;
+		for (const char *q = line; q < end && blank; q++)
+			blank = strchr(" \t\r", *q) != NULL;
+		if (blank)
+			continue;
+		rc = steprec_parse(a->trace, *lines, line, (size_t)(end - line), job, cl, r,
+				   &malformed, e);
+		if (rc == NR_OK)
+			rc = fit_add(f, r, e);
+		else if (malformed && a->skip_bad) {
+			if (++*skipped <= 5)
+				warnx_("skipping %s", e->msg);
+			rc = NR_OK;
+		}
+		if (rc)
+			break;
+	}
+	free(buf);
+	free(r);
+	return rc;
+}
+
+/* The cost document: the prior's hardware record, if any, carried over. */
+static json_t *fit_document(const struct fit_args *a, const struct fit_result *res,
+			    long lines, long skipped, struct err *e)
+{
+	json_t *doc = json_object(), *fit = fit_to_json(res, &a->o), *hw = NULL;
+	struct jdoc d;
+
+	if (a->prior) {
+		if (jdoc_load(&d, a->prior, "cost", e)) {
+			json_decref(doc);
+			json_decref(fit);
+			return NULL;
+		}
+		hw = json_incref(json_object_get(d.root, "hardware"));
+		jdoc_free(&d);
+	}
+	json_object_set_new(fit, "trace", json_string(strcmp(a->trace, "-") ? a->trace :
+						       "<stdin>"));
+	json_object_set_new(fit, "lines", json_integer(lines));
+	json_object_set_new(fit, "skipped_lines", json_integer(skipped));
+	json_object_set_new(fit, "prior", a->prior ? json_string(a->prior) : json_null());
+	json_object_set_new(doc, "nereus", json_integer(NR_FORMAT));
+	json_object_set_new(doc, "kind", json_string("cost"));
+	json_object_set_new(doc, "coefficients", coef_to_json(&res->k));
+	if (hw)
+		json_object_set_new(doc, "hardware", hw);
+	json_object_set_new(doc, "fit", fit);
+	return doc;
+}
+
+static int cmd_fit(int argc, char **argv)
+{
+	struct fit_args a;
+	struct job *job = malloc(sizeof *job);
+	struct cluster *cl = malloc(sizeof *cl);
+	struct fit_prior prior;
+	struct fit_result *res = malloc(sizeof *res);
+	struct fit *f = NULL;
+	struct err e = { 0 };
+	json_t *doc = NULL;
+	long lines = 0, skipped = 0;
+	int done = 0, rc;
+
+	if ((rc = parse_fit(argc, argv, &a, &done)) != NR_OK) {
+		free(job);
+		free(cl);
+		free(res);
+		return rc < 0 ? done : rc; /* --help and --version closed stdout */
+	}
+	if (!job || !cl || !res) {
+		rc = err_set(&e, NR_EIO, "out of memory");
+		goto fail;
+	}
+	fit_prior_defaults(&prior);
+	if ((rc = job_load(job, a.job, &e)) || (rc = cluster_load(cl, a.cluster, &e)) ||
+	    (a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
+	    (rc = check_output(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)) ||
+	    (rc = read_trace(&a, job, cl, f, &lines, &skipped, &e)))
+		goto fail;
+	if (skipped)
+		warnx_("skipped %ld malformed line%s of %ld in '%s'", skipped,
+		       skipped == 1 ? "" : "s", lines, strcmp(a.trace, "-") ? a.trace : "<stdin>");
+	if ((rc = fit_run(f, &a.o, res, &e)))
+		goto fail;
+	for (int j = 0; j < COEF_FIELDS; j++)
+		if (!res->c[j].fitted)
+			warnx_("keeping %s = %g from the prior: %s", coef_names[j], res->c[j].value,
+			       res->c[j].why);
+	if (!(doc = fit_document(&a, res, lines, skipped, &e))) {
+		rc = e.code ? e.code : err_set(&e, NR_EIO, "out of memory");
+		goto fail;
+	}
+	rc = jdoc_write(doc, a.out, JSON_INDENT(2) | JSON_REAL_PRECISION(10), &e);
+	if (rc)
+		goto fail;
+	goto out;
+fail:
+	rc = report(&e);
+out:
+	json_decref(doc);
+	fit_free(f);
+	free(job);
+	free(cl);
+	free(res);
+	return close_stdout(rc);
+}
+
 /* --- dispatch ------------------------------------------------------------- */
 
 static const struct subcommand {
@@ -433,6 +680,7 @@ static const struct subcommand {
 	int (*run)(int argc, char **argv); /* argv[0] is the subcommand */
 } subcommands[] = {
 	{ "bench", cmd_bench },
+	{ "fit", cmd_fit },
 	{ NULL, NULL },
 };
 

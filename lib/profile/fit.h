@@ -1,0 +1,108 @@
+/* Calibrating the cost model to the running job: fit the coefficients of
+ * struct coef to step records (nereus-steps(5)) by robust least squares
+ * with bounds.  nereus-profile(1) describes the method; in short:
+ *
+ * - Each model-stage time the records measured is predicted by the cost
+ *   model itself (cost_train, cost_infer, gen_cost, with the record's batch
+ *   and the concurrency it observed).  Those times are linear in the
+ *   inverse efficiencies and the fixed seconds, piece by piece (decode is
+ *   the slower of memory and compute): the fit takes the model's gradient
+ *   on the current piece, solves, and re-checks every prediction against
+ *   the model until no record changes piece.
+ * - Residuals are log(measured / predicted); their Cauchy loss, at a scale
+ *   of 1.4826 times the median absolute residual, keeps a stalled step
+ *   from moving the fit.  Plain least squares first, then reweighted
+ *   (Cauchy weights), then Newton steps; a large fit solves on a sample of
+ *   the rows first and finishes on all of them.
+ * - step_s comes from each step's time less its stages' times; act_factor,
+ *   workspace_gib and frag from the peak memory the records measured.
+ * - A coefficient no record exercises, or one the records determine only
+ *   loosely (standard error above FIT_MAX_RSE of its size), is not fitted:
+ *   it keeps its prior value and the result says why.
+ * - The prior enters as one pseudo-observation per coefficient, weighted by
+ *   its standard error (from the previous fit, else FIT_PRIOR_RSE of its
+ *   value); with a half-life, records and prior alike are weighted by
+ *   0.5^(age in steps / half-life).
+ *
+ * Records are added one by one (fit_add) and kept as compact rows, so the
+ * step records themselves need not stay in memory; fit_run evaluates the
+ * model over the rows on every core and solves. */
+#ifndef NEREUS_FIT_H
+#define NEREUS_FIT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "common/err.h"
+#include "doc/cluster.h"
+#include "doc/costdoc.h"
+#include "doc/job.h"
+#include "run/steprec.h"
+
+#define FIT_MAX_RSE 0.25   /* relative standard error above which a coefficient is not fitted */
+#define FIT_PRIOR_RSE 0.50 /* a prior's relative standard error when it has none */
+
+/* What is known before the records: values, and how sure they are. */
+struct fit_prior {
+	struct coef k;
+	double se[COEF_FIELDS]; /* standard errors in the coefficients' units; NAN unknown */
+	long last_step;         /* the newest step the prior saw; -1 unknown */
+};
+
+struct fit_opts {
+	double half_life; /* steps; 0: no forgetting */
+	double holdout;   /* fraction of steps held out of the fit, [0, 1) */
+};
+
+struct fit_coef {
+	double value;
+	double se;        /* standard error; NAN when unknown */
+	bool fitted;      /* false: the prior is kept, for the reason in why */
+	char why[200];
+};
+
+struct fit_result {
+	struct fit_coef c[COEF_FIELDS];
+	struct coef k;          /* the values of c, as the models take them */
+	long records, fit_records, held_records; /* with status ok */
+	long not_ok;            /* records with status oom or paused: no times */
+	long rows, fit_rows, held_rows;  /* model-stage times */
+	long peak_rows;                  /* of them, with a measured peak */
+	long first_step, last_step;
+	long outliers;          /* fitted times the robust weights set aside */
+	double scale;           /* robust scale of the log residuals (time) */
+	double median, p90, max; /* |relative error| of fitted times */
+	double mape_fit;        /* mean |relative error| of fitted times */
+	double mape_holdout;    /* of held-out times; NAN without holdout */
+	double mape_holdout_step; /* of held-out step times; NAN when none */
+	double mape_peak;       /* of the peaks the memory fit used; NAN when none */
+	int iterations;         /* weighted solves, time and memory together */
+	int repieces;           /* passes that found records on another piece */
+};
+
+struct fit;
+
+/* Start a fit for job and cluster from a prior (NULL: the defaults, each
+ * with a relative standard error of FIT_PRIOR_RSE). */
+int fit_new(struct fit **f, const struct job *job, const struct cluster *cl,
+	    const struct fit_prior *prior, struct err *e);
+/* Add a record checked against the job (steprec_parse or steprec_check).
+ * Records with a status other than ok carry no times and are counted only. */
+int fit_add(struct fit *f, const struct step_record *r, struct err *e);
+/* Fit.  NR_EINPUT when there is nothing to fit. */
+int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, struct err *e);
+void fit_free(struct fit *f);
+
+/* The prior held by a cost document: its coefficients (cost_load), and the
+ * standard errors and newest step of its "fit" section when it has one. */
+int fit_prior_load(struct fit_prior *p, const char *file, struct err *e);
+void fit_prior_defaults(struct fit_prior *p);
+
+/* The "fit" section of a cost document (nereus-profile(1), OUTPUT). */
+json_t *fit_to_json(const struct fit_result *r, const struct fit_opts *o);
+
+/* Whether a step is held out at fraction holdout: a hash of the step
+ * number, so the split does not depend on the order of the records. */
+bool fit_held_out(long step, double holdout);
+
+#endif

@@ -1,0 +1,661 @@
+/* Step records (nereus-steps(5)): parsing one line, checking it against the
+ * job, writing it back.  One check serves both directions, so what a writer
+ * may produce and what a reader accepts cannot drift apart. */
+#include "run/steprec.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "plan/plan.h"
+
+const char *const step_status_names[NSTEP_STATUS + 1] = { "ok", "oom", "paused", NULL };
+
+/* --- checking ------------------------------------------------------------- */
+
+/* Fail at a field: located through d when there is one, else by path. */
+static int bad(const struct jdoc *d, const char *path, struct err *e, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int bad(const struct jdoc *d, const char *path, struct err *e, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (d)
+		return jdoc_fail(d, path, e, "%s", msg);
+	if (path && *path)
+		return err_set(e, NR_EINPUT, "%s: %s", path, msg);
+	return err_set(e, NR_EINPUT, "%s", msg);
+}
+
+static void field(char *out, size_t n, int i, const char *key)
+{
+	char entry[64];
+
+	jpath_idx(entry, sizeof entry, "model_stages", (size_t)i);
+	jpath(out, n, entry, key);
+}
+
+static bool positive(double x)
+{
+	return isfinite(x) && x > 0;
+}
+
+static int check_time(const struct jdoc *d, const char *path, double t, bool required,
+		      struct err *e)
+{
+	if (isnan(t) && !required)
+		return NR_OK;
+	if (isnan(t))
+		return bad(d, path, e, "a step with status \"ok\" needs a measured time");
+	if (!positive(t))
+		return bad(d, path, e, "expected a positive number of seconds, got %g", t);
+	return NR_OK;
+}
+
+/* The index of the entry for model m in stage s, or -1. */
+static int entry_of(const struct step_record *r, const struct job *job, int m, enum stage s)
+{
+	for (int i = 0; i < r->nms; i++)
+		if (r->ms[i].stage == s && strcmp(r->ms[i].model, job->models[m].name) == 0)
+			return i;
+	return -1;
+}
+
+static int check_entry(const struct jdoc *d, const struct step_record *r, int i,
+		       const struct job *job, struct err *e)
+{
+	const struct ms_record *ms = &r->ms[i];
+	const struct model *md = job_model(job, ms->model);
+	const struct pconf *c = &ms->conf;
+	char path[128];
+	int rc;
+
+	if (!md) {
+		field(path, sizeof path, i, "model");
+		return bad(d, path, e, "job '%s' has no model '%s'", job->name, ms->model);
+	}
+	if (!md->stages[ms->stage]) {
+		field(path, sizeof path, i, "stage");
+		return bad(d, path, e, "model '%s' does not run in the %s stage in job '%s'",
+			   ms->model, stage_names[ms->stage], job->name);
+	}
+	for (int k = 0; k < i; k++) {
+		if (r->ms[k].stage == ms->stage && strcmp(r->ms[k].model, ms->model) == 0) {
+			field(path, sizeof path, i, "model");
+			return bad(d, path, e, "%s@%s appears twice (also model_stages[%d])",
+				   ms->model, stage_names[ms->stage], k);
+		}
+	}
+	if (c->tp < 1 || c->pp < 1 || c->dp < 1 || c->mb < 1) {
+		field(path, sizeof path, i, "tp");
+		return bad(d, path, e, "tp, pp, dp and micro_batch must be positive");
+	}
+	if (ms->stage == STAGE_GEN && c->pp != 1) {
+		field(path, sizeof path, i, "pp");
+		return bad(d, path, e, "generation engines have no pipeline stages");
+	}
+	if ((long)c->tp * c->pp * c->dp != ms->gpus) {
+		field(path, sizeof path, i, "gpus");
+		return bad(d, path, e, "tp·pp·dp = %ld, but gpus = %d",
+			   (long)c->tp * c->pp * c->dp, ms->gpus);
+	}
+	if (ms->gpus > r->gpus_up) {
+		field(path, sizeof path, i, "gpus");
+		return bad(d, path, e, "uses %d GPUs, but only %d are up", ms->gpus, r->gpus_up);
+	}
+	field(path, sizeof path, i, "time_s");
+	if ((rc = check_time(d, path, ms->time_s, r->status == STEP_OK, e)))
+		return rc;
+	field(path, sizeof path, i, "peak_gib");
+	if (!isnan(ms->peak_gib) && !positive(ms->peak_gib))
+		return bad(d, path, e, "expected a positive number of GiB, got %g", ms->peak_gib);
+	field(path, sizeof path, i, "concurrency");
+	if (ms->stage != STAGE_GEN && !isnan(ms->concurrency))
+		return bad(d, path, e, "only generation entries have a concurrency");
+	if (ms->stage == STAGE_GEN && r->status == STEP_OK && isnan(ms->concurrency))
+		return bad(d, path, e, "a generation entry of a step with status \"ok\" needs "
+			   "its concurrency");
+	if (ms->stage == STAGE_GEN && !isnan(ms->concurrency) &&
+	    !(isfinite(ms->concurrency) && ms->concurrency >= 1))
+		return bad(d, path, e, "expected a number of at least 1, got %g", ms->concurrency);
+	return NR_OK;
+}
+
+/* A model's stages run in its one home layout, on one pool. */
+static int check_home(const struct jdoc *d, const struct step_record *r, int i, int k,
+		      struct err *e)
+{
+	const struct pconf *a = &r->ms[i].conf, *b = &r->ms[k].conf;
+	char path[128];
+
+	if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->mb != b->mb ||
+	    a->offload != b->offload || a->fsdp != b->fsdp) {
+		field(path, sizeof path, k, "tp");
+		return bad(d, path, e, "%s runs its stages in one layout, but model_stages[%d] "
+			   "(tp=%d pp=%d dp=%d micro_batch=%d) and model_stages[%d] (tp=%d pp=%d "
+			   "dp=%d micro_batch=%d) differ", r->ms[i].model, i, a->tp, a->pp, a->dp,
+			   a->mb, k, b->tp, b->pp, b->dp, b->mb);
+	}
+	if (r->ms[i].pool != r->ms[k].pool) {
+		field(path, sizeof path, k, "pool");
+		return bad(d, path, e, "%s runs its stages on one pool, but model_stages[%d] is on "
+			   "pool %d and model_stages[%d] on pool %d", r->ms[i].model, i,
+			   r->ms[i].pool, k, r->ms[k].pool);
+	}
+	return NR_OK;
+}
+
+static int check_record(const struct jdoc *d, const struct step_record *r,
+			const struct job *job, const struct cluster *cl, struct err *e)
+{
+	const struct response_len *rl = &r->response;
+	int rc, gpus_in_pools = 0, actor = job_actor(job), gen = -1, home = -1;
+	char path[128];
+
+	if (r->step < 0)
+		return bad(d, "step", e, "expected a non-negative integer, got %ld", r->step);
+	if (r->gpus_up < 1)
+		return bad(d, "gpus_up", e, "expected a positive integer, got %d", r->gpus_up);
+	if (cl && r->gpus_up > cluster_gpus(cl))
+		return bad(d, "gpus_up", e, "%d GPUs up, but cluster '%s' has %d", r->gpus_up,
+			   cl->name, cluster_gpus(cl));
+	if ((rc = check_time(d, "step_time_s", r->step_time_s, r->status == STEP_OK, e)))
+		return rc;
+	if (!(isfinite(r->transition_s) && r->transition_s >= 0))
+		return bad(d, "transition_s", e, "expected a non-negative number of seconds, got %g",
+			   r->transition_s);
+	if (r->status == STEP_PAUSED) {
+		if (r->nms)
+			return bad(d, "model_stages", e, "a paused step runs no model-stage");
+		return NR_OK;
+	}
+	if (r->sequences < 1)
+		return bad(d, "sequences", e, "expected a positive integer, got %ld", r->sequences);
+	if (r->prompt_len < 1)
+		return bad(d, "prompt_len", e, "expected a positive integer, got %ld", r->prompt_len);
+	if (!positive(rl->mean) || rl->mean > rl->max)
+		return bad(d, "response_len.mean", e, "expected a positive number up to max (%ld), "
+			   "got %g", rl->max, rl->mean);
+	if (!positive(rl->p90) || rl->p90 > rl->max)
+		return bad(d, "response_len.p90", e, "expected a positive number up to max (%ld), "
+			   "got %g", rl->max, rl->p90);
+	for (int i = 0; i < r->nms; i++)
+		if ((rc = check_entry(d, r, i, job, e)))
+			return rc;
+	for (int m = 0; m < job->nmodels; m++) {
+		int first = -1;
+		for (int s = 0; s < NSTAGES; s++) {
+			int i;
+			if (!job->models[m].stages[s])
+				continue;
+			if ((i = entry_of(r, job, m, (enum stage)s)) < 0)
+				return bad(d, "model_stages", e, "no entry for %s@%s, which job '%s' runs",
+					   job->models[m].name, stage_names[s], job->name);
+			if (s == STAGE_GEN) {
+				gen = i;
+				continue;
+			}
+			if (first >= 0 && (rc = check_home(d, r, first, i, e)))
+				return rc;
+			if (first < 0)
+				first = i;
+		}
+		if (m == actor)
+			home = first;
+	}
+	/* the model-stages of one pool take turns on the same GPUs */
+	for (int i = 0; i < r->nms; i++) {
+		int k;
+		for (k = 0; k < i && r->ms[k].pool != r->ms[i].pool; k++)
+			;
+		if (k == i) {
+			gpus_in_pools += r->ms[i].gpus;
+		} else if (r->ms[k].gpus != r->ms[i].gpus) {
+			field(path, sizeof path, i, "gpus");
+			return bad(d, path, e, "pool %d has %d GPUs (model_stages[%d]), not %d",
+				   r->ms[i].pool, r->ms[k].gpus, k, r->ms[i].gpus);
+		}
+	}
+	if (gpus_in_pools > r->gpus_up)
+		return bad(d, "model_stages", e, "the pools hold %d GPUs, but only %d are up",
+			   gpus_in_pools, r->gpus_up);
+	if (gen >= 0 && home >= 0 && r->ms[gen].same_pool != (r->ms[gen].pool == r->ms[home].pool)) {
+		field(path, sizeof path, gen, "same_pool");
+		return bad(d, path, e, "is %s, but generation runs on pool %d and the actor's "
+			   "training on pool %d", r->ms[gen].same_pool ? "true" : "false",
+			   r->ms[gen].pool, r->ms[home].pool);
+	}
+	return NR_OK;
+}
+
+int steprec_check(const struct step_record *r, const struct job *job,
+		  const struct cluster *cl, struct err *e)
+{
+	return check_record(NULL, r, job, cl, e);
+}
+
+/* --- parsing -------------------------------------------------------------- */
+
+static const char *shown(const char *name)
+{
+	return strcmp(name, "-") == 0 ? "<stdin>" : name;
+}
+
+/* The loader sees one line, so its messages say line 1: put the line's
+ * number in the file there. */
+static void relocate(struct err *e, const char *name, long line)
+{
+	const char *file = shown(name);
+	size_t n = strlen(file), len = strlen(e->msg);
+	char num[24];
+	int k;
+
+	if (strncmp(e->msg, file, n) != 0 || strncmp(e->msg + n, ":1:", 3) != 0)
+		return;
+	k = snprintf(num, sizeof num, ":%ld:", line);
+	if (len + (size_t)k - 3 >= sizeof e->msg)
+		len = sizeof e->msg - 1 - ((size_t)k - 3);
+	memmove(e->msg + n + k, e->msg + n + 3, len - n - 3);
+	memcpy(e->msg + n, num, (size_t)k);
+	e->msg[len + (size_t)k - 3] = '\0';
+}
+
+/* JSON has no NaN or infinity, but some writers print them anyway: find
+ * such a token outside strings and say which field holds it. */
+static bool find_nan(const char *t, size_t len, size_t *at, char *key, size_t kn)
+{
+	static const char *const words[] = { "NaN", "nan", "-NaN", "-nan", "Infinity",
+					     "-Infinity", "inf", "-inf", NULL };
+	bool in_str = false;
+
+	for (size_t i = 0; i < len; i++) {
+		if (in_str) {
+			if (t[i] == '\\')
+				i++;
+			else if (t[i] == '"')
+				in_str = false;
+			continue;
+		}
+		if (t[i] == '"') {
+			in_str = true;
+			continue;
+		}
+		for (int w = 0; words[w]; w++) {
+			size_t n = strlen(words[w]), j, k = 0;
+			if (i + n > len || strncmp(t + i, words[w], n) != 0)
+				continue;
+			*at = i;
+			key[0] = '\0';
+			/* back over ':' and the key's closing quote to the key */
+			for (j = i; j > 0 && strchr(" \t:", t[j - 1]); j--)
+				;
+			if (j > 0 && t[j - 1] == '"') {
+				size_t end = --j;
+				while (j > 0 && t[j - 1] != '"')
+					j--;
+				while (j < end && k + 1 < kn)
+					key[k++] = t[j++];
+				key[k] = '\0';
+			}
+			return true;
+		}
+	}
+	return false;
+}
+
+static int column(const char *t, size_t at)
+{
+	int col = 1;
+
+	for (size_t i = 0; i < at; i++)
+		if (((unsigned char)t[i] & 0xC0) != 0x80)
+			col++;
+	return col;
+}
+
+/* A number, or null / absent (NAN) when allowed. */
+static int get_opt_num(const struct jdoc *d, json_t *o, const char *path, const char *key,
+		       bool required, double *out, struct err *e)
+{
+	json_t *v = json_object_get(o, key);
+	char sub[160], got[64];
+
+	*out = NAN;
+	if (!v && required)
+		return jdoc_fail(d, path, e, "missing required field \"%s\"", key);
+	if (!v || json_is_null(v))
+		return NR_OK;
+	if (!json_is_number(v)) {
+		jpath(sub, sizeof sub, path, key);
+		jdescribe(v, got, sizeof got);
+		return jdoc_fail(d, sub, e, "expected a number or null, got %s", got);
+	}
+	*out = json_number_value(v);
+	return NR_OK;
+}
+
+static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
+		       struct ms_record *ms, struct err *e)
+{
+	static const char *const gen_keys[] = { "model", "stage", "pool", "gpus", "tp", "dp",
+						"same_pool", "time_s", "peak_gib", "concurrency",
+						NULL };
+	static const char *const inf_keys[] = { "model", "stage", "pool", "gpus", "tp", "pp",
+						"dp", "micro_batch", "fsdp", "offload", "time_s",
+						"peak_gib", NULL };
+	static const char *const train_keys[] = { "model", "stage", "pool", "gpus", "tp", "pp",
+						  "dp", "micro_batch", "recompute", "zero", "fsdp",
+						  "offload", "time_s", "peak_gib", NULL };
+	const char *const *keys[NSTAGES] = { gen_keys, inf_keys, train_keys };
+	long pool, gpus, tp, pp = 1, dp, mb = 1;
+	int stage, rcomp = RC_NONE, rc;
+	bool gen;
+
+	memset(ms, 0, sizeof *ms);
+	if (!json_is_object(o))
+		return jdoc_fail(d, path, e, "expected an object (one model-stage)");
+	if ((rc = jget_str(d, o, path, "model", true, ms->model, sizeof ms->model, e)) ||
+	    (rc = jget_enum(d, o, path, "stage", true, stage_names, &stage, e)) ||
+	    (rc = jcheck_keys(d, o, path, keys[stage], e)))
+		return rc;
+	gen = stage == STAGE_GEN;
+	if ((rc = jget_int(d, o, path, "pool", true, 0, MAX_MODELS, &pool, e)) ||
+	    (rc = jget_int(d, o, path, "gpus", true, 1, MAX_GPUS, &gpus, e)) ||
+	    (rc = jget_int(d, o, path, "tp", true, 1, MAX_GPUS, &tp, e)) ||
+	    (rc = jget_int(d, o, path, "pp", !gen, 1, 4096, &pp, e)) ||
+	    (rc = jget_int(d, o, path, "dp", true, 1, MAX_GPUS, &dp, e)) ||
+	    (rc = jget_int(d, o, path, "micro_batch", !gen, 1, 1 << 20, &mb, e)) ||
+	    (rc = jget_enum(d, o, path, "recompute", stage == STAGE_TRAIN, recompute_names,
+			    &rcomp, e)) ||
+	    (rc = jget_bool(d, o, path, "zero", stage == STAGE_TRAIN, &ms->conf.zero, e)) ||
+	    (rc = jget_bool(d, o, path, "fsdp", false, &ms->conf.fsdp, e)) ||
+	    (rc = jget_bool(d, o, path, "offload", false, &ms->conf.offload, e)) ||
+	    (rc = jget_bool(d, o, path, "same_pool", gen, &ms->same_pool, e)) ||
+	    (rc = get_opt_num(d, o, path, "time_s", true, &ms->time_s, e)) ||
+	    (rc = get_opt_num(d, o, path, "peak_gib", false, &ms->peak_gib, e)) ||
+	    (rc = get_opt_num(d, o, path, "concurrency", false, &ms->concurrency, e)))
+		return rc;
+	ms->stage = (enum stage)stage;
+	ms->pool = (int)pool;
+	ms->gpus = (int)gpus;
+	ms->conf.tp = (int)tp;
+	ms->conf.pp = (int)pp;
+	ms->conf.dp = (int)dp;
+	ms->conf.mb = (int)mb;
+	ms->conf.rc = (enum recompute)rcomp;
+	return NR_OK;
+}
+
+static int parse_fields(const struct jdoc *d, struct step_record *r, struct err *e)
+{
+	static const char *const keys[] = { "nereus", "kind", "step", "engine", "gpus_up",
+					    "status", "sequences", "prompt_len", "response_len",
+					    "step_time_s", "transition_s", "model_stages", NULL };
+	static const char *const rkeys[] = { "mean", "p90", "max", NULL };
+	json_t *root = d->root, *resp = NULL, *stages = NULL, *o;
+	long step, gpus_up, seqs = 0, prompt = 0, rmax = 0;
+	int status, rc;
+	bool run;
+	size_t i;
+
+	if ((rc = jcheck_keys(d, root, "", keys, e)) ||
+	    (rc = jget_int(d, root, "", "step", true, 0, LONG_MAX, &step, e)) ||
+	    (rc = jget_str(d, root, "", "engine", true, r->engine, sizeof r->engine, e)) ||
+	    (rc = jget_int(d, root, "", "gpus_up", true, 1, MAX_GPUS, &gpus_up, e)) ||
+	    (rc = jget_enum(d, root, "", "status", true, step_status_names, &status, e)))
+		return rc;
+	run = status != STEP_PAUSED;
+	r->step = step;
+	r->gpus_up = (int)gpus_up;
+	r->status = (enum step_status)status;
+	r->transition_s = 0;
+	if ((rc = jget_int(d, root, "", "sequences", run, 1, LONG_MAX, &seqs, e)) ||
+	    (rc = jget_int(d, root, "", "prompt_len", run, 1, LONG_MAX, &prompt, e)) ||
+	    (rc = jget_obj(d, root, "", "response_len", run, &resp, e)) ||
+	    (rc = get_opt_num(d, root, "", "step_time_s", run, &r->step_time_s, e)) ||
+	    (rc = jget_num(d, root, "", "transition_s", false, -HUGE_VAL, HUGE_VAL,
+			   &r->transition_s, e)) ||
+	    (rc = jget_arr(d, root, "", "model_stages", run, &stages, e)))
+		return rc;
+	r->sequences = seqs;
+	r->prompt_len = prompt;
+	r->response = (struct response_len){ NAN, NAN, 0 };
+	if (resp && ((rc = jcheck_keys(d, resp, "response_len", rkeys, e)) ||
+		     (rc = jget_num(d, resp, "response_len", "mean", true, -HUGE_VAL, HUGE_VAL,
+				    &r->response.mean, e)) ||
+		     (rc = jget_num(d, resp, "response_len", "p90", true, -HUGE_VAL, HUGE_VAL,
+				    &r->response.p90, e)) ||
+		     (rc = jget_int(d, resp, "response_len", "max", true, 1, LONG_MAX, &rmax, e))))
+		return rc;
+	r->response.max = rmax;
+	if (stages && json_array_size(stages) > STEPREC_MAX_MS)
+		return jdoc_fail(d, "model_stages", e, "expected at most %d model-stages, got %zu",
+				 STEPREC_MAX_MS, json_array_size(stages));
+	json_array_foreach(stages, i, o) {
+		char path[64];
+		jpath_idx(path, sizeof path, "model_stages", i);
+		if ((rc = parse_entry(d, o, path, &r->ms[i], e)))
+			return rc;
+		r->nms++;
+	}
+	return NR_OK;
+}
+
+/* The common case, a good line, without the loader's position index: a
+ * trace has many lines and the index costs more than the parse.  false
+ * when the line is anything but a good record. */
+static bool parse_quick(const char *text, size_t len, const struct job *job,
+			const struct cluster *cl, struct step_record *r)
+{
+	json_error_t je;
+	struct jdoc d = { .file = (char *)"" }; /* no index: messages are not kept */
+	json_t *v;
+	struct err e;
+	bool ok;
+
+	d.root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	v = json_object_get(d.root, "nereus");
+	ok = json_is_object(d.root) && json_is_integer(v) && json_integer_value(v) == NR_FORMAT &&
+	     json_is_string(v = json_object_get(d.root, "kind")) &&
+	     strcmp(json_string_value(v), "step") == 0 && parse_fields(&d, r, &e) == NR_OK &&
+	     (!job || check_record(&d, r, job, cl, &e) == NR_OK);
+	json_decref(d.root);
+	return ok;
+}
+
+int steprec_parse(const char *name, long line, const char *text, size_t len,
+		  const struct job *job, const struct cluster *cl, struct step_record *r,
+		  bool *malformed, struct err *e)
+{
+	struct jdoc d;
+	bool shape = true;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if (parse_quick(text, len, job, cl, r)) {
+		if (malformed)
+			*malformed = false;
+		return NR_OK;
+	}
+	/* again with the index, for a message that names the column */
+	memset(r, 0, sizeof *r);
+	rc = jdoc_loadb(&d, name, text, len, "step", e);
+	if (rc == NR_EINPUT) {
+		size_t at;
+		char key[64];
+		if (find_nan(text, len, &at, key, sizeof key)) {
+			shape = false;
+			err_set(e, NR_EINPUT, "%s:1:%d: %s%s%snot a number (NaN or infinity): "
+				"expected a positive finite number", shown(name), column(text, at),
+				*key ? "\"" : "", key, *key ? "\": " : "");
+		}
+	} else if (rc == NR_OK) {
+		rc = parse_fields(&d, r, e);
+		if (rc == NR_OK && job) {
+			shape = false;
+			rc = check_record(&d, r, job, cl, e);
+		}
+		jdoc_free(&d);
+	}
+	if (rc != NR_OK)
+		relocate(e, name, line);
+	if (malformed)
+		*malformed = rc != NR_OK && shape;
+	return rc;
+}
+
+/* --- writing -------------------------------------------------------------- */
+
+static json_t *num_or_null(double x)
+{
+	return isnan(x) ? json_null() : json_real(x);
+}
+
+static json_t *entry_json(const struct ms_record *ms)
+{
+	const struct pconf *c = &ms->conf;
+	json_t *o = json_object();
+
+	json_object_set_new(o, "model", json_string(ms->model));
+	json_object_set_new(o, "stage", json_string(stage_names[ms->stage]));
+	json_object_set_new(o, "pool", json_integer(ms->pool));
+	json_object_set_new(o, "gpus", json_integer(ms->gpus));
+	json_object_set_new(o, "tp", json_integer(c->tp));
+	if (ms->stage != STAGE_GEN)
+		json_object_set_new(o, "pp", json_integer(c->pp));
+	json_object_set_new(o, "dp", json_integer(c->dp));
+	if (ms->stage == STAGE_GEN) {
+		json_object_set_new(o, "same_pool", json_boolean(ms->same_pool));
+	} else {
+		json_object_set_new(o, "micro_batch", json_integer(c->mb));
+		if (ms->stage == STAGE_TRAIN) {
+			json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
+			json_object_set_new(o, "zero", json_boolean(c->zero));
+		}
+		json_object_set_new(o, "fsdp", json_boolean(c->fsdp));
+		json_object_set_new(o, "offload", json_boolean(c->offload));
+	}
+	json_object_set_new(o, "time_s", num_or_null(ms->time_s));
+	json_object_set_new(o, "peak_gib", num_or_null(ms->peak_gib));
+	if (ms->stage == STAGE_GEN)
+		json_object_set_new(o, "concurrency", num_or_null(ms->concurrency));
+	return o;
+}
+
+json_t *steprec_to_json(const struct step_record *r)
+{
+	json_t *o = json_object(), *stages = json_array();
+	bool run = r->status != STEP_PAUSED;
+
+	if (!o || !stages) {
+		json_decref(o);
+		json_decref(stages);
+		return NULL;
+	}
+	json_object_set_new(o, "nereus", json_integer(NR_FORMAT));
+	json_object_set_new(o, "kind", json_string("step"));
+	json_object_set_new(o, "step", json_integer(r->step));
+	json_object_set_new(o, "engine", json_string(r->engine));
+	json_object_set_new(o, "gpus_up", json_integer(r->gpus_up));
+	json_object_set_new(o, "status", json_string(step_status_names[r->status]));
+	if (run) {
+		json_object_set_new(o, "sequences", json_integer(r->sequences));
+		json_object_set_new(o, "prompt_len", json_integer(r->prompt_len));
+		json_object_set_new(o, "response_len",
+				    json_pack("{s:f,s:f,s:I}", "mean", r->response.mean, "p90",
+					      r->response.p90, "max", (json_int_t)r->response.max));
+	}
+	json_object_set_new(o, "step_time_s", num_or_null(r->step_time_s));
+	json_object_set_new(o, "transition_s", json_real(r->transition_s));
+	for (int i = 0; i < r->nms; i++)
+		json_array_append_new(stages, entry_json(&r->ms[i]));
+	if (run)
+		json_object_set_new(o, "model_stages", stages);
+	else
+		json_decref(stages);
+	return o;
+}
+
+int steprec_fprint(FILE *f, const struct step_record *r, struct err *e)
+{
+	json_t *o = steprec_to_json(r);
+	int bad_write;
+
+	if (!o)
+		return err_set(e, NR_EIO, "out of memory");
+	bad_write = json_dumpf(o, f, JSON_COMPACT | JSON_REAL_PRECISION(10)) != 0 ||
+		    fputc('\n', f) == EOF;
+	json_decref(o);
+	if (bad_write)
+		return err_set(e, NR_EIO, "cannot write a step record: %s", strerror(errno));
+	return NR_OK;
+}
+
+/* --- from a plan ---------------------------------------------------------- */
+
+void steprec_from_plan(const struct env *v, const struct plan *p, long step,
+		       struct step_record *r)
+{
+	const struct job *j = v->job;
+	int actor = job_actor(j), home = -1, gen = -1;
+
+	memset(r, 0, sizeof *r);
+	r->step = step;
+	snprintf(r->engine, sizeof r->engine, "sim");
+	r->gpus_up = cluster_gpus_up(v->cl);
+	r->status = p->feasible ? STEP_OK : STEP_OOM;
+	r->sequences = job_sequences(j);
+	r->prompt_len = j->prompt_len;
+	r->response = j->response;
+	r->step_time_s = p->feasible ? p->step_time : NAN;
+	r->transition_s = 0;
+	for (int i = 0; i < p->nms && r->nms < STEPREC_MAX_MS; i++) {
+		const struct ms_plan *mp = &p->ms[i];
+		struct ms_record *ms = &r->ms[r->nms++];
+		snprintf(ms->model, sizeof ms->model, "%s", j->models[mp->model].name);
+		ms->stage = mp->stage;
+		ms->pool = mp->pool;
+		ms->conf = mp->conf;
+		if (mp->stage == STAGE_GEN) {
+			ms->conf.pp = 1;
+			ms->conf.mb = 1;
+			gen = r->nms - 1;
+		} else if (mp->model == actor && (home < 0 || mp->stage == STAGE_TRAIN)) {
+			home = r->nms - 1;
+		}
+		ms->gpus = pconf_gpus(&ms->conf);
+		ms->time_s = p->feasible ? mp->time.total : NAN;
+		ms->peak_gib = mp->peak / GIB;
+		ms->concurrency = mp->stage == STAGE_GEN && p->feasible ? mp->time.concurrency : NAN;
+	}
+	if (gen >= 0 && home >= 0)
+		r->ms[gen].same_pool = r->ms[gen].pool == r->ms[home].pool;
+}
+
+double steprec_stages_s(const struct step_record *r)
+{
+	double total = 0;
+
+	for (int s = 0; s < NSTAGES; s++) {
+		double pool_t[MAX_ITEMS] = { 0 }, worst = 0;
+		for (int i = 0; i < r->nms; i++)
+			if (r->ms[i].stage == (enum stage)s && r->ms[i].pool >= 0 &&
+			    r->ms[i].pool < MAX_ITEMS)
+				pool_t[r->ms[i].pool] += r->ms[i].time_s;
+		for (int p = 0; p < MAX_ITEMS; p++)
+			worst = fmax(worst, pool_t[p]);
+		total += worst;
+	}
+	for (int i = 0; i < r->nms; i++)
+		if (isnan(r->ms[i].time_s))
+			return NAN;
+	return total;
+}

@@ -1,0 +1,126 @@
+/* Step records: one JSON object a line (JSON Lines), written by nereus-run
+ * after every step and read back by nereus-profile fit.  nereus-steps(5)
+ * specifies the format; this module is its one reader and writer.
+ *
+ * A record says what one step did: its batch (sequences, prompt length,
+ * the response lengths observed in that step), its wall time, and for each
+ * model-stage the parallel configuration it ran with, its wall time and
+ * its peak memory.  With the job and cluster documents that is enough to
+ * recompute every analytic term of the cost and memory models.
+ *
+ * The API, stable for writers and readers alike:
+ *
+ *   steprec_parse      one line of text -> struct step_record, checked;
+ *                      errors name FILE:LINE:COLUMN and the field
+ *   steprec_check      a record against its job (and cluster): models and
+ *                      stages exist, configurations agree, times are
+ *                      positive and finite
+ *   steprec_to_json    a record -> a JSON object (for writers)
+ *   steprec_fprint     a record -> one line on a stream
+ *   steprec_from_plan  a record's batch and model-stages from an evaluated
+ *                      plan, its predicted times standing for measured ones
+ *   steprec_stages_s   the step's time less its fixed cost, composed from
+ *                      the model-stage times as plans compose it
+ *
+ * Absent measurements are NAN in the struct and absent (or null) in JSON. */
+#ifndef NEREUS_STEPREC_H
+#define NEREUS_STEPREC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "common/err.h"
+#include "doc/cluster.h"
+#include "doc/job.h"
+#include "plan/pconf.h"
+
+struct env;
+struct plan;
+
+/* Every model runs at most inference and training; the actor also
+ * generation. */
+#define STEPREC_MAX_MS (2 * MAX_MODELS + 1)
+
+enum step_status {
+	STEP_OK,      /* the step ran: every time is measured */
+	STEP_OOM,     /* the plan did not fit this step: times absent */
+	STEP_PAUSED,  /* nothing fits: no model-stages */
+	NSTEP_STATUS
+};
+extern const char *const step_status_names[NSTEP_STATUS + 1]; /* "ok", "oom", "paused" */
+
+/* One model in one stage, as it ran in this step. */
+struct ms_record {
+	char model[NAME_MAX_LEN]; /* a model of the job */
+	enum stage stage;
+	int pool;           /* the GPU pool it ran on (pools run concurrently) */
+	int gpus;           /* GPUs it used: tp·pp·dp */
+	struct pconf conf;  /* generation: tp and dp only (pp = mb = 1) */
+	bool same_pool;     /* generation: the engines share the GPUs of the
+			     * actor's training layout */
+	double time_s;      /* wall seconds, moving weights in included; NAN if absent */
+	double peak_gib;    /* peak GiB on its busiest GPU, state other models keep
+			     * resident there included; NAN if not measured */
+	double concurrency; /* generation: sequences one engine decodes at once at
+			     * most; NAN elsewhere */
+};
+
+struct step_record {
+	long step;
+	char engine[16];     /* "sim", "cpu", "cuda", ... */
+	int gpus_up;
+	enum step_status status;
+	long sequences;      /* this step's batch */
+	long prompt_len;
+	struct response_len response; /* observed in this step */
+	double step_time_s;  /* wall seconds of the step; NAN if absent */
+	double transition_s; /* switching plans before the step; not in step_time_s */
+	int nms;
+	struct ms_record ms[STEPREC_MAX_MS];
+};
+
+/* Parse one line (text, len bytes, no newline needed) of the file called
+ * name (- is shown as <stdin>) at line number line.  With job non-NULL the
+ * record is also checked against it (and against cl when non-NULL), as
+ * steprec_check does.  Returns NR_OK or NR_EINPUT with
+ * "FILE:LINE:COL: FIELD: message" in e; *malformed (may be NULL) then says
+ * whether the line is not a step record at all (not JSON, wrong shape or
+ * types, a field missing or unknown) rather than a well-formed record with
+ * values that cannot be (NaN, times not positive, a plan the job does not
+ * have). */
+int steprec_parse(const char *name, long line, const char *text, size_t len,
+		  const struct job *job, const struct cluster *cl, struct step_record *r,
+		  bool *malformed, struct err *e);
+
+/* Check a record's values against itself, job and, when non-NULL, cl:
+ * every model-stage names a model of the job in a stage it runs, once;
+ * with status ok or oom every model-stage of the job is there; tp·pp·dp
+ * equals gpus; a model's stages share one configuration and pool; a pool's
+ * model-stages use the same GPUs; same_pool agrees with the pools; the
+ * pools fit in gpus_up; measured times and peaks are positive and finite.
+ * Errors name the field ("model_stages[2].time_s: ..."). */
+int steprec_check(const struct step_record *r, const struct job *job,
+		  const struct cluster *cl, struct err *e);
+
+/* The record as a JSON object, fields in nereus-steps(5) order; NULL when
+ * out of memory. */
+json_t *steprec_to_json(const struct step_record *r);
+/* Write the record as one line (compact JSON and a newline). */
+int steprec_fprint(FILE *f, const struct step_record *r, struct err *e);
+
+/* Fill r from plan p as plan_evaluate left it, for the job and cluster of
+ * v: status ok (oom when the plan does not fit), the job's batch, every
+ * model-stage with its configuration, predicted time, peak and (for
+ * generation) concurrency, and the predicted step time.  The simulation
+ * engine then perturbs the times it observes. */
+void steprec_from_plan(const struct env *v, const struct plan *p, long step,
+		       struct step_record *r);
+
+/* Σ over the three stages of the slowest pool's summed model-stage times:
+ * pools run concurrently, a pool's model-stages take turns.  A step's time
+ * is this plus the cost model's step_s.  NAN when a time is absent. */
+double steprec_stages_s(const struct step_record *r);
+
+#endif

@@ -1,0 +1,324 @@
+/* The fit against known truth: records simulated (lib/profile/simrec.h)
+ * with the coefficients of simrec_truth, with and without noise and
+ * stalled steps, on plans that do and do not exercise every coefficient. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "plan/plan.h"
+#include "profile/fit.h"
+#include "profile/simrec.h"
+#include "unit.h"
+
+static struct job job, small;
+static struct cluster cl;
+static struct coef truth;
+
+static void load(void)
+{
+	struct err e;
+
+	simrec_truth(&truth);
+	if (job_load(&job, "examples/jobs/ppo-llama3-8b.json", &e) ||
+	    job_load(&small, "examples/jobs/grpo-qwen-1.5b.json", &e) ||
+	    cluster_load(&cl, "examples/clusters/h100-8x8.json", &e)) {
+		printf("# %s\n", e.msg);
+		exit(1);
+	}
+}
+
+/* Options every test starts from: plans of every kind, no noise. */
+static struct simrec_opts plain(uint64_t seed)
+{
+	return (struct simrec_opts){ .seed = seed, .offload = true, .apart = true };
+}
+
+/* Simulate n records of job j with truth k and fit them from prior p
+ * (NULL: the defaults).  Returns fit_run's status. */
+static int simulate_fit_job(const struct job *j, const struct coef *k,
+			    const struct simrec_opts *so, long n, const struct fit_prior *p,
+			    const struct fit_opts *fo, struct fit_result *res)
+{
+	const struct env v = { j, &cl, k };
+	struct step_record *r = malloc(sizeof *r);
+	struct simrec *s;
+	struct fit *f;
+	struct err e;
+	int rc = NR_OK;
+
+	CHECK(r && simrec_new(&s, &v, so, &e) == NR_OK && fit_new(&f, j, &cl, p, &e) == NR_OK);
+	for (long i = 0; i < n && rc == NR_OK; i++) {
+		rc = simrec_next(s, r, &e);
+		if (rc == NR_OK)
+			rc = steprec_check(r, j, &cl, &e);
+		if (rc == NR_OK)
+			rc = fit_add(f, r, &e);
+	}
+	if (rc == NR_OK)
+		rc = fit_run(f, fo, res, &e);
+	if (rc)
+		printf("#   %s\n", e.msg);
+	fit_free(f);
+	simrec_free(s);
+	free(r);
+	return rc;
+}
+
+static int simulate_fit(const struct coef *k, const struct simrec_opts *so, long n,
+			const struct fit_prior *p, const struct fit_opts *fo, struct fit_result *res)
+{
+	return simulate_fit_job(&job, k, so, n, p, fo, res);
+}
+
+static double rel(double a, double b)
+{
+	return fabs(a / b - 1);
+}
+
+/* Without noise the fit lands on the truth: the predictions are the cost
+ * model's own, plan_evaluate's, to rounding. */
+static void exact_without_noise(void)
+{
+	struct simrec_opts so = plain(1);
+	struct fit_opts fo = { 0 };
+	struct fit_result res;
+
+	CHECK(simulate_fit(&truth, &so, 400, NULL, &fo, &res) == NR_OK);
+	for (int j = 0; j < COEF_FIELDS; j++) {
+		CHECK(res.c[j].fitted);
+		CHECK_NEAR(res.c[j].value, coef_get(&truth, j), 1e-6);
+	}
+	CHECK(res.mape_fit < 1e-8);
+}
+
+/* The same with FSDP layouts, whose communication hides behind compute
+ * (the slower of the two: a model linear only piece by piece). */
+static void exact_with_fsdp(void)
+{
+	struct simrec_opts so = plain(2);
+	struct fit_opts fo = { 0 };
+	struct fit_result res;
+
+	so.fsdp = true;
+	CHECK(simulate_fit(&truth, &so, 400, NULL, &fo, &res) == NR_OK);
+	for (int j = 0; j < COEF_FIELDS; j++)
+		CHECK_NEAR(res.c[j].value, coef_get(&truth, j), 1e-6);
+	CHECK(res.mape_fit < 1e-8);
+}
+
+/* 5% noise: every coefficient within 3%, held-out steps within 5%. */
+static void recovers_with_noise(void)
+{
+	struct simrec_opts so = plain(3);
+	struct fit_opts fo = { .holdout = 0.2 };
+	struct fit_result res;
+
+	so.noise = 0.05;
+	CHECK(simulate_fit(&truth, &so, 6000, NULL, &fo, &res) == NR_OK);
+	for (int j = 0; j < COEF_FIELDS; j++) {
+		CHECK(res.c[j].fitted);
+		CHECK(rel(res.c[j].value, coef_get(&truth, j)) <= 0.03);
+		/* and the standard error says about how far */
+		CHECK(fabs(res.c[j].value - coef_get(&truth, j)) <= 4 * res.c[j].se);
+	}
+	CHECK(res.mape_holdout <= 0.05);
+	CHECK(res.mape_holdout_step <= 0.05);
+	CHECK(res.held_records > 0.15 * 6000 && res.held_records < 0.25 * 6000);
+	CHECK(res.outliers < 0.01 * res.fit_rows);
+}
+
+/* Stalled steps, ten times slower, do not move the fit. */
+static void stalls_do_not_skew(void)
+{
+	struct simrec_opts so = plain(4);
+	struct fit_opts fo = { 0 };
+	struct fit_result res;
+
+	so.noise = 0.05;
+	so.stall_rate = 0.03;
+	so.stall_factor = 10;
+	CHECK(simulate_fit(&truth, &so, 6000, NULL, &fo, &res) == NR_OK);
+	for (int j = 0; j < COEF_FIELDS; j++)
+		CHECK(rel(res.c[j].value, coef_get(&truth, j)) <= 0.03);
+	CHECK(res.outliers >= 0.02 * res.fit_rows);
+	CHECK(res.median < 0.05);
+}
+
+static bool kept_because(const struct fit_result *res, const char *name, const char *why)
+{
+	for (int j = 0; j < COEF_FIELDS; j++) {
+		if (strcmp(coef_names[j], name) != 0)
+			continue;
+		if (res->c[j].fitted || !strstr(res->c[j].why, why)) {
+			printf("#   %s: fitted %d, why \"%s\"\n", name, res->c[j].fitted, res->c[j].why);
+			return false;
+		}
+		return true;
+	}
+	return false;
+}
+
+/* What no record exercises keeps its prior, and the result says why:
+ * here no offloading, no multi-node group, no tensor parallelism (a 1.5B
+ * job on one node). */
+static void unexercised_keep_prior(void)
+{
+	struct simrec_opts so = plain(5);
+	struct fit_opts fo = { 0 };
+	struct fit_result res;
+	struct coef d;
+
+	so.noise = 0.05;
+	so.offload = false;
+	so.apart = false;
+	so.max_nodes = 1;
+	so.max_tp = 1;
+	coef_defaults(&d);
+	CHECK(simulate_fit_job(&small, &truth, &so, 1500, NULL, &fo, &res) == NR_OK);
+	CHECK(kept_because(&res, "host_eff", "offloaded"));
+	CHECK(kept_because(&res, "inter_eff", "spanning nodes"));
+	CHECK(kept_because(&res, "allreduce_lat_s", "tensor parallel"));
+	CHECK(res.k.host_eff == d.host_eff && res.k.inter_eff == d.inter_eff &&
+	      res.k.allreduce_lat_s == d.allreduce_lat_s);
+	CHECK(isnan(res.c[6].se));
+	/* the rest is still fitted, and well */
+	CHECK(res.c[0].fitted && rel(res.k.train_eff, truth.train_eff) <= 0.03);
+	/* intra-node links carry only DP and PP traffic here: loosely known */
+	CHECK(res.c[4].fitted && fabs(res.k.intra_eff - truth.intra_eff) <= 4 * res.c[4].se);
+}
+
+/* A prior from an earlier fit, then records of a job that got slower:
+ * the shorter the half-life, the closer the update to the new data; with
+ * no forgetting it lands between the two. */
+static void prior_follows_with_half_life(void)
+{
+	struct simrec_opts so = plain(6);
+	struct fit_opts fo = { 0 };
+	struct fit_result old, fast, slow, none;
+	struct fit_prior p;
+	struct coef now = truth;
+
+	so.noise = 0.05;
+	CHECK(simulate_fit(&truth, &so, 1000, NULL, &fo, &old) == NR_OK);
+	p.k = old.k;
+	for (int j = 0; j < COEF_FIELDS; j++)
+		p.se[j] = old.c[j].se;
+	p.last_step = old.last_step;
+	now.train_eff = 0.30;
+	so.seed = 7;
+	so.first_step = 1000;
+	fo.half_life = 50;
+	CHECK(simulate_fit(&now, &so, 1000, &p, &fo, &fast) == NR_OK);
+	fo.half_life = 2000;
+	CHECK(simulate_fit(&now, &so, 1000, &p, &fo, &slow) == NR_OK);
+	fo.half_life = 0;
+	CHECK(simulate_fit(&now, &so, 1000, &p, &fo, &none) == NR_OK);
+	CHECK(rel(fast.k.train_eff, 0.30) <= 0.03);
+	CHECK(fabs(fast.k.train_eff - 0.30) < fabs(slow.k.train_eff - 0.30));
+	CHECK(fabs(slow.k.train_eff - 0.30) < fabs(none.k.train_eff - 0.30));
+	CHECK(none.k.train_eff > 0.31 && none.k.train_eff < 0.37);
+	/* the prior's forgetting shows in the standard error kept */
+	CHECK(fast.last_step == 1999);
+}
+
+/* A coefficient kept from a prior keeps the prior's value and, forgotten
+ * by the half-life, a wider standard error. */
+static void kept_prior_carries_its_error(void)
+{
+	struct simrec_opts so = plain(8);
+	struct fit_opts fo = { .half_life = 100 };
+	struct fit_result res;
+	struct fit_prior p;
+
+	fit_prior_defaults(&p);
+	p.k.host_eff = 0.55;
+	p.se[6] = 0.01;
+	p.last_step = 0;
+	so.offload = false;
+	so.first_step = 100;
+	CHECK(simulate_fit(&truth, &so, 200, &p, &fo, &res) == NR_OK);
+	CHECK(!res.c[6].fitted && res.k.host_eff == 0.55);
+	/* 200 to 299 after a prior at step 0: 0.5^(299/100) of its weight */
+	CHECK_NEAR(res.c[6].se, 0.01 / sqrt(pow(0.5, 299.0 / 100)), 1e-9);
+}
+
+/* The held-out steps are chosen by step number alone, about the fraction
+ * asked for. */
+static void holdout_is_deterministic(void)
+{
+	long held = 0;
+
+	for (long s = 0; s < 10000; s++) {
+		held += fit_held_out(s, 0.2);
+		CHECK(fit_held_out(s, 0.2) == fit_held_out(s, 0.2));
+		CHECK(!fit_held_out(s, 0));
+	}
+	CHECK(held > 1850 && held < 2150);
+}
+
+/* Records with nothing to fit are an input error; oom and paused steps are
+ * only counted. */
+static void nothing_to_fit(void)
+{
+	struct fit *f;
+	struct fit_result res;
+	struct fit_opts fo = { 0 };
+	struct step_record r = { .status = STEP_PAUSED, .gpus_up = 64, .step_time_s = NAN };
+	struct err e;
+
+	CHECK(fit_new(&f, &job, &cl, NULL, &e) == NR_OK);
+	CHECK(fit_add(f, &r, &e) == NR_OK);
+	CHECK(fit_run(f, &fo, &res, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "nothing to fit") != NULL);
+	fit_free(f);
+}
+
+/* The document section names every coefficient, and the coefficients it
+ * comes with load as a cost document. */
+static void document_loads(void)
+{
+	struct simrec_opts so = plain(9);
+	struct fit_opts fo = { .holdout = 0.2 };
+	struct fit_result res;
+	struct coef back;
+	struct err e;
+	json_t *doc, *fit;
+	const char *file = "test_fit_cost.json";
+
+	so.noise = 0.05;
+	CHECK(simulate_fit(&truth, &so, 300, NULL, &fo, &res) == NR_OK);
+	fit = fit_to_json(&res, &fo);
+	for (int j = 0; j < COEF_FIELDS; j++)
+		CHECK(json_object_get(json_object_get(fit, "coefficients"), coef_names[j]) != NULL);
+	doc = json_pack("{s:i,s:s,s:o,s:o}", "nereus", 1, "kind", "cost", "coefficients",
+			coef_to_json(&res.k), "fit", fit);
+	CHECK(jdoc_write(doc, file, JSON_INDENT(2), &e) == NR_OK);
+	CHECK(cost_load(&back, file, &e) == NR_OK);
+	for (int j = 0; j < COEF_FIELDS; j++)
+		CHECK(coef_get(&back, j) == coef_get(&res.k, j));
+	{
+		struct fit_prior p;
+		CHECK(fit_prior_load(&p, file, &e) == NR_OK);
+		CHECK(p.last_step == res.last_step);
+		CHECK(p.se[0] == res.c[0].se);
+	}
+	json_decref(doc);
+	remove(file);
+}
+
+int main(void)
+{
+	load();
+	RUN(exact_without_noise);
+	RUN(exact_with_fsdp);
+	RUN(recovers_with_noise);
+	RUN(stalls_do_not_skew);
+	RUN(unexercised_keep_prior);
+	RUN(prior_follows_with_half_life);
+	RUN(kept_prior_carries_its_error);
+	RUN(holdout_is_deterministic);
+	RUN(nothing_to_fit);
+	RUN(document_loads);
+	return UNIT_END();
+}

@@ -1,0 +1,264 @@
+/* Step records (nereus-steps(5)): written and read back unchanged, and
+ * every kind of bad line reported at its line, column and field, as
+ * malformed or as invalid. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+#include "profile/simrec.h"
+#include "run/steprec.h"
+#include "unit.h"
+
+static struct job job;
+static struct cluster cl;
+
+/* One record of the 8B job, as the simulator writes it. */
+static void record(struct step_record *r, uint64_t seed)
+{
+	struct coef k;
+	struct simrec_opts o = { .seed = seed, .noise = 0.05, .offload = true, .apart = true };
+	const struct env v = { &job, &cl, &k };
+	struct simrec *s;
+	struct err e;
+
+	simrec_truth(&k);
+	CHECK(simrec_new(&s, &v, &o, &e) == NR_OK);
+	CHECK(simrec_next(s, r, &e) == NR_OK);
+	simrec_free(s);
+}
+
+static char *line_of(const struct step_record *r)
+{
+	json_t *o = steprec_to_json(r);
+	char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+
+	json_decref(o);
+	return text;
+}
+
+/* Parse text as line 7 of trace.jsonl; returns the status. */
+static int parse(const char *text, struct step_record *r, bool *malformed, struct err *e)
+{
+	return steprec_parse("trace.jsonl", 7, text, strlen(text), &job, &cl, r, malformed, e);
+}
+
+static void round_trip(void)
+{
+	struct step_record a, b;
+	struct err e;
+	bool bad = true;
+	char *text;
+
+	record(&a, 1);
+	CHECK(steprec_check(&a, &job, &cl, &e) == NR_OK);
+	text = line_of(&a);
+	CHECK(parse(text, &b, &bad, &e) == NR_OK);
+	CHECK(!bad);
+	CHECK(b.step == a.step && b.nms == a.nms && b.sequences == a.sequences &&
+	      b.prompt_len == a.prompt_len && b.response.max == a.response.max);
+	CHECK(b.step_time_s == a.step_time_s && b.response.mean == a.response.mean);
+	for (int i = 0; i < a.nms; i++) {
+		CHECK(strcmp(a.ms[i].model, b.ms[i].model) == 0 && a.ms[i].stage == b.ms[i].stage);
+		CHECK(a.ms[i].conf.tp == b.ms[i].conf.tp && a.ms[i].conf.pp == b.ms[i].conf.pp &&
+		      a.ms[i].conf.dp == b.ms[i].conf.dp && a.ms[i].pool == b.ms[i].pool);
+		CHECK(a.ms[i].time_s == b.ms[i].time_s && a.ms[i].peak_gib == b.ms[i].peak_gib);
+		if (a.ms[i].stage == STAGE_TRAIN)
+			CHECK(a.ms[i].conf.rc == b.ms[i].conf.rc && a.ms[i].conf.zero == b.ms[i].conf.zero);
+		if (a.ms[i].stage == STAGE_GEN)
+			CHECK(a.ms[i].same_pool == b.ms[i].same_pool &&
+			      a.ms[i].concurrency == b.ms[i].concurrency);
+	}
+	free(text);
+}
+
+/* A record made from a plan composes back to the plan's step time. */
+static void from_plan_composes(void)
+{
+	struct coef k;
+	struct plan *p = calloc(1, sizeof *p);
+	struct step_record r;
+	struct err e;
+	const struct env v = { &job, &cl, &k };
+
+	coef_defaults(&k);
+	p->npools = 1;
+	p->pools[0] = (struct pool){ (1u << (1 + job.nmodels)) - 1, 64 };
+	for (int m = 0; m < job.nmodels; m++)
+		p->home[m] = (struct pconf){ 2, 2, 16, 1, RC_SELECTIVE, true, false, false };
+	p->gen = (struct pconf){ 4, 1, 16, 1, RC_NONE, false, false, false };
+	CHECK(plan_place(&cl, p));
+	plan_evaluate(&v, p);
+	CHECK(p->feasible);
+	steprec_from_plan(&v, p, 3, &r);
+	CHECK(steprec_check(&r, &job, &cl, &e) == NR_OK);
+	CHECK(r.status == STEP_OK && r.step == 3 && r.nms == 7);
+	CHECK_NEAR(steprec_stages_s(&r) + k.step_s, p->step_time, 1e-12);
+	free(p);
+}
+
+/* Replace the first occurrence of from in text by to. */
+static char *edit(const char *text, const char *from, const char *to)
+{
+	const char *at = strstr(text, from);
+	char *out;
+
+	CHECK(at != NULL);
+	if (!at)
+		return strdup(text);
+	out = malloc(strlen(text) - strlen(from) + strlen(to) + 1);
+	sprintf(out, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+	return out;
+}
+
+/* Give the first "key" of text the value value (JSON text). */
+static char *set_value(const char *text, const char *key, const char *value)
+{
+	char pat[64], *out;
+	const char *at, *end;
+
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	at = strstr(text, pat);
+	CHECK(at != NULL);
+	if (!at)
+		return strdup(text);
+	at += strlen(pat);
+	end = at + strcspn(at, ",}");
+	out = malloc(strlen(text) + strlen(value) + 1);
+	sprintf(out, "%.*s%s%s", (int)(at - text), text, value, end);
+	return out;
+}
+
+/* Check that changed, a record's line edited, fails at line 7 with a
+ * message that holds want; malformed says which kind. */
+static void expect_line(char *changed, bool malformed, const char *want)
+{
+	struct step_record b;
+	struct err e;
+	bool bad = !malformed;
+
+	CHECK(parse(changed, &b, &bad, &e) == NR_EINPUT);
+	CHECK(bad == malformed);
+	CHECK(strncmp(e.msg, "trace.jsonl:7:", 14) == 0);
+	if (!strstr(e.msg, want))
+		printf("#   \"%s\" lacks \"%s\"\n", e.msg, want);
+	CHECK(strstr(e.msg, want) != NULL);
+	free(changed);
+}
+
+static char *a_line(void)
+{
+	struct step_record a;
+
+	record(&a, 2);
+	return line_of(&a);
+}
+
+/* Replace from by to in a record's line and expect_line. */
+static void expect(const char *from, const char *to, bool malformed, const char *want)
+{
+	char *text = a_line();
+
+	expect_line(edit(text, from, to), malformed, want);
+	free(text);
+}
+
+/* Set a field of a record's line and expect_line. */
+static void expect_value(const char *key, const char *value, bool malformed, const char *want)
+{
+	char *text = a_line();
+
+	expect_line(set_value(text, key, value), malformed, want);
+	free(text);
+}
+
+static void malformed_lines(void)
+{
+	expect("{\"nereus\":", "{\"nereus\" ", true, "':' expected");
+	expect("\"engine\"", "\"bogus\":1,\"engine\"", true, "bogus: unknown field");
+	expect("\"kind\":\"step\"", "\"kind\":\"plan\"", true, "expected a \"step\" document");
+	expect_value("tp", "\"two\"", true, "model_stages[0].tp: expected an integer");
+	expect("\"sequences\":", "\"sequences\":-", true, "sequences: expected a positive integer");
+	expect(",\"status\":\"ok\"", "", true, "missing required field \"status\"");
+}
+
+static void invalid_values(void)
+{
+	expect_value("step_time_s", "NaN", false, "\"step_time_s\": not a number (NaN or infinity)");
+	expect_value("time_s", "-2.5", false,
+		     "model_stages[0].time_s: expected a positive number of seconds, got -2.5");
+	expect_value("time_s", "0", false, "model_stages[0].time_s");
+	expect_value("time_s", "null", false, "needs a measured time");
+	expect("\"model\":\"critic\"", "\"model\":\"judge\"", false, "has no model 'judge'");
+	expect("\"model\":\"reference\",\"stage\":\"inference\"",
+	       "\"model\":\"reference\",\"stage\":\"training\",\"recompute\":\"full\",\"zero\":true",
+	       false, "does not run in the training stage");
+	expect_value("gpus", "3", false, "but gpus = 3");
+}
+
+/* A step that did not fit has no times; a paused one no model-stages. */
+static void oom_and_paused(void)
+{
+	struct step_record a, b;
+	struct err e;
+	char *text;
+
+	record(&a, 3);
+	a.status = STEP_OOM;
+	a.step_time_s = NAN;
+	for (int i = 0; i < a.nms; i++) {
+		a.ms[i].time_s = NAN;
+		a.ms[i].concurrency = NAN;
+	}
+	text = line_of(&a);
+	CHECK(strstr(text, "\"time_s\":null") != NULL);
+	CHECK(parse(text, &b, NULL, &e) == NR_OK && b.status == STEP_OOM && isnan(b.ms[0].time_s));
+	free(text);
+	CHECK(parse("{\"nereus\":1,\"kind\":\"step\",\"step\":4,\"engine\":\"sim\",\"gpus_up\":8,"
+		    "\"status\":\"paused\"}", &b, NULL, &e) == NR_OK);
+	CHECK(b.status == STEP_PAUSED && b.nms == 0 && isnan(b.step_time_s));
+}
+
+/* Checking a struct names the field without a position. */
+static void check_names_fields(void)
+{
+	struct step_record a;
+	struct err e;
+
+	record(&a, 4);
+	a.ms[2].gpus++;
+	CHECK(steprec_check(&a, &job, &cl, &e) == NR_EINPUT);
+	CHECK(strncmp(e.msg, "model_stages[2].gpus: ", 22) == 0);
+	record(&a, 4);
+	a.nms--;
+	CHECK(steprec_check(&a, &job, &cl, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "no entry for ") != NULL);
+	record(&a, 4);
+	for (int i = 0; i < a.nms; i++)
+		if (a.ms[i].stage == STAGE_GEN)
+			a.ms[i].same_pool = !a.ms[i].same_pool;
+	CHECK(steprec_check(&a, &job, &cl, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, ".same_pool: is ") != NULL);
+	record(&a, 4);
+	a.gpus_up = 65;
+	CHECK(steprec_check(&a, &job, &cl, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "cluster 'h100-8x8' has 64") != NULL);
+}
+
+int main(void)
+{
+	struct err e;
+
+	if (job_load(&job, "examples/jobs/ppo-llama3-8b.json", &e) ||
+	    cluster_load(&cl, "examples/clusters/h100-8x8.json", &e)) {
+		printf("# %s\n", e.msg);
+		return 1;
+	}
+	RUN(round_trip);
+	RUN(from_plan_composes);
+	RUN(malformed_lines);
+	RUN(invalid_values);
+	RUN(oom_and_paused);
+	RUN(check_names_fields);
+	return UNIT_END();
+}
