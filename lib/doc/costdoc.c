@@ -79,7 +79,8 @@ int cost_load(struct coef *c, const char *file, struct err *e)
 	if (co && (rc = jcheck_keys(&d, co, "coefficients", coef_names, e)))
 		goto out;
 	for (int i = 0; co && i < COEF_FIELDS; i++) {
-		double lo = maxima[i] == 1 ? 1e-4 : 0;
+		/* an efficiency of 0 would mean infinite time; a margin may be 0 */
+		double lo = coef_field(c, i) <= &c->host_eff ? 1e-4 : 0;
 		if ((rc = jget_num(&d, co, "coefficients", coef_names[i], false, lo, maxima[i],
 				   coef_field(c, i), e)))
 			goto out;

@@ -913,7 +913,7 @@ static void test_cost_errors(void)
 	CHECK(same(tail(e.msg), "coefficients.workspace_gib: expected a number from 0 to 1024, "
 		   "got 2000"));
 	CHECK(load_cost(&k, &e, "\"coefficients\": {\"frag\": \"0.1\"}") == NR_EINPUT);
-	CHECK(same(tail(e.msg), "coefficients.frag: expected a number from 0.0001 to 1, "
+	CHECK(same(tail(e.msg), "coefficients.frag: expected a number from 0 to 1, "
 		   "got \"0.1\""));
 	CHECK(load_cost(&k, &e, "\"coefficients\": {\"train_efff\": 0.5}") == NR_EINPUT);
 	CHECK(same(tail(e.msg), "coefficients.train_efff: unknown field (expected one of: "
