@@ -152,9 +152,10 @@ fuzz:
 	done
 .PHONY: fuzz
 
-# --- CUDA (nereus-profile) begin
+# --- CUDA begin
 # With nvcc found, lib/cuda/*.cu is compiled with nvcc and linked into
-# nereus-profile only, whose main is then built with -DNEREUS_CUDA. NCCL is
+# nereus-profile (GPU measurements) and nereus-transition (live resharding
+# over NCCL), whose mains are then built with -DNEREUS_CUDA. NCCL is
 # used (-DNEREUS_NCCL) when nccl.h and libnccl are found in NCCL_HOME or
 # next to CUDA's own headers and libraries. The objects go in through
 # LDFLAGS, which the generic link rule puts before libnereus.a, so that
@@ -182,5 +183,10 @@ $(O)/cmd/nereus-profile.o: CPPFLAGS += -DNEREUS_CUDA
 $(O)/nereus-profile: $(CUDA_OBJ)
 $(O)/nereus-profile: LDFLAGS += $(CUDA_OBJ)
 $(O)/nereus-profile: LDLIBS += $(CUDA_LIBS)
+# nereus-transition live --nccl: the NCCL executor of the transition graph
+$(O)/cmd/nereus-transition.o: CPPFLAGS += $(CUDA_DEFS)
+$(O)/nereus-transition: $(O)/lib/cuda/live_nccl.o
+$(O)/nereus-transition: LDFLAGS += $(O)/lib/cuda/live_nccl.o
+$(O)/nereus-transition: LDLIBS += $(CUDA_LIBS)
 endif
 # --- CUDA end

@@ -267,7 +267,7 @@ _nereus_transition; echo "${COMPREPLY[*]}"' _ "$bc" "$BATS_TEST_DIRNAME/../compl
 		n=$((n + 1))
 		run bash -c "set -o pipefail; $line"
 		[ "$status" -eq 0 ] || fail "exit $status: $line: $output"
-	done < <(sed -n '/^# EXAMPLES/,/^# /{s/^\t\$ //p}' "$scd")
+	done < <(sed -n '/^# EXAMPLES/,/^#/{s/^\t\$ //p}' "$scd")
 	[ "$n" -eq 6 ]
 	[ "$(json transition.json 'd["kind"]')" = transition ]
 	[ "$(json edges.json 'len(d["edges"]) > 0')" = True ]

@@ -1,0 +1,1026 @@
+/* Live resharding (live.h): the transition schedule walked by ranks that
+ * hold their pieces in host memory, and its MPI transport.
+ *
+ * Every piece a rank holds is a buffer of its own (local_len elements,
+ * padding tail zeroed), so that allocating and freeing segments is exactly
+ * what the schedule says.  An edge between two ranks is packed by its
+ * sender into one contiguous buffer in the edge's order (each destination
+ * piece's region, ascending), sent in the byte ranges its moves give, and
+ * unpacked by its receiver once its last byte has come. */
+#include "mpi/live.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "common/err.h"
+#include "plan/cost.h"
+#include "plan/plan.h"
+#include "state/store_impl.h"
+#include "state/tgraph.h"
+
+/* --- pieces read from a store ------------------------------------------------- */
+
+/* An opened store with its pieces sorted by (model, kind, tensor), and the
+ * last piece read kept, since neighbouring requests mostly want it. */
+struct src {
+	struct store s;
+	const struct env *v;
+	bool open;
+	int jmodel[MAX_MODELS];    /* job model → manifest model, -1 none */
+	size_t *ord;               /* piece indices, sorted */
+	size_t last;               /* the piece in buf, or SIZE_MAX */
+	void *buf;
+	size_t cap;
+};
+
+static int piece_key_cmp(const struct mpiece *p, int model, int kind, int tensor)
+{
+	if (p->model != model)
+		return p->model < model ? -1 : 1;
+	if ((int)p->kind != kind)
+		return (int)p->kind < kind ? -1 : 1;
+	if (p->tensor != tensor)
+		return p->tensor < tensor ? -1 : 1;
+	return 0;
+}
+
+static int cmp_ord(const void *x, const void *y, void *ctx)
+{
+	const struct manifest *m = ctx;
+	const struct mpiece *p = &m->pieces[*(const size_t *)x];
+	const struct mpiece *q = &m->pieces[*(const size_t *)y];
+	int c = piece_key_cmp(p, q->model, (int)q->kind, q->tensor);
+
+	return c ? c : (*(const size_t *)x < *(const size_t *)y ? -1 : 1);
+}
+
+static void src_close(struct src *s)
+{
+	if (s->open)
+		store_close(&s->s);
+	free(s->ord);
+	free(s->buf);
+	memset(s, 0, sizeof *s);
+}
+
+static int src_open(struct src *s, const struct env *v, const char *path, struct err *e)
+{
+	const struct manifest *m;
+
+	memset(s, 0, sizeof *s);
+	if (store_open(&s->s, path, NULL, e))
+		return e->code;
+	s->open = true;
+	s->v = v;
+	m = &s->s.m;
+	for (int j = 0; j < v->job->nmodels; j++) {
+		s->jmodel[j] = -1;
+		for (int k = 0; k < m->nmodels; k++)
+			if (!strcmp(m->models[k].lo.name, v->job->models[j].name))
+				s->jmodel[j] = k;
+	}
+	if (m->npieces && !(s->ord = malloc(m->npieces * sizeof *s->ord)))
+		return err_set(e, NR_EIO, "out of memory");
+	for (size_t i = 0; i < m->npieces; i++)
+		s->ord[i] = i;
+	qsort_r(s->ord, m->npieces, sizeof *s->ord, cmp_ord, (void *)m);
+	s->last = SIZE_MAX;
+	return NR_OK;
+}
+
+/* The first of the sorted pieces of (model, kind, tensor). */
+static size_t src_lower(const struct src *s, int model, int kind, int tensor)
+{
+	size_t lo = 0, hi = s->s.m.npieces;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (piece_key_cmp(&s->s.m.pieces[s->ord[mid]], model, kind, tensor) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static const char *tensor_name(const struct src *s, int model, int tensor)
+{
+	const struct layout *lo = &s->s.m.models[model].layout;
+
+	return tensor >= 0 && tensor < lo->ntensors ? lo->tensors[tensor].name : "?";
+}
+
+/* Piece i's data, read and checked against its checksum. */
+static int src_read(struct src *s, size_t i, const void **data, struct err *e)
+{
+	const struct mpiece *p = &s->s.m.pieces[i];
+	const struct mmodel *mm = &s->s.m.models[p->model];
+	size_t len = (size_t)box_volume(&p->box) * (size_t)layout_kind_bytes(&mm->lo.arch, p->kind);
+	char rel[512], path[4096], show[4096];
+	int fd, rc;
+
+	if (s->last != i) {
+		if (len > s->cap) {
+			void *nb = realloc(s->buf, len);
+
+			if (!nb)
+				return err_set(e, NR_EIO, "out of memory");
+			s->buf = nb;
+			s->cap = len;
+		}
+		store_shard_path(rel, sizeof rel, &mm->lo, p->kind, p->tp, p->pp, p->dp);
+		snprintf(path, sizeof path, "%s/%s", s->s.root, rel);
+		store_show(&s->s, rel, show, sizeof show);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			return err_set(e, NR_EIO, "%s: %s", show, strerror(errno));
+		s->last = SIZE_MAX;
+		rc = xread(fd, show, s->buf, len, p->offset, e);
+		close(fd);
+		if (rc)
+			return rc;
+		if (XXH3_64bits(s->buf, len) != p->xxh3)
+			return err_set(e, NR_EIO, "%s: tensor %s (%s) at byte offset %llu: checksum mismatch",
+				       show, tensor_name(s, p->model, p->tensor),
+				       state_kind_names[p->kind], (unsigned long long)p->offset);
+		s->last = i;
+	}
+	*data = s->buf;
+	return NR_OK;
+}
+
+/* Fill region of dst (a buffer holding dbox of job model jm's tensor, kind)
+ * from the store.  NR_EINPUT when the store lacks the model or kind, or
+ * keeps it in elements of another size. */
+static int src_fill(struct src *s, int jm, enum state_kind kind, int tensor,
+		    const struct box *region, void *dst, const struct box *dbox, int eb,
+		    struct err *e)
+{
+	int mi = s->jmodel[jm];
+	size_t i;
+	int64_t got = 0;
+
+	if (mi < 0)
+		return err_set(e, NR_EINPUT, "%s: the store has no model %s", s->s.name,
+			       s->v->job->models[jm].name);
+	if (layout_kind_bytes(&s->s.m.models[mi].lo.arch, kind) != eb)
+		return err_set(e, NR_EINPUT, "%s: model %s keeps %s in %d-byte elements, the plan in %d",
+			       s->s.name, s->s.m.models[mi].lo.name, state_kind_names[kind],
+			       layout_kind_bytes(&s->s.m.models[mi].lo.arch, kind), eb);
+	for (i = src_lower(s, mi, (int)kind, tensor); i < s->s.m.npieces; i++) {
+		const struct mpiece *p = &s->s.m.pieces[s->ord[i]];
+		const void *data;
+		struct box x;
+
+		if (piece_key_cmp(p, mi, (int)kind, tensor))
+			break;
+		if (!box_intersect(&p->box, region, &x))
+			continue;
+		if (src_read(s, s->ord[i], &data, e))
+			return e->code;
+		box_copy(dst, dbox, data, &p->box, &x, (size_t)eb);
+		got += box_volume(&x);
+	}
+	if (got != box_volume(region))
+		return err_set(e, NR_EINPUT, "%s: tensor %s (%s) of model %s is not all there",
+			       s->s.name, tensor_name(s, mi, tensor), state_kind_names[kind],
+			       s->s.m.models[mi].lo.name);
+	return NR_OK;
+}
+
+/* --- the walker ------------------------------------------------------------------- */
+
+/* What one holder of one list (a GPU of its GPUs) holds here. */
+struct hold {
+	void **p;                  /* per piece: its buffer, NULL while not allocated */
+	void **host;               /* per piece: its copy staged to host memory (A lists) */
+	bool *kept;                /* per piece: B keeps it in place (A lists) */
+};
+
+struct edge_io {
+	char *send, *recv;
+	int64_t sent, got;         /* bytes of its moves seen so far */
+	bool done;                 /* a local or store edge, already carried out */
+};
+
+struct walk {
+	const struct env *v;
+	struct tgraph g;
+	const struct live_xport *x;
+	int *rank_of;              /* GPU → rank, -1 none */
+	int *hold0;                /* list → index of its first holder in h */
+	struct hold *h;
+	struct edge_io *io;
+	struct src a, b;
+};
+
+static bool mine_gpu(const struct walk *w, int gpu)
+{
+	return gpu >= 0 && w->rank_of[gpu] >= 0 && w->x->mine[w->rank_of[gpu]];
+}
+
+static int list_pos(const struct emu_list *l, int gpu)
+{
+	for (int j = 0; j < l->ngpus; j++)
+		if (l->gpus[j] == gpu)
+			return j;
+	return -1;
+}
+
+static struct hold *hold_of(struct walk *w, int list, int gpu)
+{
+	int pos = list_pos(w->g.lists[list].l, gpu);
+
+	return pos < 0 ? NULL : &w->h[w->hold0[list] + pos];
+}
+
+static int eb_of(const struct walk *w, int list)
+{
+	const struct tg_list *t = &w->g.lists[list];
+
+	return t->u->elem_bytes[t->l->kind];
+}
+
+static size_t piece_bytes(const struct walk *w, int list, int i)
+{
+	return (size_t)w->g.lists[list].l->pieces[i].local_len * (size_t)eb_of(w, list);
+}
+
+static int oom(struct err *e)
+{
+	return err_set(e, NR_EIO, "out of memory");
+}
+
+/* Map ranks to GPUs: every GPU of the cluster, or only those holding
+ * state in a or b. */
+static int map_ranks(struct walk *w, struct err *e)
+{
+	int n = w->g.ngpus, used = 0, want = w->x->nranks;
+	bool *holds = calloc((size_t)n + 1, sizeof *holds);
+
+	w->rank_of = malloc(((size_t)n + 1) * sizeof *w->rank_of);
+	if (!holds || !w->rank_of) {
+		free(holds);
+		return oom(e);
+	}
+	for (int l = 0; l < w->g.nlists; l++)
+		for (int j = 0; j < w->g.lists[l].l->ngpus; j++)
+			holds[w->g.lists[l].l->gpus[j]] = true;
+	for (int gpu = 0; gpu < n; gpu++)
+		used += holds[gpu];
+	if (want != n && want != used) {
+		free(holds);
+		return err_set(e, NR_EINPUT,
+			       "live: %d ranks, but the cluster has %d GPUs and the plans use %d: "
+			       "run one rank per GPU", want, n, used);
+	}
+	for (int gpu = 0, r = 0; gpu < n; gpu++) {
+		w->rank_of[gpu] = -1;
+		if (want == n || holds[gpu])
+			w->rank_of[gpu] = r++;
+	}
+	free(holds);
+	return NR_OK;
+}
+
+/* The holders' tables, for the GPUs played here. */
+static int make_holds(struct walk *w, struct err *e)
+{
+	int nh = 0;
+
+	if (!(w->hold0 = malloc(((size_t)w->g.nlists + 1) * sizeof *w->hold0)))
+		return oom(e);
+	for (int l = 0; l < w->g.nlists; l++) {
+		w->hold0[l] = nh;
+		nh += w->g.lists[l].l->ngpus;
+	}
+	if (!(w->h = calloc((size_t)nh + 1, sizeof *w->h)) ||
+	    !(w->io = calloc((size_t)w->g.nedges + 1, sizeof *w->io)))
+		return oom(e);
+	for (int l = 0; l < w->g.nlists; l++) {
+		const struct emu_list *el = w->g.lists[l].l;
+		size_t n = el->npieces + 1;
+
+		for (int j = 0; j < el->ngpus; j++) {
+			struct hold *h = &w->h[w->hold0[l] + j];
+
+			if (!mine_gpu(w, el->gpus[j]))
+				continue;
+			if (!(h->p = calloc(n, sizeof *h->p)))
+				return oom(e);
+			if (l < w->g.na && (!(h->host = calloc(n, sizeof *h->host)) ||
+					    !(h->kept = calloc(n, sizeof *h->kept))))
+				return oom(e);
+		}
+	}
+	return NR_OK;
+}
+
+static void free_holds(struct walk *w)
+{
+	if (!w->h)
+		return;
+	for (int l = 0; l < w->g.nlists; l++) {
+		const struct emu_list *el = w->g.lists[l].l;
+
+		for (int j = 0; j < el->ngpus; j++) {
+			struct hold *h = &w->h[w->hold0[l] + j];
+
+			for (size_t i = 0; h->p && i < el->npieces; i++) {
+				if (!(h->kept && h->kept[i]))
+					free(h->p[i]);
+				if (h->host)
+					free(h->host[i]);
+			}
+			free(h->p);
+			free(h->host);
+			free(h->kept);
+		}
+	}
+	free(w->h);
+	w->h = NULL;
+}
+
+/* The generation engines keep bf16 weights; a model of another dtype
+ * would need its elements converted on the way, which live resharding
+ * does not do. */
+static int check_dtypes(const struct walk *w, struct err *e)
+{
+	for (int l = 0; l < w->g.nlists; l++) {
+		const struct emu *u = w->g.lists[l].u;
+		const struct model *m = &w->v->job->models[u->model];
+		int eb = eb_of(w, l), want = layout_kind_bytes(&m->arch, w->g.lists[l].l->kind);
+
+		if (eb != want)
+			return err_set(e, NR_EINPUT, "live: the generation engines keep %s's weights "
+				       "in %d-byte elements and the model in %d (%s): live resharding "
+				       "does not convert between dtypes", m->name, eb, want,
+				       m->arch.dtype);
+	}
+	return NR_OK;
+}
+
+/* Plan A's pieces on the GPUs played here, from the store. */
+static int load_a(struct walk *w, struct err *e)
+{
+	for (int l = 0; l < w->g.na; l++) {
+		const struct tg_list *t = &w->g.lists[l];
+		int eb = eb_of(w, l);
+
+		for (int j = 0; j < t->l->ngpus; j++) {
+			struct hold *h = &w->h[w->hold0[l] + j];
+
+			for (size_t i = 0; h->p && i < t->l->npieces; i++) {
+				const struct piece *pc = &t->l->pieces[i];
+
+				if (!(h->p[i] = calloc(1, piece_bytes(w, l, (int)i) + 1)))
+					return oom(e);
+				if (box_volume(&pc->box) > 0 &&
+				    src_fill(&w->a, t->u->model, t->l->kind, pc->tensor, &pc->box,
+					     h->p[i], &pc->box, eb, e))
+					return e->code;
+			}
+		}
+	}
+	return NR_OK;
+}
+
+/* B's pieces that no edge fills are kept in place: they share the buffer
+ * of A's identical piece on the same GPU, which is then never freed as
+ * A's. */
+static int link_kept(struct walk *w, struct err *e)
+{
+	for (int dl = w->g.na; dl < w->g.nlists; dl++) {
+		const struct tg_list *t = &w->g.lists[dl];
+
+		for (int j = 0; j < t->l->ngpus; j++) {
+			int gpu = t->l->gpus[j];
+			struct hold *h = &w->h[w->hold0[dl] + j];
+			bool *fed;
+
+			if (!h->p)
+				continue;
+			if (!(fed = calloc(t->l->npieces + 1, sizeof *fed)))
+				return oom(e);
+			for (int k = 0; k < w->g.nedges; k++) {
+				const struct tg_edge *ed = &w->g.edges[k];
+
+				if (ed->dst_list != dl || ed->dst != gpu)
+					continue;
+				for (int b = 0; b < ed->count; b++)
+					if (!ed->whole || (ed->mask >> b & 1))
+						fed[ed->first + b] = true;
+			}
+			for (size_t i = 0; i < t->l->npieces; i++) {
+				const struct piece *p = &t->l->pieces[i];
+				bool found = false;
+
+				if (fed[i] || box_volume(&p->box) == 0)
+					continue;
+				for (int al = 0; al < w->g.na && !found; al++) {
+					const struct tg_list *s = &w->g.lists[al];
+					struct hold *ah;
+
+					if (s->u->item != t->u->item || s->u->host != t->u->host ||
+					    s->l->kind != t->l->kind || !(ah = hold_of(w, al, gpu)))
+						continue;
+					for (size_t q = 0; q < s->l->npieces && !found; q++) {
+						const struct piece *pq = &s->l->pieces[q];
+
+						if (pq->tensor != p->tensor || pq->local_len != p->local_len ||
+						    memcmp(&pq->box, &p->box, sizeof p->box))
+							continue;
+						h->p[i] = ah->p[q];
+						ah->kept[q] = true;
+						found = true;
+					}
+				}
+				if (!found) {
+					free(fed);
+					return err_set(e, NR_EIO,
+						       "live: GPU %d: no edge fills %s piece %zu and plan A "
+						       "does not keep it", gpu, state_kind_names[t->l->kind], i);
+				}
+			}
+			free(fed);
+		}
+	}
+	return NR_OK;
+}
+
+static int step_alloc(struct walk *w, const struct tg_seg *sg, struct err *e)
+{
+	struct hold *h = &w->h[w->hold0[sg->list] + sg->pos];
+
+	for (int i = sg->first; i < sg->first + sg->count; i++)
+		if (!h->p[i] && !(h->p[i] = calloc(1, piece_bytes(w, sg->list, i) + 1)))
+			return oom(e);
+	return NR_OK;
+}
+
+/* Host memory is not the schedule's to manage: its destination segments
+ * are there from the start. */
+static int alloc_host(struct walk *w, struct err *e)
+{
+	for (int d = 0; d < w->g.ndseg; d++)
+		if (w->g.dseg[d].host && mine_gpu(w, w->g.dseg[d].gpu) &&
+		    step_alloc(w, &w->g.dseg[d], e))
+			return e->code;
+	return NR_OK;
+}
+
+static void step_free(struct walk *w, const struct tg_seg *sg)
+{
+	struct hold *h = &w->h[w->hold0[sg->list] + sg->pos];
+
+	for (int i = sg->first; i < sg->first + sg->count; i++)
+		if (!h->kept[i]) {
+			free(h->p[i]);
+			h->p[i] = NULL;
+		}
+}
+
+/* The region of destination piece first + b that edge ed carries, and the
+ * source piece it comes from (NULL for the store). */
+static const struct piece *edge_part(const struct walk *w, const struct tg_edge *ed, int b,
+				     const struct piece **dp, int *si, struct box *region)
+{
+	const struct piece *d = &w->g.lists[ed->dst_list].l->pieces[ed->first + b];
+	const struct piece *s = NULL;
+
+	*dp = d;
+	*si = -1;
+	if (ed->src_list >= 0) {
+		const struct tg_list *sl = &w->g.lists[ed->src_list];
+
+		s = tgraph_find_piece(sl, d->tensor);
+		if (s)
+			*si = (int)(s - sl->l->pieces);
+	}
+	if (!ed->whole)
+		*region = ed->box;
+	else if (!s)
+		*region = d->box;
+	else if (!box_intersect(&d->box, &s->box, region))
+		region->ndim = -1;
+	return s;
+}
+
+static bool part_on(const struct tg_edge *ed, int b)
+{
+	return !ed->whole || (ed->mask >> b & 1);
+}
+
+/* The source buffers of an edge on its sending GPU: staged copies when it
+ * leaves from host memory. */
+static void **src_bufs(struct walk *w, const struct tg_edge *ed)
+{
+	struct hold *h = hold_of(w, ed->src_list, ed->src);
+
+	return ed->staged ? h->host : h->p;
+}
+
+/* Pack (send) or unpack (!send) an edge between buf and its pieces.
+ * Returns the bytes it covers, or -1 when a piece is missing. */
+static int64_t edge_pack(struct walk *w, const struct tg_edge *ed, char *buf, bool send)
+{
+	int64_t off = 0;
+	int eb;
+
+	if (ed->staging) {
+		struct hold *h = hold_of(w, ed->src_list, ed->src);
+
+		for (int i = ed->first; i < ed->first + ed->count; i++) {
+			size_t n = piece_bytes(w, ed->src_list, i);
+
+			if (send) {
+				if (!h->p[i])
+					return -1;
+				if (buf)
+					memcpy(buf + off, h->p[i], n);
+			} else if (buf) {
+				memcpy(h->host[i], buf + off, n);
+			}
+			off += (int64_t)n;
+		}
+		return off;
+	}
+	eb = eb_of(w, ed->dst_list);
+	for (int b = 0; b < ed->count; b++) {
+		const struct piece *d, *s;
+		struct box r;
+		int si;
+
+		if (!part_on(ed, b))
+			continue;
+		s = edge_part(w, ed, b, &d, &si, &r);
+		if (r.ndim < 0 || !s)
+			continue;
+		if (buf && send) {
+			void *sp = src_bufs(w, ed)[si];
+
+			if (!sp)
+				return -1;
+			box_copy(buf + off, &r, sp, &s->box, &r, (size_t)eb);
+		} else if (buf) {
+			void *dpb = hold_of(w, ed->dst_list, ed->dst)->p[ed->first + b];
+
+			if (!dpb)
+				return -1;
+			box_copy(dpb, &d->box, buf + off, &r, &r, (size_t)eb);
+		}
+		off += box_volume(&r) * eb;
+	}
+	return off;
+}
+
+/* Carry out an edge whose both ends are here, or that comes from the
+ * store. */
+static int edge_local(struct walk *w, const struct tg_edge *ed, struct err *e)
+{
+	int eb;
+
+	if (ed->staging) {
+		struct hold *h = hold_of(w, ed->src_list, ed->src);
+
+		for (int i = ed->first; i < ed->first + ed->count; i++) {
+			size_t n = piece_bytes(w, ed->src_list, i);
+
+			if (!h->p[i] || !(h->host[i] = malloc(n + 1)))
+				return err_set(e, NR_EIO, "live: GPU %d: cannot stage a segment", ed->src);
+			memcpy(h->host[i], h->p[i], n);
+		}
+		return NR_OK;
+	}
+	eb = eb_of(w, ed->dst_list);
+	for (int b = 0; b < ed->count; b++) {
+		const struct piece *d, *s;
+		struct box r;
+		int si;
+		void *dpb;
+
+		if (!part_on(ed, b))
+			continue;
+		s = edge_part(w, ed, b, &d, &si, &r);
+		dpb = hold_of(w, ed->dst_list, ed->dst)->p[ed->first + b];
+		if (r.ndim < 0)
+			continue;
+		if (!dpb)
+			return err_set(e, NR_EIO, "live: GPU %d: a piece is written before it is allocated",
+				       ed->dst);
+		if (ed->src < 0) {
+			if (src_fill(&w->a, ed->model, ed->kind, d->tensor, &r, dpb, &d->box, eb, e))
+				return e->code;
+		} else {
+			void *sp = s ? src_bufs(w, ed)[si] : NULL;
+
+			if (!sp)
+				return err_set(e, NR_EIO, "live: GPU %d: a piece is read after it is freed",
+					       ed->src);
+			box_copy(dpb, &d->box, sp, &s->box, &r, (size_t)eb);
+		}
+	}
+	return NR_OK;
+}
+
+#define MSG_MAX ((int64_t)1 << 30) /* bytes per message, so MPI counts fit an int */
+
+struct msgs {
+	struct live_msg *m;
+	int n, cap;
+};
+
+static int msg_add(struct msgs *ms, struct live_msg m)
+{
+	if (ms->n == ms->cap) {
+		int cap = ms->cap ? 2 * ms->cap : 64;
+		struct live_msg *nm = realloc(ms->m, (size_t)cap * sizeof *nm);
+
+		if (!nm)
+			return -1;
+		ms->m = nm;
+		ms->cap = cap;
+	}
+	m.tag = ms->n;
+	ms->m[ms->n++] = m;
+	return 0;
+}
+
+/* Prepare a round: local edges carried out, messages listed. */
+static int round_prepare(struct walk *w, const struct tg_round *rd, struct msgs *ms,
+			 uint64_t *sent, struct err *e)
+{
+	ms->n = 0;
+	for (int k = rd->move0; k < rd->move0 + rd->nmoves; k++) {
+		const struct tg_move *mv = &w->g.moves[k];
+		const struct tg_edge *ed = &w->g.edges[mv->edge];
+		struct edge_io *io = &w->io[mv->edge];
+		int dgpu = ed->staging ? ed->src : ed->dst;
+		bool ms_src = mine_gpu(w, ed->src), ms_dst = mine_gpu(w, dgpu);
+
+		if (ed->src < 0 || ed->src == dgpu) {
+			if (ms_dst && !io->done && edge_local(w, ed, e))
+				return e->code;
+			io->done = true;
+			continue;
+		}
+		if (ms_src && !io->send) {
+			int64_t n = edge_pack(w, ed, NULL, true);
+
+			if (n != ed->bytes)
+				return err_set(e, NR_EIO, "live: edge %d carries %lld bytes, its pieces %lld",
+					       mv->edge, (long long)ed->bytes, (long long)n);
+			if (!(io->send = malloc((size_t)n + 1)))
+				return oom(e);
+			if (edge_pack(w, ed, io->send, true) < 0)
+				return err_set(e, NR_EIO, "live: GPU %d: a piece is read after it is freed",
+					       ed->src);
+		}
+		if (ms_dst && !io->recv && !(io->recv = malloc((size_t)ed->bytes + 1)))
+			return oom(e);
+		for (int64_t o = mv->off; o < mv->off + mv->bytes; o += MSG_MAX) {
+			int64_t n = mv->off + mv->bytes - o < MSG_MAX ? mv->off + mv->bytes - o : MSG_MAX;
+			struct live_msg m = {
+				.src = w->rank_of[ed->src], .dst = w->rank_of[dgpu],
+				.send = ms_src ? io->send + o : NULL, .recv = ms_dst ? io->recv + o : NULL,
+				.bytes = (size_t)n,
+			};
+
+			if (msg_add(ms, m))
+				return oom(e);
+			if (ms_src)
+				*sent += (uint64_t)n;
+		}
+	}
+	return NR_OK;
+}
+
+/* After a round: unpack the edges whose last byte came. */
+static int round_finish(struct walk *w, const struct tg_round *rd, struct err *e)
+{
+	for (int k = rd->move0; k < rd->move0 + rd->nmoves; k++) {
+		const struct tg_move *mv = &w->g.moves[k];
+		const struct tg_edge *ed = &w->g.edges[mv->edge];
+		struct edge_io *io = &w->io[mv->edge];
+
+		if (io->done)
+			continue;
+		if (io->send && (io->sent += mv->bytes) >= ed->bytes) {
+			free(io->send);
+			io->send = NULL;
+		}
+		if (io->recv && (io->got += mv->bytes) >= ed->bytes) {
+			if (edge_pack(w, ed, io->recv, false) < 0)
+				return err_set(e, NR_EIO, "live: GPU %d: a piece is written before it is "
+					       "allocated", ed->staging ? ed->src : ed->dst);
+			free(io->recv);
+			io->recv = NULL;
+			io->done = true;
+		}
+	}
+	return NR_OK;
+}
+
+/* Agree on rc everywhere; a rank that did not fail itself takes the
+ * message of one that did, so that any rank can report it. */
+static int agree(const struct live_xport *x, int rc, struct err *e)
+{
+	return x->agree ? x->agree(x->ctx, rc, e) : rc;
+}
+
+static int walk_steps(struct walk *w, uint64_t *sent, struct err *e)
+{
+	struct msgs ms = {0};
+	int rc = NR_OK;
+
+	/* a rank that fails in a step goes on to the next round, where every
+	 * rank learns of it, so none is left waiting for its messages */
+	for (int s = 0; s < w->g.nsteps; s++) {
+		const struct tg_step *st = &w->g.steps[s];
+
+		if (st->kind == TG_ALLOC) {
+			if (!rc && mine_gpu(w, w->g.dseg[st->index].gpu))
+				rc = step_alloc(w, &w->g.dseg[st->index], e);
+		} else if (st->kind == TG_FREE) {
+			if (!rc && mine_gpu(w, w->g.sseg[st->index].gpu))
+				step_free(w, &w->g.sseg[st->index]);
+		} else {
+			const struct tg_round *rd = &w->g.rounds[st->index];
+
+			if (!rc)
+				rc = round_prepare(w, rd, &ms, sent, e);
+			if ((rc = agree(w->x, rc, e)))
+				break;
+			rc = w->x->round(w->x->ctx, ms.m, ms.n, e);
+			if (!rc)
+				rc = round_finish(w, rd, e);
+			if ((rc = agree(w->x, rc, e)))
+				break;
+		}
+	}
+	free(ms.m);
+	return rc;
+}
+
+/* Check every piece B keeps on the GPUs played here against the store
+ * laid out as B: by its checksum when the store holds exactly that box,
+ * else against the elements the store holds for it. */
+static int verify(struct walk *w, uint64_t *verified, struct err *e)
+{
+	void *tmp = NULL;
+	size_t cap = 0;
+	int rc = NR_OK;
+
+	for (int l = w->g.na; l < w->g.nlists && !rc; l++) {
+		const struct tg_list *t = &w->g.lists[l];
+		int eb = eb_of(w, l);
+
+		for (int j = 0; j < t->l->ngpus && !rc; j++) {
+			struct hold *h = &w->h[w->hold0[l] + j];
+			int rank = w->rank_of[t->l->gpus[j]];
+
+			for (size_t i = 0; h->p && i < t->l->npieces && !rc; i++) {
+				const struct piece *p = &t->l->pieces[i];
+				size_t len = (size_t)box_volume(&p->box) * (size_t)eb;
+				int mi = w->b.jmodel[t->u->model];
+				bool ok = false, exact = false;
+
+				if (len == 0)
+					continue;
+				if (mi < 0) {
+					rc = err_set(e, NR_EINPUT, "%s: the store has no model %s", w->b.s.name,
+						     w->v->job->models[t->u->model].name);
+					break;
+				}
+				for (size_t k = src_lower(&w->b, mi, (int)t->l->kind, p->tensor);
+				     k < w->b.s.m.npieces; k++) {
+					const struct mpiece *q = &w->b.s.m.pieces[w->b.ord[k]];
+
+					if (piece_key_cmp(q, mi, (int)t->l->kind, p->tensor))
+						break;
+					if (!memcmp(&q->box, &p->box, sizeof p->box)) {
+						exact = true;
+						ok = XXH3_64bits(h->p[i], len) == q->xxh3;
+						break;
+					}
+				}
+				if (!exact) {
+					if (len > cap) {
+						free(tmp);
+						if (!(tmp = malloc(len))) {
+							rc = oom(e);
+							break;
+						}
+						cap = len;
+					}
+					if ((rc = src_fill(&w->b, t->u->model, t->l->kind, p->tensor, &p->box,
+							   tmp, &p->box, eb, e)))
+						break;
+					ok = !memcmp(tmp, h->p[i], len);
+				}
+				if (!ok)
+					rc = err_set(e, NR_EIO, "live: rank %d: tensor %s (%s) of model %s "
+						     "does not match its checksum in %s", rank,
+						     tensor_name(&w->b, mi, p->tensor),
+						     state_kind_names[t->l->kind], w->b.s.m.models[mi].lo.name,
+						     w->b.s.name);
+				else
+					(*verified)++;
+			}
+		}
+	}
+	free(tmp);
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int live_run(const struct env *v, const struct plan *a, const struct plan *b,
+	     const char *src_store, const char *verify_store, const struct live_xport *x,
+	     struct live_stats *st, struct err *e)
+{
+	struct walk w = {.v = v, .x = x};
+	uint64_t c[2] = {0, 0}; /* bytes sent, pieces verified */
+	double t0 = 0, t = 0;
+	int rc;
+
+	memset(st, 0, sizeof *st);
+	/* set up: everything that can fail alone, before any message */
+	rc = tgraph_build(v, a, b, &w.g, e);
+	if (!rc)
+		rc = check_dtypes(&w, e);
+	if (!rc)
+		rc = map_ranks(&w, e);
+	if (!rc)
+		rc = make_holds(&w, e);
+	if (!rc)
+		rc = src_open(&w.a, v, src_store, e);
+	if (!rc && verify_store)
+		rc = src_open(&w.b, v, verify_store, e);
+	if (!rc)
+		rc = load_a(&w, e);
+	if (!rc)
+		rc = link_kept(&w, e);
+	if (!rc)
+		rc = alloc_host(&w, e);
+	if ((rc = agree(x, rc, e)))
+		goto out;
+	t0 = now_s();
+	rc = walk_steps(&w, &c[0], e);
+	t = now_s() - t0;
+	if ((rc = agree(x, rc, e)))
+		goto out;
+	if (verify_store)
+		rc = verify(&w, &c[1], e);
+	if ((rc = agree(x, rc, e)))
+		goto out;
+	if (x->sum)
+		x->sum(x->ctx, c, 2);
+	st->ranks = x->nranks;
+	st->rounds = w.g.nrounds;
+	st->seconds = x->max ? x->max(x->ctx, t) : t;
+	st->bytes_sent = c[0];
+	st->pieces_verified = (long)c[1];
+out:
+	if (w.io)
+		for (int k = 0; k < w.g.nedges; k++) {
+			free(w.io[k].send);
+			free(w.io[k].recv);
+		}
+	free(w.io);
+	free_holds(&w);
+	free(w.hold0);
+	free(w.rank_of);
+	src_close(&w.a);
+	src_close(&w.b);
+	tgraph_free(&w.g);
+	return rc;
+}
+
+/* --- MPI ------------------------------------------------------------------------- */
+
+struct mpi_ctx {
+	MPI_Comm comm;
+	MPI_Request *req;
+	int cap;
+};
+
+static int mpi_round(void *ctx, const struct live_msg *m, int n, struct err *e)
+{
+	struct mpi_ctx *c = ctx;
+	int nr = 0, rc = MPI_SUCCESS;
+
+	if (2 * n > c->cap) {
+		MPI_Request *r = realloc(c->req, (size_t)(2 * n) * sizeof *r);
+
+		if (!r)
+			return oom(e);
+		c->req = r;
+		c->cap = 2 * n;
+	}
+	/* receives first, so that no send waits on a receive not yet posted */
+	for (int i = 0; i < n && rc == MPI_SUCCESS; i++)
+		if (m[i].recv)
+			rc = MPI_Irecv(m[i].recv, (int)m[i].bytes, MPI_BYTE, m[i].src, m[i].tag % 32768,
+				       c->comm, &c->req[nr++]);
+	for (int i = 0; i < n && rc == MPI_SUCCESS; i++)
+		if (m[i].send)
+			rc = MPI_Isend(m[i].send, (int)m[i].bytes, MPI_BYTE, m[i].dst, m[i].tag % 32768,
+				       c->comm, &c->req[nr++]);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Waitall(nr, c->req, MPI_STATUSES_IGNORE);
+	if (rc != MPI_SUCCESS)
+		return err_set(e, NR_EIO, "live: MPI transfer failed (error %d)", rc);
+	return NR_OK;
+}
+
+static int mpi_agree(void *ctx, int rc, struct err *e)
+{
+	struct mpi_ctx *c = ctx;
+	int me, size, in, out;
+
+	MPI_Comm_rank(c->comm, &me);
+	MPI_Comm_size(c->comm, &size);
+	in = rc ? size - me : 0; /* the lowest failing rank, as the largest */
+	MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, c->comm);
+	if (!out)
+		return NR_OK;
+	e->code = rc;
+	MPI_Bcast(&e->code, 1, MPI_INT, size - out, c->comm);
+	MPI_Bcast(e->msg, (int)sizeof e->msg, MPI_CHAR, size - out, c->comm);
+	return e->code;
+}
+
+static void mpi_sum(void *ctx, uint64_t *v, int n)
+{
+	struct mpi_ctx *c = ctx;
+
+	MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT64_T, MPI_SUM, c->comm);
+}
+
+static double mpi_max(void *ctx, double t)
+{
+	struct mpi_ctx *c = ctx;
+	double out = t;
+
+	MPI_Allreduce(&t, &out, 1, MPI_DOUBLE, MPI_MAX, c->comm);
+	return out;
+}
+
+int live_init(int *argc, char ***argv, int *rank, int *size)
+{
+	if (MPI_Init(argc, argv) != MPI_SUCCESS)
+		return NR_EIO;
+	MPI_Comm_rank(MPI_COMM_WORLD, rank);
+	MPI_Comm_size(MPI_COMM_WORLD, size);
+	return NR_OK;
+}
+
+void live_finalize(void)
+{
+	MPI_Finalize();
+}
+
+int live_reshard(const struct env *v, const struct plan *a, const struct plan *b,
+		 const char *src_store, const char *verify_store, struct live_stats *st,
+		 struct err *e)
+{
+	struct mpi_ctx c = {0};
+	struct live_xport x = {
+		.round = mpi_round, .agree = mpi_agree, .sum = mpi_sum, .max = mpi_max, .ctx = &c,
+	};
+	int me, size, rc, *mine;
+
+	if (MPI_Comm_dup(MPI_COMM_WORLD, &c.comm) != MPI_SUCCESS)
+		return err_set(e, NR_EIO, "live: MPI is not running");
+	MPI_Comm_rank(c.comm, &me);
+	MPI_Comm_size(c.comm, &size);
+	if (!(mine = calloc((size_t)size, sizeof *mine))) {
+		rc = agree(&x, oom(e), e);
+		MPI_Comm_free(&c.comm);
+		return rc;
+	}
+	mine[me] = 1;
+	x.nranks = size;
+	x.mine = mine;
+	rc = live_run(v, a, b, src_store, verify_store, &x, st, e);
+	free(mine);
+	free(c.req);
+	MPI_Comm_free(&c.comm);
+	return rc;
+}
