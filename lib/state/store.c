@@ -515,6 +515,9 @@ int store_open(struct store *s, const char *src, struct work *w, struct err *e)
 	if (!s->name)
 		return oom(e);
 	s->archive = !S_ISDIR(sb.st_mode);
+	if (s->archive && !w)
+		return err_set(e, NR_EINPUT, "'%s': a store archive cannot be read in place here; "
+			       "extract it, or reshard it into a directory with apply", src);
 	if (s->archive) {
 		s->root = path_join(w->dir, "src");
 		if (!s->root)

@@ -115,7 +115,8 @@ struct store {
 };
 
 /* Open and check src: the manifest, every shard's header against it, and
- * that every aux file is there.  w may be NULL when src is a directory. */
+ * that every aux file is there.  An archive is extracted into w; with w
+ * NULL, only a directory opens (NR_EINPUT for an archive). */
 int store_open(struct store *s, const char *src, struct work *w, struct err *e);
 void store_close(struct store *s);
 /* How messages name the file rel of s. */

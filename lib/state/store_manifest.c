@@ -698,12 +698,8 @@ static int check_pieces(struct rd *r)
 		for (int t = 0; slot[i] && t < nt; t++)
 			slot[i][t] = -1;
 	}
-	for (size_t i = 0; i < m->npieces; i++) {
+	for (size_t i = 0; i < m->npieces; i++)
 		ord[i] = i;
-		if (rc == NR_OK)
-			vol[m->pieces[i].model][m->pieces[i].kind][m->pieces[i].tensor] +=
-				box_volume(&m->pieces[i].box);
-	}
 	qsort_r(ord, m->npieces, sizeof *ord, by_shard, m->pieces);
 	for (size_t a = 0, b; a < m->npieces && rc == NR_OK; a = b) {
 		b = a + 1;
@@ -711,6 +707,10 @@ static int check_pieces(struct rd *r)
 			b++;
 		rc = check_shard(r, ord, a, b, slot[m->pieces[ord[a]].model]);
 	}
+	/* distinct owned pieces: their volumes add up to at most the tensor's */
+	for (size_t i = 0; i < m->npieces && rc == NR_OK; i++)
+		vol[m->pieces[i].model][m->pieces[i].kind][m->pieces[i].tensor] +=
+			box_volume(&m->pieces[i].box);
 	for (int i = 0; i < m->nmodels && rc == NR_OK; i++) {
 		const struct mmodel *mm = &m->models[i];
 
