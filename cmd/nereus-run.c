@@ -1,0 +1,581 @@
+/* nereus-run: run a job step by step on an engine (the simulator, for now),
+ * changing plans as the controller decides or as a plan file another
+ * process replaces says; and `compare`, the policies side by side on one
+ * trace.  Options → library calls → step records and a summary. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "common/json.h"
+#include "run/run.h"
+#include "run/sim.h"
+
+const char *progname = "nereus-run";
+
+static const char usage[] =
+	"usage: nereus-run [--engine sim] --job FILE --cluster FILE [--events FILE]\n"
+	"                  --steps N [--seed S] [--noise F] [--every K] [--min-gain F]\n"
+	"                  [--policy adaptive|verl|openrlhf|fixed] [--plan FILE] [--cost FILE]\n"
+	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
+	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
+	"                  [--quiet]\n"
+	"       nereus-run compare --job FILE --cluster FILE [--events FILE]\n"
+	"                  --steps N [--seed S] [--noise F] [--every K] [--min-gain F]\n"
+	"                  [--cost FILE] [--charge graph|bound] [--out-dir DIR]\n"
+	"\n"
+	"  --engine sim        the simulation engine (the only one in this build)\n"
+	"  --job FILE          the job document\n"
+	"  --cluster FILE      the cluster document at the start of the run\n"
+	"  --events FILE       the event trace (JSON Lines, nereus-events(5))\n"
+	"  --steps N           the run's length in steps\n"
+	"  --seed S            seed of the stage-time noise (default 1)\n"
+	"  --noise F           log-normal spread of stage times, about their relative\n"
+	"                      standard deviation (default 0)\n"
+	"  --every K           the controller also runs every K steps (default 10; 0: only\n"
+	"                      when conditions change)\n"
+	"  --min-gain F        fraction of step time a switch must save (default 0.01)\n"
+	"  --policy P          the plans the controller may choose (default adaptive)\n"
+	"  --plan FILE         follow the plan in FILE instead of the controller; switch\n"
+	"                      when another process renames a new plan over it\n"
+	"  --cost FILE         the cost model's coefficients (default: built-in priors)\n"
+	"  --records FILE      append step records to FILE (default: standard output)\n"
+	"  --resume            continue the run whose records are in --records FILE\n"
+	"  --until STEP        stop before STEP (resume later with --resume)\n"
+	"  --summary FILE      write the summary document to FILE\n"
+	"  --svg FILE          draw step latency over the run\n"
+	"  --now DIR           keep DIR/cluster.json, DIR/job.json and DIR/remaining-steps\n"
+	"                      as they are at each step, for an outside controller\n"
+	"  --pace SECONDS      wait this long after each step (for outside controllers)\n"
+	"  --charge HOW        price transitions with the transition graph (graph, the\n"
+	"                      default) or with its lower bound only (bound)\n"
+	"  --out-dir DIR       compare: write each policy's records and summary there\n"
+	"  -q, --quiet         no decisions and no summary on standard error\n"
+	"  -h, --help          show this help\n"
+	"  -V, --version       show the version\n"
+	"\n"
+	"Exit status: 0 the run finished or stopped at --until, 2 bad usage or input,\n"
+	"4 runtime or I/O failure; interrupted, it dies of the signal after the summary.\n";
+
+enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
+       OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
+       OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE };
+
+static const struct option options[] = {
+	{ "engine", required_argument, NULL, OPT_ENGINE },
+	{ "job", required_argument, NULL, OPT_JOB },
+	{ "cluster", required_argument, NULL, OPT_CLUSTER },
+	{ "events", required_argument, NULL, OPT_EVENTS },
+	{ "steps", required_argument, NULL, OPT_STEPS },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "noise", required_argument, NULL, OPT_NOISE },
+	{ "every", required_argument, NULL, OPT_EVERY },
+	{ "min-gain", required_argument, NULL, OPT_MINGAIN },
+	{ "policy", required_argument, NULL, OPT_POLICY },
+	{ "plan", required_argument, NULL, OPT_PLAN },
+	{ "cost", required_argument, NULL, OPT_COST },
+	{ "records", required_argument, NULL, OPT_RECORDS },
+	{ "resume", no_argument, NULL, OPT_RESUME },
+	{ "until", required_argument, NULL, OPT_UNTIL },
+	{ "summary", required_argument, NULL, OPT_SUMMARY },
+	{ "svg", required_argument, NULL, OPT_SVG },
+	{ "now", required_argument, NULL, OPT_NOW },
+	{ "pace", required_argument, NULL, OPT_PACE },
+	{ "out-dir", required_argument, NULL, OPT_OUTDIR },
+	{ "charge", required_argument, NULL, OPT_CHARGE },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct args {
+	bool compare;
+	const char *job, *cluster, *events, *plan, *cost, *records, *summary, *svg, *now;
+	const char *out_dir;
+	long steps, seed, every, until;
+	double noise, min_gain, pace;
+	int policy;
+	bool resume, quiet, bound;
+};
+
+static int parse(int argc, char **argv, struct args *a)
+{
+	int c, rc;
+
+	memset(a, 0, sizeof *a);
+	a->steps = -1;
+	a->seed = 1;
+	a->every = 10;
+	a->min_gain = 0.01;
+	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
+		a->compare = true;
+		argv++;
+		argc--;
+	}
+	while ((c = getopt_long(argc, argv, "qhV", options, NULL)) != -1) {
+		switch (c) {
+		case OPT_ENGINE:
+			if (strcmp(optarg, "sim") != 0)
+				return usage_error("unknown engine '%s' (this build has: sim)", optarg);
+			break;
+		case OPT_JOB: a->job = optarg; break;
+		case OPT_CLUSTER: a->cluster = optarg; break;
+		case OPT_EVENTS: a->events = optarg; break;
+		case OPT_PLAN: a->plan = optarg; break;
+		case OPT_COST: a->cost = optarg; break;
+		case OPT_RECORDS: a->records = optarg; break;
+		case OPT_SUMMARY: a->summary = optarg; break;
+		case OPT_SVG: a->svg = optarg; break;
+		case OPT_NOW: a->now = optarg; break;
+		case OPT_OUTDIR: a->out_dir = optarg; break;
+		case OPT_RESUME: a->resume = true; break;
+		case OPT_CHARGE:
+			if (strcmp(optarg, "graph") && strcmp(optarg, "bound"))
+				return usage_error("unknown charge '%s' (expected graph or bound)",
+						   optarg);
+			a->bound = strcmp(optarg, "bound") == 0;
+			break;
+		case 'q': a->quiet = true; break;
+		case OPT_STEPS:
+			if ((rc = parse_long("--steps", optarg, 1, 100000000, &a->steps)))
+				return rc;
+			break;
+		case OPT_SEED:
+			if ((rc = parse_long("--seed", optarg, 0, 1L << 62, &a->seed)))
+				return rc;
+			break;
+		case OPT_EVERY:
+			if ((rc = parse_long("--every", optarg, 0, 100000000, &a->every)))
+				return rc;
+			break;
+		case OPT_UNTIL:
+			if ((rc = parse_long("--until", optarg, 1, 100000000, &a->until)))
+				return rc;
+			break;
+		case OPT_NOISE:
+			if ((rc = parse_double("--noise", optarg, 0, &a->noise)))
+				return rc;
+			break;
+		case OPT_MINGAIN:
+			if ((rc = parse_double("--min-gain", optarg, 0, &a->min_gain)))
+				return rc;
+			break;
+		case OPT_PACE:
+			if ((rc = parse_double("--pace", optarg, 0, &a->pace)))
+				return rc;
+			break;
+		case OPT_POLICY:
+			a->policy = -1;
+			for (int i = 0; i < NLAYOUTS; i++)
+				if (strcmp(optarg, layout_names[i]) == 0)
+					a->policy = i;
+			if (a->policy < 0)
+				return usage_error("unknown policy '%s' (expected adaptive, verl, "
+						   "openrlhf or fixed)", optarg);
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return -1;
+		case 'V':
+			print_version();
+			return -1;
+		default:
+			return usage_error("unknown option");
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!a->job || !a->cluster || a->steps < 0)
+		return usage_error("--job, --cluster and --steps are required");
+	if (a->noise > 1)
+		return usage_error("option '--noise' expects a number from 0 to 1, got '%g'",
+				   a->noise);
+	if (a->compare && (a->plan || a->records || a->resume || a->until || a->summary ||
+			   a->svg || a->now || a->pace > 0 || a->policy))
+		return usage_error("compare runs every policy itself: it takes no --plan, "
+				   "--policy, --records, --resume, --until, --summary, --svg, "
+				   "--now or --pace");
+	if (!a->compare && a->out_dir)
+		return usage_error("--out-dir is for 'nereus-run compare'");
+	if (a->resume && (!a->records || strcmp(a->records, "-") == 0))
+		return usage_error("--resume continues the records in --records FILE");
+	if (a->plan && a->policy)
+		return usage_error("--plan follows a file: there is no --policy to choose");
+	if ((!strcmp(a->job, "-") + !strcmp(a->cluster, "-") +
+	     (a->events && !strcmp(a->events, "-")) + (a->cost && !strcmp(a->cost, "-")) +
+	     (a->plan && !strcmp(a->plan, "-"))) > 1)
+		return usage_error("only one input can be standard input");
+	if (a->plan && !strcmp(a->plan, "-"))
+		return usage_error("--plan follows a file that another process replaces: it "
+				   "cannot be standard input");
+	return NR_OK;
+}
+
+/* --- the inputs ------------------------------------------------------------- */
+
+struct inputs {
+	struct job job;
+	struct cluster cl;
+	struct coef k;
+	struct events ev;
+	json_t *job_doc, *cluster_doc; /* --now: the documents to republish */
+};
+
+static int load_inputs(const struct args *a, struct inputs *in, struct err *e)
+{
+	int rc;
+
+	if ((rc = job_load(&in->job, a->job, e)) || (rc = cluster_load(&in->cl, a->cluster, e)))
+		return rc;
+	coef_defaults(&in->k);
+	if (a->cost && (rc = cost_load(&in->k, a->cost, e)))
+		return rc;
+	if (a->events && (rc = events_load(&in->ev, a->events, &in->cl, a->steps, e)))
+		return rc;
+	if (a->now) {
+		struct jdoc d;
+		if ((rc = jdoc_load(&d, a->job, "job", e)))
+			return rc;
+		in->job_doc = json_incref(d.root);
+		jdoc_free(&d);
+		if ((rc = jdoc_load(&d, a->cluster, "cluster", e)))
+			return rc;
+		in->cluster_doc = json_incref(d.root);
+		jdoc_free(&d);
+	}
+	return NR_OK;
+}
+
+/* --- the outputs ------------------------------------------------------------- */
+
+struct out {
+	const struct args *a;
+	struct inputs *in;
+	FILE *f;
+	const char *name;
+	bool published;  /* --now: the documents were written once */
+	long shown;
+};
+
+static int emit(void *arg, const struct step_record *r, struct err *e)
+{
+	struct out *o = arg;
+	int rc;
+
+	if ((rc = steprec_fprint(o->f, r, e)))
+		return rc;
+	if (fflush(o->f) != 0)
+		return err_set(e, NR_EIO, "cannot write '%s': %s", o->name, strerror(errno));
+	if (!o->a->quiet && show_progress() && (r->step + 1) * 100 / o->a->steps != o->shown) {
+		o->shown = (r->step + 1) * 100 / o->a->steps;
+		fprintf(stderr, "\r%s: step %ld of %ld", progname, r->step + 1, o->a->steps);
+		if (r->step + 1 == o->a->steps)
+			fputc('\n', stderr);
+	}
+	return NR_OK;
+}
+
+static void notice(void *arg, const char *msg)
+{
+	const struct out *o = arg;
+
+	if (!o->a->quiet)
+		fprintf(stderr, "%s%s: %s\n", o->shown && show_progress() ? "\r" : "", progname,
+			msg);
+}
+
+static int write_doc(json_t *doc, const char *dir, const char *name, struct err *e)
+{
+	char path[4096];
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return jdoc_write(doc, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+			  JSON_REAL_PRECISION(10), e);
+}
+
+/* --now DIR: the cluster and job documents as they are now (the original
+ * documents with "down", "memory_headroom" and "response_len" brought up
+ * to date), and the steps left. */
+static int publish(void *arg, long step, const struct cond *c, unsigned changed,
+		   long remaining, struct err *e)
+{
+	struct out *o = arg;
+	char path[4096], text[32];
+	json_t *down, *nodes, *gpus;
+	int gpn = c->cl.gpus_per_node, rc;
+
+	(void)step;
+	if (!changed && o->published)
+		goto steps_left;
+	o->published = true;
+	down = json_object();
+	nodes = json_array();
+	gpus = json_array();
+	for (int n = 0; n < c->cl.nodes; n++) {
+		int up = 0;
+		for (int k = 0; k < gpn; k++)
+			up += c->cl.up[n * gpn + k];
+		if (up == 0)
+			json_array_append_new(nodes, json_integer(n));
+		else
+			for (int k = 0; k < gpn; k++)
+				if (!c->cl.up[n * gpn + k])
+					json_array_append_new(gpus, json_integer(n * gpn + k));
+	}
+	json_object_set_new(down, "nodes", nodes);
+	json_object_set_new(down, "gpus", gpus);
+	json_object_set_new(o->in->cluster_doc, "down", down);
+	json_object_set_new(o->in->cluster_doc, "memory_headroom", json_real(c->cl.headroom));
+	json_object_set_new(json_object_get(o->in->job_doc, "batch"), "response_len",
+			json_pack("{s:f,s:f,s:I}", "mean", c->job.response.mean, "p90",
+				  c->job.response.p90, "max", (json_int_t)c->job.response.max));
+	if ((rc = write_doc(o->in->cluster_doc, o->a->now, "cluster.json", e)) ||
+	    (rc = write_doc(o->in->job_doc, o->a->now, "job.json", e)))
+		return rc;
+steps_left:
+	snprintf(path, sizeof path, "%s/remaining-steps", o->a->now);
+	snprintf(text, sizeof text, "%ld\n", remaining);
+	return write_file_atomic(path, text, strlen(text), e);
+}
+
+static void print_summary(const struct run *r, const struct run_summary *s)
+{
+	fprintf(stderr, "%s: %s %ld of %ld steps (%ld ok, %ld paused, %ld oom); step time mean "
+		"%.3f s, p50 %.3f s, p99 %.3f s; total %.1f s; %ld transitions, %.1f s (%.4f%% "
+		"of the total)", progname, s->complete ? "ran" : "stopped after", s->done,
+		s->steps, s->ok, s->paused, s->oom, s->mean_s, s->p50_s, s->p99_s, s->total_s,
+		s->transitions, s->transition_s, 100 * s->transition_share);
+	if (r->ctl)
+		fprintf(stderr, "; controller %ld decisions, %ld searches, %.3f s", r->ctl->st.replans,
+			r->ctl->st.searches, r->ctl->st.seconds);
+	fputc('\n', stderr);
+}
+
+/* --- one run ------------------------------------------------------------------- */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static int run_one(const struct args *a, struct inputs *in)
+{
+	static struct sim sim;
+	static struct controller ctl;
+	static struct run r;
+	struct engine eng;
+	struct records rs = { 0 };
+	struct out o = { a, in, stdout, "<stdout>", false, 0 };
+	struct run_summary s;
+	struct sigaction sa;
+	struct err e = { 0 };
+	int rc;
+
+	sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
+	eng = sim_engine(&sim);
+	run_init(&r);
+	r.eng = &eng;
+	r.steps = a->steps;
+	r.until = a->until;
+	r.every = a->every;
+	r.pace_s = a->pace;
+	r.k = in->k;
+	r.price_graph = !a->bound;
+	r.stop = &stop_signal;
+	r.emit = emit;
+	r.notice = notice;
+	r.boundary = a->now ? publish : NULL;
+	r.arg = &o;
+	if (a->plan) {
+		r.follow = a->plan;
+	} else {
+		ctl_init(&ctl, (enum plan_layout)a->policy, a->min_gain, &in->k);
+		ctl.price_graph = !a->bound;
+		r.ctl = &ctl;
+		run_refit_hook(&r);
+	}
+	if (a->resume) {
+		if ((rc = records_load(&rs, a->records, &in->job, &e)) ||
+		    (rc = run_resume(&r, &rs, a->records, &e)) ||
+		    (truncate(a->records, (off_t)rs.bytes) != 0 &&
+		     (rc = err_set(&e, NR_EIO, "cannot truncate '%s': %s", a->records,
+				   strerror(errno)))))
+			goto out;
+	}
+	if (a->records && strcmp(a->records, "-")) {
+		o.name = a->records;
+		o.f = fopen(a->records, a->resume ? "a" : "w");
+		if (!o.f) {
+			rc = err_set(&e, NR_EIO, "cannot open '%s': %s", a->records, strerror(errno));
+			goto out;
+		}
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	rc = run_go(&r, &e);
+	if (o.f != stdout && fclose(o.f) != 0 && !rc)
+		rc = err_set(&e, NR_EIO, "cannot write '%s': %s", a->records, strerror(errno));
+	if (rc)
+		goto out;
+	run_summarize(&r, &s);
+	if (a->summary) {
+		json_t *doc = run_summary_json(&r, &s);
+		rc = jdoc_write(doc, a->summary, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+				JSON_REAL_PRECISION(10), &e);
+		json_decref(doc);
+		if (rc)
+			goto out;
+	}
+	if (a->svg && (rc = run_svg(&r, in->job.name, a->svg, &e)))
+		goto out;
+	if (!a->quiet)
+		print_summary(&r, &s);
+out:
+	records_free(&rs);
+	ctl_free(&ctl);
+	run_free(&r);
+	if (rc)
+		return report(&e);
+	return NR_OK;
+}
+
+/* --- compare ---------------------------------------------------------------------- */
+
+/* A number, or "-" where there is none (no step ran). */
+static void cell(double x, int width, int prec, const char *unit)
+{
+	if (isfinite(x))
+		printf(" %*.*f%s", width, prec, x, unit);
+	else
+		printf(" %*s", width + (int)strlen(unit), "-");
+}
+
+static void print_row(const char *name, const struct run_summary *s,
+		      const struct run_summary *adaptive)
+{
+	printf("%-9s %6ld %6ld %4ld", name, s->ok, s->paused, s->oom);
+	cell(s->mean_s, 10, 3, "");
+	cell(s->p50_s, 10, 3, "");
+	cell(s->p99_s, 10, 3, "");
+	cell(s->total_s, 12, 1, "");
+	printf(" %6ld", s->transitions);
+	cell(100 * s->transition_share, 8, 4, "%");
+	cell(s->ok ? s->seq_per_s : NAN, 10, 3, "");
+	cell(s->ok && adaptive->ok ? adaptive->seq_per_s / s->seq_per_s : NAN, 7, 2, "x");
+	putchar('\n');
+}
+
+static const enum plan_layout order[] = { LAYOUT_ADAPTIVE, LAYOUT_FIXED, LAYOUT_VERL,
+				     LAYOUT_OPENRLHF };
+
+static int compare(const struct args *a, struct inputs *in)
+{
+	static struct sim sim;
+	static struct controller ctl;
+	static struct run r;
+	struct run_summary s[4];
+	struct err e = { 0 };
+	int rc = NR_OK;
+
+	if (a->out_dir && mkdir(a->out_dir, 0777) != 0 && errno != EEXIST) {
+		warnx_("cannot create '%s': %s", a->out_dir, strerror(errno));
+		return NR_EIO;
+	}
+	printf("%-9s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s\n", "policy", "ok",
+	       "paused", "oom", "mean s", "p50 s", "p99 s", "total s", "moves", "move %",
+	       "seq/s", "adaptive");
+	for (int i = 0; i < 4; i++) {
+		struct engine eng;
+		struct out o = { a, in, NULL, NULL, false, 0 };
+		char path[4096];
+
+		sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
+		eng = sim_engine(&sim);
+		ctl_init(&ctl, order[i], a->min_gain, &in->k);
+		ctl.price_graph = !a->bound;
+		run_init(&r);
+		r.eng = &eng;
+		r.ctl = &ctl;
+		run_refit_hook(&r);
+		r.steps = a->steps;
+		r.every = a->every;
+		r.emit = emit;
+		r.arg = &o;
+		snprintf(path, sizeof path, "%s/%s.jsonl", a->out_dir ? a->out_dir : "",
+			 layout_names[order[i]]);
+		o.name = a->out_dir ? path : "/dev/null";
+		o.f = fopen(o.name, "w");
+		if (!o.f) {
+			rc = err_set(&e, NR_EIO, "cannot open '%s': %s", o.name, strerror(errno));
+		} else {
+			struct args quiet = *a;
+			quiet.quiet = true;
+			o.a = &quiet;
+			rc = run_go(&r, &e);
+			if (fclose(o.f) != 0 && !rc)
+				rc = err_set(&e, NR_EIO, "cannot write '%s': %s", o.name,
+					     strerror(errno));
+		}
+		if (!rc) {
+			run_summarize(&r, &s[i]);
+			if (a->out_dir) {
+				json_t *doc = run_summary_json(&r, &s[i]);
+				char name[64];
+				snprintf(name, sizeof name, "%s-summary.json", layout_names[order[i]]);
+				rc = write_doc(doc, a->out_dir, name, &e);
+				json_decref(doc);
+			}
+		}
+		ctl_free(&ctl);
+		run_free(&r);
+		if (rc)
+			return report(&e);
+		print_row(layout_names[order[i]], &s[i], &s[0]);
+	}
+	for (int i = 1; i < 4; i++)
+		if (s[i].paused)
+			printf("%s: paused %ld of %ld steps: nothing of its layout fit; a paused "
+			       "step costs as long as its last step that ran\n",
+			       layout_names[order[i]], s[i].paused, s[i].steps);
+	return NR_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static struct inputs in;
+	struct args a;
+	struct err e = { 0 };
+	int rc = parse(argc, argv, &a);
+
+	if (rc < 0)
+		return close_stdout(NR_OK);
+	if (rc)
+		return rc;
+	if ((rc = load_inputs(&a, &in, &e)))
+		return report(&e);
+	rc = a.compare ? compare(&a, &in) : run_one(&a, &in);
+	events_free(&in.ev);
+	json_decref(in.job_doc);
+	json_decref(in.cluster_doc);
+	rc = close_stdout(rc);
+	if (stop_signal) {
+		/* the records and summary are complete: die of the signal, as the
+		 * shell expects of an interrupted command */
+		signal(stop_signal, SIG_DFL);
+		raise(stop_signal);
+	}
+	return rc;
+}

@@ -1,0 +1,79 @@
+/* Conditions of a run and how events change them (see cond.h). */
+#include "run/cond.h"
+
+#include <math.h>
+#include <string.h>
+
+void cond_init(struct cond *c, const struct job *job, const struct cluster *cl)
+{
+	c->cl = *cl;
+	c->job = *job;
+	for (int g = 0; g < MAX_GPUS; g++)
+		c->slow[g] = 1;
+	c->nslow = 0;
+}
+
+unsigned cond_apply(struct cond *c, const struct event *ev)
+{
+	switch (ev->kind) {
+	case EV_DOWN:
+	case EV_UP:
+		for (int i = 0; i < ev->ngpus; i++)
+			c->cl.up[ev->gpus[i]] = ev->kind == EV_UP;
+		return COND_GPUS;
+	case EV_RESPONSE:
+		c->job.response = ev->resp;
+		return COND_RESPONSE;
+	case EV_HEADROOM:
+		c->cl.headroom = ev->headroom;
+		return COND_HEADROOM;
+	case EV_STRAGGLER:
+		for (int i = 0; i < ev->ngpus; i++)
+			c->slow[ev->gpus[i]] = (float)ev->factor;
+		c->nslow = 0;
+		for (int g = 0; g < cluster_gpus(&c->cl); g++)
+			c->nslow += c->slow[g] > 1;
+		return COND_STRAGGLER;
+	default:
+		return 0;
+	}
+}
+
+void cond_pool_slowdown(const struct cond *c, const struct plan *p, double *factor)
+{
+	for (int i = 0; i < p->npools; i++)
+		factor[i] = 1;
+	if (!c->nslow)
+		return;
+	for (int g = 0; g < cluster_gpus(&c->cl); g++)
+		if (p->gpu_pool[g] >= 0 && c->slow[g] > factor[p->gpu_pool[g]])
+			factor[p->gpu_pool[g]] = c->slow[g];
+}
+
+double cond_step_time(const struct cond *c, const struct coef *k, const struct plan *p,
+		      const double *scale)
+{
+	double factor[MAX_ITEMS], pool_t[MAX_ITEMS][NSTAGES] = { { 0 } }, step = k->step_s;
+
+	cond_pool_slowdown(c, p, factor);
+	for (int i = 0; i < p->nms; i++) {
+		const struct ms_plan *ms = &p->ms[i];
+		pool_t[ms->pool][ms->stage] += ms->time.total * factor[ms->pool] *
+					       (scale ? scale[i] : 1);
+	}
+	for (int s = 0; s < NSTAGES; s++) {
+		double worst = 0;
+		for (int i = 0; i < p->npools; i++)
+			worst = fmax(worst, pool_t[i][s]);
+		step += worst;
+	}
+	return step;
+}
+
+bool cond_plan_on_down(const struct cond *c, const struct plan *p)
+{
+	for (int g = 0; g < cluster_gpus(&c->cl); g++)
+		if (p->gpu_pool[g] >= 0 && !c->cl.up[g])
+			return true;
+	return false;
+}

@@ -1,0 +1,398 @@
+/* The controller (see controller.h). */
+#include "run/controller.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "run/charge.h"
+
+const char *const ctl_act_names[] = { "keep", "start", "switch", "pause", NULL };
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void ctl_init(struct controller *c, enum plan_layout policy, double min_gain, const struct coef *k)
+{
+	memset(c, 0, sizeof *c);
+	c->policy = policy;
+	c->min_gain = min_gain;
+	c->refit_tol = 0.01;
+	c->price_graph = true;
+	c->k = *k;
+}
+
+void ctl_free(struct controller *c)
+{
+	for (int i = 0; i < CTL_MEMO; i++)
+		free(c->memo[i].key);
+	memset(c->memo, 0, sizeof c->memo);
+}
+
+/* --- the space of each policy -------------------------------------------- */
+
+/* The fixed baseline keeps the pools, each model's TP and PP and the
+ * engines' TP of the first plan; DP follows the GPUs.  Micro-batch,
+ * recompute, sharding and offload stay free, as anyone running a fixed
+ * layout retunes them when responses grow. */
+static int policy_space(const struct controller *c, const struct env *v, struct space *sp,
+			struct err *e)
+{
+	struct space free_sp;
+	int rc;
+
+	space_init(sp);
+	if (c->policy != LAYOUT_FIXED)
+		return layout_space(v, c->policy, NULL, sp, e);
+	if ((rc = layout_space(v, LAYOUT_FIXED, &c->ref, sp, e)))
+		return rc;
+	space_init(&free_sp);
+	for (int m = 0; m < MAX_MODELS; m++) {
+		struct pin p = free_sp.home[m];
+		p.tp = sp->home[m].tp;
+		p.pp = sp->home[m].pp;
+		sp->home[m] = p;
+	}
+	return NR_OK;
+}
+
+static int search_in(struct controller *c, const struct env *v, const struct space *sp,
+		     const struct plan *cur, struct plan *best, struct err *e)
+{
+	struct search_stats st;
+	int rc;
+
+	snprintf(best->layout, sizeof best->layout, "%s", layout_names[c->policy]);
+	rc = plan_search(v, sp, false, cur, best, &st, e);
+	c->st.searches++;
+	c->st.search_s += st.seconds;
+	return rc;
+}
+
+/* The best plan for w: on the cluster as it is and, when some GPUs run
+ * slow, also without them; whichever is faster once the slow GPUs pace
+ * their pools. */
+static int search_now(struct controller *c, const struct cond *w, struct plan *best,
+		      struct plan *alt, struct err *e)
+{
+	struct env v = { &w->job, &w->cl, &c->k };
+	const struct plan *cur = c->running ? &c->cur : NULL;
+	struct space sp;
+	struct err eb;
+	int rc, rb;
+
+	rc = policy_space(c, &v, &sp, e);
+	if (rc == NR_OK)
+		rc = search_in(c, &v, &sp, cur, best, e);
+	if (rc != NR_OK && rc != NR_EINFEASIBLE)
+		return rc;
+	if (w->nslow) {
+		struct cluster *view = malloc(sizeof *view);
+		struct env vb = { &w->job, view, &c->k };
+		if (!view)
+			return err_set(e, NR_EIO, "out of memory");
+		*view = w->cl;
+		for (int g = 0; g < cluster_gpus(view); g++)
+			if (w->slow[g] > 1)
+				view->up[g] = false;
+		rb = NR_EINFEASIBLE;
+		if (cluster_gpus_up(view) > 0 && (rb = policy_space(c, &vb, &sp, &eb)) == NR_OK)
+			rb = search_in(c, &vb, &sp, cur, alt, &eb);
+		free(view);
+		if (rb != NR_OK && rb != NR_EINFEASIBLE)
+			return err_set(e, rb, "%s", eb.msg);
+		if (rb == NR_OK && (rc != NR_OK || cond_step_time(w, &c->k, alt, NULL) <
+						       cond_step_time(w, &c->k, best, NULL))) {
+			memcpy(best, alt, sizeof *best);
+			plan_evaluate(&v, best);
+			rc = NR_OK;
+		}
+	}
+	return rc;
+}
+
+/* --- memoized searches ------------------------------------------------------ */
+
+struct buf {
+	unsigned char *p;
+	size_t n, cap;
+	bool oom;
+};
+
+static void put(struct buf *b, const void *x, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->n + n > b->cap) {
+		size_t cap = (b->n + n) * 2;
+		unsigned char *np = realloc(b->p, cap);
+		if (!np) {
+			b->oom = true;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, x, n);
+	b->n += n;
+}
+
+/* Everything a search depends on, field by field (no struct padding). */
+static bool memo_key(const struct controller *c, const struct cond *w, struct buf *b)
+{
+	int n = cluster_gpus(&w->cl);
+	unsigned char running = c->running;
+
+	put(b, &c->epoch, sizeof c->epoch);
+	put(b, &running, 1);
+	put(b, &n, sizeof n);
+	for (int g = 0; g < n; g++) {
+		unsigned char up = w->cl.up[g];
+		put(b, &up, 1);
+	}
+	put(b, &w->nslow, sizeof w->nslow);
+	if (w->nslow)
+		put(b, w->slow, (size_t)n * sizeof w->slow[0]);
+	put(b, &w->job.response.mean, sizeof(double));
+	put(b, &w->job.response.p90, sizeof(double));
+	put(b, &w->job.response.max, sizeof(long));
+	put(b, &w->cl.headroom, sizeof(double));
+	for (int i = 0; i < COEF_FIELDS; i++) {
+		double x = coef_get(&c->k, i);
+		put(b, &x, sizeof x);
+	}
+	return !b->oom;
+}
+
+/* The best plan for w, from the memo when the inputs were seen before.
+ * Returns NR_OK with *best pointing into the memo, NR_EINFEASIBLE with
+ * the reason in why, or an error. */
+static int best_now(struct controller *c, const struct cond *w, struct plan **best,
+		    struct plan *alt, char *why, size_t nwhy, struct err *e)
+{
+	struct buf b = { 0 };
+	struct ctl_memo *slot = &c->memo[0];
+	struct err se = { 0 };
+	int rc;
+
+	if (!memo_key(c, w, &b)) {
+		free(b.p);
+		return err_set(e, NR_EIO, "out of memory");
+	}
+	for (int i = 0; i < CTL_MEMO; i++) {
+		struct ctl_memo *m = &c->memo[i];
+		if (m->key && m->len == b.n && memcmp(m->key, b.p, b.n) == 0) {
+			free(b.p);
+			m->used = ++c->clock;
+			*best = &m->best;
+			snprintf(why, nwhy, "%s", m->why);
+			return m->rc;
+		}
+		if (m->used < slot->used)
+			slot = m;
+	}
+	free(slot->key);
+	slot->key = NULL;
+	rc = search_now(c, w, &slot->best, alt, &se);
+	if (rc != NR_OK && rc != NR_EINFEASIBLE) {
+		free(b.p);
+		return err_set(e, rc, "%s", se.msg);
+	}
+	slot->key = b.p;
+	slot->len = b.n;
+	slot->rc = rc;
+	snprintf(slot->why, sizeof slot->why, "%s", rc ? se.msg : "");
+	slot->used = ++c->clock;
+	*best = &slot->best;
+	snprintf(why, nwhy, "%s", slot->why);
+	return rc;
+}
+
+/* --- deciding ------------------------------------------------------------------ */
+
+static bool coef_moved(const struct coef *a, const struct coef *b, double tol)
+{
+	for (int i = 0; i < COEF_FIELDS; i++) {
+		double x = coef_get(a, i), y = coef_get(b, i);
+		if (fabs(x - y) > tol * fmax(fabs(x), fabs(y)))
+			return true;
+	}
+	return false;
+}
+
+/* A GPU that went down lost what it held: move it to an empty pool, so
+ * that a later transition counts its share as missing, without renumbering
+ * the ranks of the GPUs that kept theirs. */
+static void forget_lost(struct plan *held, const struct cond *w)
+{
+	int lost = held->npools;
+
+	if (lost >= MAX_ITEMS)
+		return;
+	held->pools[lost].items = 0;
+	held->pools[lost].ngpus = 0;
+	for (int g = 0; g < cluster_gpus(&w->cl); g++)
+		if (held->gpu_pool[g] >= 0 && !w->cl.up[g])
+			held->gpu_pool[g] = lost;
+}
+
+/* The seconds a switch from a to b is charged (charge.h). */
+static double price(struct controller *c, const struct env *v, const struct plan *a,
+		    const struct plan *b, bool *bound)
+{
+	double t0 = now_s(), s = charge_transition(v, a, b, c->price_graph, bound);
+
+	c->st.charge_s += now_s() - t0;
+	c->st.charged++;
+	c->st.by_bound += *bound;
+	return s;
+}
+
+/* plan_decide weighed the switch with plan_move's lower bound; a switch it
+ * lets through is priced and decided again at that price: it must still
+ * pay back before the run ends. */
+static void charge(struct controller *c, const struct env *v, const struct plan *cur,
+		   const struct plan *next, long remaining, struct decision *d)
+{
+	bool bound;
+	double s = price(c, v, cur, next, &bound);
+
+	plan_decide_with(v, cur, next, remaining, c->min_gain, bound ? -1 : s, d);
+}
+
+/* The plan of the fixed baseline: the one adaptive picks first. */
+static int fixed_ref(struct controller *c, const struct cond *w, struct err *e)
+{
+	struct env v = { &w->job, &w->cl, &c->k };
+	struct search_stats st;
+	struct space sp;
+	int rc;
+
+	space_init(&sp);
+	rc = plan_search(&v, &sp, false, NULL, &c->ref, &st, e);
+	c->st.searches++;
+	c->st.search_s += st.seconds;
+	if (rc == NR_OK)
+		c->have_ref = true;
+	return rc;
+}
+
+static int decide(struct controller *c, const struct cond *w, long remaining,
+		  struct ctl_out *out, struct plan *scratch, struct err *e)
+{
+	struct env v = { &w->job, &w->cl, &c->k };
+	struct plan *best = NULL;
+	char why[1024];
+	int rc;
+
+	if (c->refit) {
+		struct coef k = c->k;
+		double t0 = now_s();
+		rc = c->refit(c->refit_arg, &k, e);
+		c->st.refit_s += now_s() - t0;
+		if (rc)
+			return rc;
+		if (coef_moved(&k, &c->k, c->refit_tol)) {
+			c->k = k;
+			c->st.refits++;
+		}
+	}
+	if (c->policy == LAYOUT_FIXED && !c->have_ref) {
+		rc = fixed_ref(c, w, e);
+		if (rc == NR_EINFEASIBLE) {
+			snprintf(why, sizeof why, "%s", e->msg);
+			goto nothing_fits;
+		}
+		if (rc)
+			return rc;
+	}
+	rc = best_now(c, w, &best, &scratch[0], why, sizeof why, e);
+	if (rc == NR_EINFEASIBLE)
+		goto nothing_fits;
+	if (rc)
+		return rc;
+	if (!c->running) {
+		out->act = CTL_START;
+		if (c->have_held) {
+			bool bound;
+			out->transition_s = price(c, &v, &c->held, best, &bound);
+		}
+		memcpy(&c->cur, best, sizeof c->cur);
+		c->running = true;
+		c->have_held = false;
+		c->epoch++;
+		c->st.starts++;
+		snprintf(out->why, sizeof out->why, "start: %.3f s per step on %d GPUs",
+			 cond_step_time(w, &c->k, &c->cur, NULL), cluster_gpus_up(&w->cl));
+		return NR_OK;
+	}
+	/* the plan running and the best, as they would run now */
+	memcpy(&scratch[0], &c->cur, sizeof scratch[0]);
+	plan_evaluate(&v, &scratch[0]);
+	if (scratch[0].feasible)
+		scratch[0].step_time = cond_step_time(w, &c->k, &scratch[0], NULL);
+	memcpy(&scratch[1], best, sizeof scratch[1]);
+	scratch[1].step_time = cond_step_time(w, &c->k, &scratch[1], NULL);
+	plan_decide(&v, &scratch[0], &scratch[1], remaining, c->min_gain, &out->d);
+	if (out->d.do_switch)
+		charge(c, &v, &scratch[0], &scratch[1], remaining, &out->d);
+	if (out->d.do_switch) {
+		out->act = CTL_SWITCH;
+		out->transition_s = out->d.transition_s;
+		memcpy(&c->prev, &c->cur, sizeof c->prev);
+		memcpy(&c->cur, &scratch[1], sizeof c->cur);
+		c->epoch++;
+		c->st.switches++;
+		c->st.forced += out->d.forced;
+	}
+	snprintf(out->why, sizeof out->why, "%s: %s", out->d.do_switch ? "switch" : "keep",
+		 out->d.reason);
+	return NR_OK;
+
+nothing_fits:
+	if (c->running) {
+		memcpy(&scratch[0], &c->cur, sizeof scratch[0]);
+		plan_evaluate(&v, &scratch[0]);
+		if (scratch[0].feasible) {
+			/* the search's space is narrower than what already runs */
+			snprintf(out->why, sizeof out->why, "keep: no other plan fits (%s)", why);
+			return NR_OK;
+		}
+		memcpy(&c->held, &c->cur, sizeof c->held);
+		c->have_held = true;
+		c->running = false;
+		c->epoch++;
+	} else if (c->st.pauses || c->st.starts) {
+		if (c->have_held)
+			forget_lost(&c->held, w);
+		snprintf(out->why, sizeof out->why, "stay paused: nothing fits: %s", why);
+		return NR_OK;
+	}
+	if (c->have_held)
+		forget_lost(&c->held, w);
+	out->act = CTL_PAUSE;
+	c->st.pauses++;
+	snprintf(out->why, sizeof out->why, "pause: nothing fits: %s", why);
+	return NR_OK;
+}
+
+int ctl_decide(struct controller *c, const struct cond *w, long remaining, struct ctl_out *out,
+	       struct err *e)
+{
+	double t0 = now_s();
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	out->act = CTL_KEEP;
+	c->st.replans++;
+	rc = decide(c, w, remaining, out, c->scratch, e);
+	c->st.seconds += now_s() - t0;
+	return rc;
+}

@@ -1,0 +1,109 @@
+/* The controller: the part of the runtime that decides which plan runs.
+ *
+ * Called at step boundaries (every K steps and whenever conditions
+ * change), it refits the cost model through a hook, searches the best plan
+ * of its policy's space for the conditions of now, and lets plan_decide
+ * weigh the gain over the steps left against the transition.  Hysteresis
+ * (min_gain) keeps it from flapping; a plan that stops fitting forces a
+ * switch; when nothing fits the job pauses until something does.
+ *
+ * A policy is a restriction of the search space: adaptive searches it all;
+ * verl, openrlhf and fixed are the baseline layouts of plan/decide.h, so
+ * every policy is judged with the same cost model and the same rules.
+ *
+ * Searches are memoized on their inputs (GPUs up, slow GPUs, response
+ * lengths, headroom, coefficients, the plan running): a boundary where
+ * nothing changed costs a lookup, not a search.
+ *
+ * Transitions are weighed in two passes: plan_decide screens with
+ * plan_move's lower bound, which is cheap; a switch that passes is priced
+ * with the transition graph (charge.h) and must still pay back at that
+ * price.  The graph is built only for switches about to happen. */
+#ifndef NEREUS_CONTROLLER_H
+#define NEREUS_CONTROLLER_H
+
+#include "plan/decide.h"
+#include "run/cond.h"
+
+enum ctl_act {
+	CTL_KEEP,    /* the plan running stays (or the job stays paused) */
+	CTL_START,   /* nothing was running: start the plan (after a pause, or the first) */
+	CTL_SWITCH,  /* switch from the plan running to a better one */
+	CTL_PAUSE,   /* nothing fits: stop until something does */
+};
+extern const char *const ctl_act_names[];
+
+struct ctl_stats {
+	long replans;      /* decisions taken */
+	long searches;     /* plan searches run (the rest were memoized) */
+	long switches;     /* CTL_SWITCH, forced ones included */
+	long forced;       /* switches forced by a plan that stopped fitting */
+	long pauses, starts;
+	long charged;      /* transitions priced (switches, and starts after a pause) */
+	long by_bound;     /* of which by plan_move's lower bound */
+	long refits;       /* refits that moved a coefficient by more than refit_tol */
+	double seconds;    /* wall-clock time spent deciding, searches included */
+	double search_s;   /* of which searching */
+	double refit_s;    /* refitting */
+	double charge_s;   /* pricing transitions with the transition graph */
+};
+
+/* Refit the cost model on what the job did lately: update *k, or leave it.
+ * The caller owns the records the hook reads (arg). */
+typedef int (*ctl_refit_fn)(void *arg, struct coef *k, struct err *e);
+
+#define CTL_MEMO 4
+
+struct ctl_memo {
+	unsigned char *key;  /* the search's inputs, serialized */
+	size_t len;
+	int rc;              /* NR_OK or NR_EINFEASIBLE */
+	char why[1024];      /* when infeasible */
+	struct plan best;
+	long used;           /* for replacing the least recently used */
+};
+
+struct controller {
+	enum plan_layout policy;
+	double min_gain;     /* hysteresis: the fraction of step time a switch must save */
+	double refit_tol;    /* a refit moving no coefficient by more than this is ignored */
+	bool price_graph;    /* price switches with the transition graph, else the bound */
+	struct coef k;       /* the cost model it plans with */
+	ctl_refit_fn refit;  /* NULL: plan with k as given */
+	void *refit_arg;
+	/* fixed: the plan whose pools and TP/PP stay (the first adaptive plan) */
+	struct plan ref;
+	bool have_ref;
+	/* what runs, and where the job's state is */
+	bool running;
+	struct plan cur;
+	struct plan prev;    /* after CTL_SWITCH: the plan that ran before */
+	bool have_held;      /* paused after running: held is where the state was */
+	struct plan held;
+	long epoch;          /* bumped whenever cur changes */
+	struct ctl_memo memo[CTL_MEMO];
+	struct plan scratch[2];
+	long clock;
+	struct ctl_stats st;
+};
+
+struct ctl_out {
+	enum ctl_act act;
+	struct decision d;   /* CTL_SWITCH and CTL_KEEP with a plan running */
+	double transition_s; /* predicted; charged to the run for START (after a pause) and SWITCH */
+	char why[1100];      /* what was decided, in words */
+};
+
+/* Set up a controller; c is large (several plans): allocate it statically
+ * or on the heap. */
+void ctl_init(struct controller *c, enum plan_layout policy, double min_gain, const struct coef *k);
+void ctl_free(struct controller *c);
+
+/* Decide at a boundary, under conditions w with remaining steps left.  On
+ * CTL_START and CTL_SWITCH, c->cur is the plan to run next; on CTL_PAUSE
+ * nothing runs.  Returns NR_OK, or NR_EIO (out of memory) / the refit
+ * hook's error. */
+int ctl_decide(struct controller *c, const struct cond *w, long remaining, struct ctl_out *out,
+	       struct err *e);
+
+#endif

@@ -1,0 +1,482 @@
+/* The runtime loop, resuming, and the run's summary (see run.h). */
+#include "run/run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/json.h"
+#include "profile/fit.h"
+#include "run/charge.h"
+
+const char run_charge_graph[] =
+	"the predicted time of the transition graph's schedule (as nereus-transition "
+	"builds it); where the graph cannot be built, plan_move's lower bound: the bytes "
+	"the busiest GPU needs and does not hold, over its link bandwidth";
+const char run_charge_bound[] =
+	"plan_move's lower bound: the bytes the busiest GPU needs and does not hold, over "
+	"its link bandwidth";
+
+void run_init(struct run *r)
+{
+	memset(r, 0, sizeof *r);
+	r->every = 10;
+	r->price_graph = true;
+}
+
+void run_free(struct run *r)
+{
+	struct run_log *l = &r->log;
+
+	free(l->step_s);
+	free(l->trans_s);
+	free(l->idle_s);
+	free(l->gpus);
+	free(l->status);
+	free(l->moved);
+	memset(l, 0, sizeof *l);
+}
+
+/* The controller's refit hook: the cost model fitted (profile/fit.h) to
+ * the last RUN_WINDOW steps that ran, from the coefficients it has as
+ * prior, once RUN_REFIT steps have run since the last fit (one more step
+ * moves a fit of 64 little); nothing to fit yet leaves them. */
+static int refit(void *arg, struct coef *k, struct err *e)
+{
+	struct run *r = arg;
+	struct fit_prior prior;
+	struct fit_opts o = { 0, 0 };
+	struct fit_result res;
+	struct fit *f;
+	long n = r->nwindow < RUN_WINDOW ? r->nwindow : RUN_WINDOW;
+	int rc;
+
+	if (r->nwindow - r->fitted < (r->fitted ? RUN_REFIT : 1))
+		return NR_OK;
+	r->fitted = r->nwindow;
+	fit_prior_defaults(&prior);
+	prior.k = *k;
+	if ((rc = fit_new(&f, &r->cond->job, &r->cond->cl, &prior, e)))
+		return rc;
+	for (long i = 0; i < n && !rc; i++)
+		rc = fit_add(f, &r->window[(r->nwindow - n + i) % RUN_WINDOW], e);
+	if (!rc)
+		rc = fit_run(f, &o, &res, e);
+	fit_free(f);
+	if (rc == NR_EINPUT)
+		return NR_OK; /* nothing the records say yet */
+	if (rc)
+		return rc;
+	*k = res.k;
+	return NR_OK;
+}
+
+void run_refit_hook(struct run *r)
+{
+	r->ctl->refit = refit;
+	r->ctl->refit_arg = r;
+}
+
+static void say(const struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const struct run *r, const char *fmt, ...)
+{
+	char msg[1400];
+	va_list ap;
+
+	if (!r->notice || r->next < r->nexpect)
+		return; /* a replay says nothing new */
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	r->notice(r->arg, msg);
+}
+
+static int log_add(struct run_log *l, const struct step_record *rec, double idle, bool moved)
+{
+	if (l->n == l->cap) {
+		long cap = l->cap ? 2 * l->cap : 1024;
+		void *p[6];
+		p[0] = realloc(l->step_s, (size_t)cap * sizeof *l->step_s);
+		if (p[0])
+			l->step_s = p[0];
+		p[1] = realloc(l->trans_s, (size_t)cap * sizeof *l->trans_s);
+		if (p[1])
+			l->trans_s = p[1];
+		p[2] = realloc(l->idle_s, (size_t)cap * sizeof *l->idle_s);
+		if (p[2])
+			l->idle_s = p[2];
+		p[3] = realloc(l->gpus, (size_t)cap * sizeof *l->gpus);
+		if (p[3])
+			l->gpus = p[3];
+		p[4] = realloc(l->status, (size_t)cap);
+		if (p[4])
+			l->status = p[4];
+		p[5] = realloc(l->moved, (size_t)cap);
+		if (p[5])
+			l->moved = p[5];
+		for (int i = 0; i < 6; i++)
+			if (!p[i])
+				return NR_EIO;
+		l->cap = cap;
+	}
+	l->step_s[l->n] = rec->status == STEP_OK ? rec->step_time_s : NAN;
+	l->trans_s[l->n] = rec->transition_s;
+	l->idle_s[l->n] = idle;
+	l->gpus[l->n] = rec->gpus_up;
+	l->status[l->n] = (unsigned char)rec->status;
+	l->moved[l->n] = moved;
+	if (rec->status == STEP_OK)
+		l->sequences += rec->sequences;
+	l->n++;
+	return NR_OK;
+}
+
+/* --- the plan at a boundary ------------------------------------------------ */
+
+/* Whether two looks at the plan file saw the same file: a rename puts
+ * another inode there, a rewrite in place changes the size or the time. */
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+static void remember_file(struct run *r, const struct stat *st)
+{
+	r->seen = *st;
+	r->seen_valid = true;
+}
+
+/* Following a plan file: load it when it is new (another process renamed
+ * a new plan over it); a file that does not load leaves the plan running. */
+static int follow(struct run *r, long step, double *trans, bool *moved, struct err *e)
+{
+	struct env v = { &r->cond->job, &r->cond->cl, &r->k };
+	struct stat before, after;
+	struct err le = { 0 };
+	int rc;
+
+	if (stat(r->follow, &before) != 0) {
+		if (!r->running)
+			return err_set(e, NR_EINPUT, "cannot open '%s': %s", r->follow,
+				       strerror(errno));
+		return NR_OK; /* between an unlink and a rename: keep going */
+	}
+	if (r->running && r->seen_valid && same_file(&r->seen, &before))
+		return NR_OK;
+	rc = plan_load(&v, &r->scratch, r->follow, &le);
+	if (rc) {
+		if (!r->running)
+			return err_set(e, rc, "%s", le.msg);
+		say(r, "step %ld: keeping the plan running: %s", step, le.msg);
+		remember_file(r, &before);
+		return NR_OK;
+	}
+	if (r->running) {
+		bool bound;
+		double predicted = charge_transition(&v, &r->cur, &r->scratch, r->price_graph,
+						     &bound);
+		r->charged++;
+		r->by_bound += bound;
+		if ((rc = r->eng->transition(r->eng->self, &r->cur, &r->scratch, predicted, trans,
+					     e)))
+			return rc;
+		*moved = true;
+		say(r, "step %ld: '%s' was replaced: switching, %.3f s transition, %.3f s per step "
+		    "predicted", step, r->follow, *trans, r->scratch.step_time);
+	}
+	memcpy(&r->cur, &r->scratch, sizeof r->cur);
+	r->running = true;
+	/* a file replaced while it was read is read again at the next boundary */
+	if (stat(r->follow, &after) == 0 && same_file(&before, &after))
+		remember_file(r, &before);
+	else
+		r->seen_valid = false;
+	return NR_OK;
+}
+
+static int control(struct run *r, long step, unsigned changed, double *trans, bool *moved,
+		   struct err *e)
+{
+	struct controller *c = r->ctl;
+	struct ctl_out out;
+	bool resumed = c->have_held;
+	int rc;
+
+	if (c->running && !changed && !(r->every && step % r->every == 0))
+		return NR_OK;
+	if ((rc = ctl_decide(c, r->cond, r->steps - step, &out, e)))
+		return rc;
+	if (out.act == CTL_KEEP)
+		return NR_OK;
+	say(r, "step %ld: %s", step, out.why);
+	if (out.act == CTL_START || out.act == CTL_SWITCH) {
+		/* out.d.transition_s is what plan_decide weighed; the engine says
+		 * what the switch took */
+		const struct plan *from = out.act == CTL_SWITCH ? &c->prev : resumed ? &c->held : NULL;
+		if ((rc = r->eng->transition(r->eng->self, from, &c->cur, out.transition_s, trans,
+					     e)))
+			return rc;
+		*moved = out.act == CTL_SWITCH || resumed;
+	}
+	return NR_OK;
+}
+
+/* Whether the record matches the line already written for its step. */
+static int check_replay(struct run *r, const struct step_record *rec, struct err *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct err le;
+	bool same;
+
+	if (!f)
+		return err_set(e, NR_EIO, "out of memory");
+	if (steprec_fprint(f, rec, &le)) {
+		fclose(f);
+		free(text);
+		return err_set(e, le.code, "%s", le.msg);
+	}
+	fclose(f);
+	if (len && text[len - 1] == '\n')
+		text[--len] = '\0';
+	same = strcmp(text, r->expect[rec->step]) == 0;
+	free(text);
+	if (!same)
+		return err_set(e, NR_EINPUT, "%s:%ld: step %ld does not come out as recorded: was "
+			       "the run started with other options or inputs (job, cluster, "
+			       "events, cost, seed, noise, policy, every, min-gain, charge)?",
+			       r->expect_file, rec->step + 1, rec->step);
+	return NR_OK;
+}
+
+static int one_step(struct run *r, long step, struct err *e)
+{
+	static const struct timespec zero;
+	struct step_record rec;
+	double trans = 0, idle = 0;
+	bool moved = false;
+	unsigned changed;
+	const struct plan *p;
+	int rc;
+
+	changed = r->eng->observe(r->eng->self, step, &r->cond);
+	if (r->boundary && step >= r->nexpect &&
+	    (rc = r->boundary(r->arg, step, r->cond, changed, r->steps - step, e)))
+		return rc;
+	if (r->ctl)
+		rc = control(r, step, changed, &trans, &moved, e);
+	else
+		rc = follow(r, step, &trans, &moved, e);
+	if (rc)
+		return rc;
+	p = r->ctl ? (r->ctl->running ? &r->ctl->cur : NULL) : &r->cur;
+	if ((rc = r->eng->step(r->eng->self, step, p, &rec, e)))
+		return rc;
+	rec.transition_s = trans;
+	if (rec.status == STEP_OK) {
+		r->last_ok_s = rec.step_time_s;
+		r->window[r->nwindow++ % RUN_WINDOW] = rec;
+	} else {
+		idle = r->last_ok_s;
+	}
+	if (log_add(&r->log, &rec, idle, moved))
+		return err_set(e, NR_EIO, "out of memory");
+	if (step < r->nexpect)
+		return check_replay(r, &rec, e);
+	if ((rc = r->emit(r->arg, &rec, e)))
+		return rc;
+	if (r->pace_s > 0) {
+		struct timespec ts = zero;
+		ts.tv_sec = (time_t)r->pace_s;
+		ts.tv_nsec = (long)((r->pace_s - (double)ts.tv_sec) * 1e9);
+		nanosleep(&ts, NULL);
+	}
+	return NR_OK;
+}
+
+int run_go(struct run *r, struct err *e)
+{
+	long until = r->until > 0 && r->until < r->steps ? r->until : r->steps;
+	int rc;
+
+	for (; r->next < until; r->next++) {
+		if (r->stop && *r->stop && r->next >= r->nexpect)
+			break;
+		if ((rc = one_step(r, r->next, e)))
+			return rc;
+	}
+	r->stopped = r->next < r->steps;
+	/* stopped at --until: what the next step will find, for whoever
+	 * steers the run before it goes on */
+	if (r->next == until && r->stopped && r->boundary) {
+		unsigned changed = r->eng->observe(r->eng->self, r->next, &r->cond);
+		return r->boundary(r->arg, r->next, r->cond, changed, r->steps - r->next, e);
+	}
+	return NR_OK;
+}
+
+/* --- resuming ------------------------------------------------------------------ */
+
+int records_load(struct records *rs, const char *file, const struct job *job, struct err *e)
+{
+	char *buf, *line, *nl;
+	size_t len;
+	long cap = 0;
+	int rc;
+
+	memset(rs, 0, sizeof *rs);
+	if ((rc = read_file(file, &buf, &len, e)))
+		return rc;
+	for (line = buf; (nl = memchr(line, '\n', (size_t)(buf + len - line))); line = nl + 1) {
+		struct step_record rec;
+		size_t n = (size_t)(nl - line);
+		if (rs->n == cap) {
+			char **np = realloc(rs->line, (size_t)(cap = cap ? 2 * cap : 256) *
+						      sizeof *np);
+			if (!np) {
+				rc = err_set(e, NR_EIO, "out of memory");
+				break;
+			}
+			rs->line = np;
+		}
+		if ((rc = steprec_parse(file, rs->n + 1, line, n, job, NULL, &rec, NULL, e)))
+			break;
+		if (rec.step != rs->n) {
+			rc = err_set(e, NR_EINPUT, "%s:%ld: expected the record of step %ld, got "
+				     "step %ld", file, rs->n + 1, rs->n, rec.step);
+			break;
+		}
+		if (!(rs->line[rs->n] = strndup(line, n))) {
+			rc = err_set(e, NR_EIO, "out of memory");
+			break;
+		}
+		rs->n++;
+		rs->bytes = (size_t)(nl + 1 - buf);
+	}
+	free(buf);
+	if (rc)
+		records_free(rs);
+	return rc;
+}
+
+void records_free(struct records *rs)
+{
+	for (long i = 0; i < rs->n; i++)
+		free(rs->line[i]);
+	free(rs->line);
+	memset(rs, 0, sizeof *rs);
+}
+
+/* The plan a record ran, placed on the cluster as it is. */
+static bool plan_from_record(const struct cond *c, const struct step_record *rec,
+			     struct plan *p)
+{
+	const struct job *j = &c->job;
+
+	memset(p, 0, sizeof *p);
+	for (int g = 0; g < MAX_GPUS; g++)
+		p->gpu_pool[g] = -1;
+	snprintf(p->layout, sizeof p->layout, "adaptive");
+	for (int i = 0; i < rec->nms; i++) {
+		const struct ms_record *ms = &rec->ms[i];
+		const struct model *md = job_model(j, ms->model);
+		int m = md ? (int)(md - j->models) : -1;
+		if (m < 0 || ms->pool < 0 || ms->pool >= MAX_ITEMS)
+			return false;
+		p->pools[ms->pool].ngpus = ms->gpus;
+		if (ms->pool + 1 > p->npools)
+			p->npools = ms->pool + 1;
+		if (ms->stage == STAGE_GEN) {
+			p->pools[ms->pool].items |= 1u;
+			p->gen = ms->conf;
+		} else {
+			p->pools[ms->pool].items |= 1u << (1 + m);
+			if (ms->stage == STAGE_TRAIN || !model_trainable(md))
+				p->home[m] = ms->conf;
+		}
+	}
+	return p->npools > 0 && plan_place(&c->cl, p);
+}
+
+/* Whether two records ran the same plan, as far as records say: every
+ * model-stage on the same pool with the same configuration. */
+static bool same_plan(const struct step_record *a, const struct step_record *b)
+{
+	if (a->nms != b->nms)
+		return false;
+	for (int i = 0; i < a->nms; i++) {
+		const struct ms_record *x = &a->ms[i], *y = &b->ms[i];
+		if (strcmp(x->model, y->model) || x->stage != y->stage || x->pool != y->pool ||
+		    x->gpus != y->gpus || x->same_pool != y->same_pool ||
+		    x->conf.tp != y->conf.tp || x->conf.pp != y->conf.pp ||
+		    x->conf.dp != y->conf.dp || x->conf.mb != y->conf.mb ||
+		    x->conf.rc != y->conf.rc || x->conf.zero != y->conf.zero ||
+		    x->conf.fsdp != y->conf.fsdp || x->conf.offload != y->conf.offload)
+			return false;
+	}
+	return true;
+}
+
+static int resume_followed(struct run *r, const struct records *rs, const char *file,
+			   struct err *e)
+{
+	struct step_record rec, now;
+	struct env v;
+	struct stat st;
+	struct err le;
+	int rc;
+
+	for (long s = 0; s < rs->n; s++) {
+		double idle = 0;
+		r->eng->observe(r->eng->self, s, &r->cond);
+		if ((rc = steprec_parse(file, s + 1, rs->line[s], strlen(rs->line[s]), NULL, NULL,
+					&rec, NULL, e)))
+			return rc;
+		if (rec.status == STEP_OK)
+			r->last_ok_s = rec.step_time_s;
+		else
+			idle = r->last_ok_s;
+		if (log_add(&r->log, &rec, idle, rec.transition_s > 0))
+			return err_set(e, NR_EIO, "out of memory");
+	}
+	r->next = rs->n;
+	r->nexpect = 0;
+	/* nothing ran last: the next boundary reads the file as a start does */
+	if (rs->n == 0 || rec.status == STEP_PAUSED || !plan_from_record(r->cond, &rec, &r->cur))
+		return NR_OK;
+	v = (struct env){ &r->cond->job, &r->cond->cl, &r->k };
+	plan_evaluate(&v, &r->cur);
+	r->running = true;
+	if (stat(r->follow, &st) == 0)
+		remember_file(r, &st);
+	if (plan_load(&v, &r->scratch, r->follow, &le)) {
+		say(r, "step %ld: keeping the plan the records ran: %s", rs->n, le.msg);
+		return NR_OK;
+	}
+	steprec_from_plan(&v, &r->scratch, rs->n, &now);
+	if (same_plan(&rec, &now))
+		memcpy(&r->cur, &r->scratch, sizeof r->cur);
+	else
+		r->seen_valid = false; /* the file holds another plan: switch to it */
+	return NR_OK;
+}
+
+int run_resume(struct run *r, const struct records *rs, const char *file, struct err *e)
+{
+	if (rs->n > r->steps)
+		return err_set(e, NR_EINPUT, "'%s' holds %ld steps, more than the run's %ld", file,
+			       rs->n, r->steps);
+	if (!r->ctl)
+		return resume_followed(r, rs, file, e);
+	r->expect = rs->line;
+	r->nexpect = rs->n;
+	r->expect_file = file;
+	return NR_OK;
+}
