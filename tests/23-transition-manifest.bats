@@ -1,0 +1,189 @@
+#!/usr/bin/env bats
+# nereus-manifest(5): every EXAMPLE of the page runs on a small random
+# Llama checkpoint made here, and each rejection the page documents exits
+# 2, names what is wrong and writes nothing.
+
+bats_require_minimum_version 1.5.0
+
+# checkpoint DIR LAYERS HIDDEN FFN VOCAB: a Hugging Face Llama checkpoint
+# (8 query heads, 4 KV heads, BF16, untied) of random weights, written
+# with the standard library only: an 8-byte little-endian header length,
+# the JSON header padded to 8 bytes, the raw data.
+checkpoint() {
+	python3 - "$@" <<'PY'
+import json, os, random, struct, sys
+out, L, h, F, V = sys.argv[1], *map(int, sys.argv[2:6])
+nh, ng = 8, 4
+d = h // nh
+rng = random.Random(21)
+# the high byte of a bf16: the sign, and an exponent for 2^-7 .. 2^-5
+high = bytes((b & 0x80) | 0x3c | (b & 1) for b in range(256))
+shapes = [("model.embed_tokens.weight", [V, h])]
+for i in range(L):
+    p = "model.layers.%d." % i
+    shapes += [(p + "input_layernorm.weight", [h]),
+               (p + "self_attn.q_proj.weight", [nh * d, h]),
+               (p + "self_attn.k_proj.weight", [ng * d, h]),
+               (p + "self_attn.v_proj.weight", [ng * d, h]),
+               (p + "self_attn.o_proj.weight", [h, nh * d]),
+               (p + "post_attention_layernorm.weight", [h]),
+               (p + "mlp.gate_proj.weight", [F, h]),
+               (p + "mlp.up_proj.weight", [F, h]),
+               (p + "mlp.down_proj.weight", [h, F])]
+shapes += [("model.norm.weight", [h]), ("lm_head.weight", [V, h])]
+header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
+for name, shape in shapes:
+    n = 1
+    for s in shape:
+        n *= s
+    blob = bytearray(rng.randbytes(2 * n))
+    blob[1::2] = bytes(blob[1::2]).translate(high)
+    header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + 2 * n]}
+    blobs.append(blob)
+    at += 2 * n
+text = json.dumps(header, separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+os.makedirs(out)
+with open(os.path.join(out, "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+with open(os.path.join(out, "config.json"), "w") as f:
+    json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+               "num_hidden_layers": L, "hidden_size": h, "num_attention_heads": nh,
+               "num_key_value_heads": ng, "intermediate_size": F, "vocab_size": V,
+               "tie_word_embeddings": False, "torch_dtype": "bfloat16"}, f, indent=2)
+PY
+}
+
+# job FILE CONFIG: a GRPO job whose actor (which trains) has the
+# architecture of the Hugging Face config.json CONFIG.
+job() {
+	cat > "$1" <<JSON
+{ "nereus": 1, "kind": "job", "name": "tiny", "algorithm": "grpo",
+  "models": { "actor": { "hf_config": "$2", "stages": ["generation", "inference", "training"] } },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 2, "prompt_len": 64,
+             "response_len": { "mean": 64, "p90": 64, "max": 64 } } }
+JSON
+}
+
+# The checkpoint (2 layers, hidden 64, FFN 176, vocabulary 1000), its job,
+# a node of 4 GPUs, a plan at TP 2 and the checkpoint as a store of one
+# rank, made once.
+setup_file() {
+	cd "$BATS_FILE_TMPDIR" || return 1
+	PATH="${NEREUS_BUILD:-$BATS_TEST_DIRNAME/../build}:$PATH"
+	checkpoint llama 2 64 176 1000
+	job job.json llama/config.json
+	cat > node.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "node", "nodes": 1, "gpus_per_node": 4,
+  "gpu": "H100-SXM" }
+JSON
+	nereus-plan --job job.json --cluster node.json --pin actor@training=tp2,pp1 -o tp2.json
+	nereus-transition import --hf llama -o llama.store
+}
+
+setup() {
+	load test_helper/common-setup
+	_common_setup
+	F=$BATS_FILE_TMPDIR
+}
+
+# tamper DIR PYTHON: a copy of the one-rank store as DIR, its manifest
+# (as m) changed by the Python statements PYTHON.
+tamper() {
+	cp -R "$F/llama.store" "$1"
+	python3 - "$1/manifest.json" "$2" <<'PY'
+import json, sys
+with open(sys.argv[1]) as f:
+    m = json.load(f)
+exec(sys.argv[2])
+with open(sys.argv[1], "w") as f:
+    json.dump(m, f, indent=1)
+PY
+}
+
+# reject DIR: apply of DIR fails with exit 2 and writes nothing; the
+# message is in $stderr.
+reject() {
+	run --separate-stderr nereus-transition apply --state "$1" --to "$F/tp2.json" \
+		--job "$F/job.json" --cluster "$F/node.json" -o out
+	assert_failure 2
+	[[ $stderr == nereus-transition:\ * ]] || fail "message: $stderr"
+	[ ! -e out ] || fail "out was written"
+	! compgen -G "out.tmp.*" > /dev/null || fail "a temporary of out is left"
+}
+
+@test "every EXAMPLE of nereus-manifest(5) runs" {
+	local scd=$BATS_TEST_DIRNAME/../man/man5/nereus-manifest.5.scd line n=0
+	ln -s "$EXAMPLES" examples
+	cp -R "$F/llama" llama
+	cp "$F/job.json" "$F/node.json" .
+	while IFS= read -r line; do
+		n=$((n + 1))
+		run bash -c "set -o pipefail; $line"
+		[ "$status" -eq 0 ] || fail "exit $status: $line: $output"
+	done < <(sed -n '/^# EXAMPLES/,/^# /{s/^\t\$ //p}' "$scd")
+	[ "$n" -eq 8 ]
+	[ -f tp2dp2.store/actor/adam_v/pp00-tp01-dp01.safetensors ]
+	[ -f tp2dp2.store/actor/weight/pp00-tp01.safetensors ]
+}
+
+@test "a piece whose data do not match its checksum: exit 2 naming the shard and tensor" {
+	tamper bad 'p = m["pieces"][0]; p["xxh3"] = "0000000000000000" if p["xxh3"] != "0000000000000000" else "0000000000000001"'
+	reject bad
+	[[ $stderr == *"bad/actor/weight/pp00-tp00.safetensors: tensor 'embedding.word_embeddings.weight' at byte "*": checksum "*" does not match the manifest's "* ]] ||
+		fail "message: $stderr"
+}
+
+@test "a missing shard: exit 2 naming it and a tensor it holds" {
+	cp -R "$F/llama.store" miss
+	rm miss/actor/weight/pp00-tp00.safetensors
+	reject miss
+	[[ $stderr == *"miss/actor/weight/pp00-tp00.safetensors: weight shard missing: it holds tensor '"* ]] ||
+		fail "message: $stderr"
+}
+
+@test "a checksum that is not 16 lowercase hex digits: exit 2 at its line and column" {
+	tamper upper 'm["pieces"][0]["xxh3"] = "ABCDEF0123456789"'
+	reject upper
+	[[ $stderr == *"upper/manifest.json:"[0-9]*:[0-9]*": pieces[0].xxh3: expected 16 lowercase hex digits"* ]] ||
+		fail "message: $stderr"
+}
+
+@test "a member the format does not list, or a value out of range: exit 2" {
+	tamper extra 'm["comment"] = "x"'
+	reject extra
+	[[ $stderr == *extra/manifest.json:* ]] || fail "message: $stderr"
+	tamper tp0 'm["models"]["actor"]["layout"]["tp"] = 0'
+	reject tp0
+	[[ $stderr == *"models.actor.layout.tp"* ]] || fail "message: $stderr"
+}
+
+@test "a piece in a file not named as its kind's shard: exit 2" {
+	tamper name 'm["pieces"][0]["file"] = "actor/weight/pp00-tp01.safetensors"'
+	reject name
+	[[ $stderr == *'pieces[0].file: "actor/weight/pp00-tp01.safetensors" is not a weight shard of model "actor"'* ]] ||
+		fail "message: $stderr"
+}
+
+@test "a piece whose box is not what its rank owns, or a tensor not covered: exit 2" {
+	tamper box 'm["pieces"][0]["box"]["ext"][0] -= 1'
+	reject box
+	[[ $stderr == *"box/manifest.json:"*"embedding.word_embeddings.weight"* ]] || fail "message: $stderr"
+	tamper gone 'del m["pieces"][0]'
+	reject gone
+	[[ $stderr == *"embedding.word_embeddings.weight"* ]] || fail "message: $stderr"
+}
+
+@test "a shard whose header puts a piece at another byte than the manifest: exit 2" {
+	tamper off 'm["pieces"][0]["byte_offset"] += 8'
+	reject off
+	[[ $stderr == *"off/actor/weight/pp00-tp00.safetensors: tensor 'embedding.word_embeddings.weight' is at byte "*", the manifest says "* ]] ||
+		fail "message: $stderr"
+}
+
+@test "an aux file of another size than the manifest's: exit 2" {
+	cp -R "$F/llama.store" aux
+	echo >> aux/actor/hf/config.json
+	reject aux
+	[[ $stderr == *"aux/actor/hf/config.json: "*" bytes, the manifest says "* ]] || fail "message: $stderr"
+}
