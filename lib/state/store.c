@@ -386,25 +386,6 @@ int store_copy_aux(const struct store *s, struct work *w, struct manifest *m, st
 
 /* --- opening a store ---------------------------------------------------------------------- */
 
-static int by_shard(const void *pa, const void *pb, void *ctx)
-{
-	const struct mpiece *a = &((const struct mpiece *)ctx)[*(const size_t *)pa];
-	const struct mpiece *b = &((const struct mpiece *)ctx)[*(const size_t *)pb];
-	int ka[6] = { a->model, a->kind, a->pp, a->tp, a->dp, a->tensor };
-	int kb[6] = { b->model, b->kind, b->pp, b->tp, b->dp, b->tensor };
-
-	for (int k = 0; k < 6; k++)
-		if (ka[k] != kb[k])
-			return ka[k] < kb[k] ? -1 : 1;
-	return 0;
-}
-
-static bool same_shard(const struct mpiece *a, const struct mpiece *b)
-{
-	return a->model == b->model && a->kind == b->kind && a->pp == b->pp && a->tp == b->tp &&
-	       a->dp == b->dp;
-}
-
 /* Pieces sorted by shard, then tensor: a malloc'd index array. */
 static size_t *shard_order(const struct manifest *m)
 {
@@ -414,7 +395,7 @@ static size_t *shard_order(const struct manifest *m)
 		return NULL;
 	for (size_t i = 0; i < m->npieces; i++)
 		ord[i] = i;
-	qsort_r(ord, m->npieces, sizeof *ord, by_shard, m->pieces);
+	qsort_r(ord, m->npieces, sizeof *ord, manifest_by_shard, m->pieces);
 	return ord;
 }
 
@@ -545,7 +526,7 @@ int store_open(struct store *s, const char *src, struct work *w, struct err *e)
 		return oom(e);
 	for (size_t a = 0, b; a < s->m.npieces && rc == NR_OK; a = b) {
 		for (b = a + 1; b < s->m.npieces &&
-				same_shard(&s->m.pieces[ord[a]], &s->m.pieces[ord[b]]); b++)
+				manifest_same_shard(&s->m.pieces[ord[a]], &s->m.pieces[ord[b]]); b++)
 			;
 		rc = check_shard(s, ord, a, b, e);
 	}
@@ -579,7 +560,7 @@ int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind
 
 		if (p->model != mi || p->kind != kind)
 			continue;
-		if (!prev || !same_shard(prev, p)) {
+		if (!prev || !manifest_same_shard(prev, p)) {
 			char rel[512], show[PATH_MAX + 600], *path;
 
 			piece_file(s, p, rel, sizeof rel);

@@ -183,5 +183,9 @@ bool cancelled(const struct store_opts *o);
 bool syncing(const struct store_opts *o);
 enum st_dtype arch_st_dtype(const struct arch *a);
 enum st_dtype kind_st_dtype(const struct arch *a, enum state_kind kind);
+/* Order of pieces by shard, then tensor (qsort_r over indices into the
+ * pieces given as ctx), and whether two pieces share a shard. */
+int manifest_by_shard(const void *pa, const void *pb, void *ctx);
+bool manifest_same_shard(const struct mpiece *a, const struct mpiece *b);
 
 #endif

@@ -588,7 +588,7 @@ static int get_piece(struct rd *r, json_t *o, size_t i, struct mpiece *pc)
 }
 
 /* Sort key: a shard, then the tensor in it. */
-static int by_shard(const void *pa, const void *pb, void *ctx)
+int manifest_by_shard(const void *pa, const void *pb, void *ctx)
 {
 	const struct mpiece *a = &((const struct mpiece *)ctx)[*(const size_t *)pa];
 	const struct mpiece *b = &((const struct mpiece *)ctx)[*(const size_t *)pb];
@@ -601,7 +601,7 @@ static int by_shard(const void *pa, const void *pb, void *ctx)
 	return 0;
 }
 
-static bool same_shard(const struct mpiece *a, const struct mpiece *b)
+bool manifest_same_shard(const struct mpiece *a, const struct mpiece *b)
 {
 	return a->model == b->model && a->kind == b->kind && a->pp == b->pp && a->tp == b->tp &&
 	       a->dp == b->dp;
@@ -700,10 +700,10 @@ static int check_pieces(struct rd *r)
 	}
 	for (size_t i = 0; i < m->npieces; i++)
 		ord[i] = i;
-	qsort_r(ord, m->npieces, sizeof *ord, by_shard, m->pieces);
+	qsort_r(ord, m->npieces, sizeof *ord, manifest_by_shard, m->pieces);
 	for (size_t a = 0, b; a < m->npieces && rc == NR_OK; a = b) {
 		b = a + 1;
-		while (b < m->npieces && same_shard(&m->pieces[ord[a]], &m->pieces[ord[b]]))
+		while (b < m->npieces && manifest_same_shard(&m->pieces[ord[a]], &m->pieces[ord[b]]))
 			b++;
 		rc = check_shard(r, ord, a, b, slot[m->pieces[ord[a]].model]);
 	}
