@@ -2,7 +2,8 @@
 # nereus-transition live: the transition schedule executed by 4 local MPI
 # ranks that hold their pieces in memory, TP2·PP2 → TP4·PP1 → TP1·PP2, every
 # piece checked against the store nereus-transition apply writes (the file
-# path); and the NCCL path where a GPU is present.
+# path); pieces relayed between GPUs of two nodes; and the NCCL path where a
+# GPU is present.
 
 bats_require_minimum_version 1.5.0
 
@@ -91,6 +92,33 @@ live() {
 	[[ $output =~ ^4\ ranks,\ [0-9]+\ rounds,.*\ ([0-9]+)\ pieces\ verified ]]
 	(( BASH_REMATCH[1] > 0 ))
 	run -0 live 4 tp4,pp1 tp1,pp2
+	[[ $output =~ ^4\ ranks,.*\ ([0-9]+)\ pieces\ verified ]]
+	(( BASH_REMATCH[1] > 0 ))
+}
+
+@test "relays: TP2·PP2 on two nodes → a replica on each of the 4 GPUs, passed on and verified" {
+	need_mpirun
+	cat > cluster2.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "tiny2", "nodes": 2, "gpus_per_node": 2,
+  "gpu": { "model": "small", "memory_gib": 16, "tflops": 100, "hbm_gbps": 1000 } }
+JSON
+	for c in tp2,pp2 tp1,pp1,dp4,nozero; do
+		nereus-plan --job "$D/job.json" --cluster cluster2.json --pin actor@training=$c \
+			-o plan-$c.json
+	done
+	run -0 nereus-transition --job "$D/job.json" --cluster cluster2.json \
+		--from plan-tp2,pp2.json --to plan-tp1,pp1,dp4,nozero.json --edges
+	python3 -c 'import json, sys
+e = json.loads(sys.argv[1])["edges"]
+links = {x["link"] for x in e if x.get("relay")}
+assert links == {"intra", "inter"}, links' "$output"
+	nereus-transition import --hf actor="$D/hf" --job "$D/job.json" --plan plan-tp2,pp2.json \
+		--cluster cluster2.json -o from
+	nereus-transition apply --state from --to plan-tp1,pp1,dp4,nozero.json \
+		--job "$D/job.json" --cluster cluster2.json -o to
+	run -0 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 \
+		nereus-transition live --job "$D/job.json" --cluster cluster2.json \
+		--from plan-tp2,pp2.json --to plan-tp1,pp1,dp4,nozero.json --state from --verify to
 	[[ $output =~ ^4\ ranks,.*\ ([0-9]+)\ pieces\ verified ]]
 	(( BASH_REMATCH[1] > 0 ))
 }

@@ -19,6 +19,7 @@ const char *const tg_link_names[TG_NLINKS + 1] = { "local", "intra", "host", "in
 #define SEG_DIV 64         /* a segment holds at most capacity / SEG_DIV bytes */
 #define ROUNDS_TARGET 256  /* the quantum: the first lower bound / ROUNDS_TARGET… */
 #define QUANTUM_LAT 100    /* …and at least this many round latencies */
+#define RELAY_DIV 256      /* a run of pieces sharing relay trees: capacity / RELAY_DIV bytes */
 #define RECENT 8           /* sources a destination remembers */
 #define NSLOTS 2           /* tilings of a tensor: the home layout, the engines */
 
@@ -158,6 +159,7 @@ struct ctx {
 	struct src_ent *ent;
 	struct src_ref *ref;
 	int **upg, **uppos, *nup;  /* per A list: its holders that are up, and their positions */
+	int **upnode, *nupnode;    /* per A list: the nodes of those holders */
 	double *load;              /* per port: seconds routed through it */
 	int ecap;
 	struct atom *at, *rem, *rem2, *lat;
@@ -168,6 +170,17 @@ struct ctx {
 	int stamp;
 	int *otab, omask, nopen;   /* open edges of the destination segment in hand */
 	int *oused, ousedcap;
+	/* relays of the destination list in hand (relay_prepare) */
+	int *rbuf, rbufcap;        /* holds the next four */
+	int *rpar, *rnode;         /* per holder: its parent, its node's index in the list */
+	int *rlead;                /* per node of the list: its first holder */
+	int rnodes;
+	int *ron, roncap;          /* per piece and node: atoms A holds on the node */
+	int *rheld, rheldcap;      /* per piece: A's up holders when it is one atom */
+	int *rrun, rruncap;        /* per piece: its run, whose tree starts from node run % nodes */
+	int *rmap;                 /* per node of the cluster: its index in the list, -1 */
+	int *rstamp, rtick;        /* per node of the list: the atom last counted */
+	int64_t relay_max;         /* bytes of a run, beyond its first piece */
 };
 
 /* Data identity of an EMU: its model; the engines share the actor's
@@ -503,6 +516,7 @@ struct choice {
 	int list, piece, pos;      /* the holder's list, its piece, its position in the list */
 	enum tg_link link;
 	int atom;                  /* the atom it gives */
+	int rseg;                  /* a relay: the segment of list it copies, else -1 */
 };
 
 static bool same_holder(const struct choice *a, const struct choice *b)
@@ -551,7 +565,7 @@ static struct reachc *reach_of(struct ctx *c, int l, const struct dinst *di)
  * recently (for another list), else the least loaded. */
 static struct choice choose(struct ctx *c, const struct dinst *di, const struct atom *a)
 {
-	struct choice ch = { -1, false, -1, -1, -1, TG_STORE, -1 };
+	struct choice ch = { -1, false, -1, -1, -1, TG_STORE, -1, -1 };
 	double best_load = HUGE_VAL;
 	int best_r = -1, best_p = -1;
 
@@ -618,7 +632,7 @@ found:
 
 		c->rc[l].pick = best_p;
 		ch = (struct choice){ c->upg[l][best_p], c->g->lists[l].u->host, l,
-				      c->ref[best_r].piece, c->uppos[l][best_p], ch.link, -1 };
+				      c->ref[best_r].piece, c->uppos[l][best_p], ch.link, -1, -1 };
 	}
 	return ch;
 }
@@ -630,6 +644,13 @@ static int sseg_of(const struct tgraph *g, int list, int pos, int piece)
 	const struct tg_list *l = &g->lists[list];
 
 	return l->seg0 + pos * l->nseg + l->seg_of[piece];
+}
+
+/* The segment an edge reads: a source segment, or for a relay the
+ * destination segment it copies (lists of A and B never share an index). */
+static int read_seg(const struct tg_edge *ed)
+{
+	return ed->rseg >= 0 ? ed->rseg : ed->sseg;
 }
 
 static unsigned open_hash(const struct ctx *c, int src, bool sh, int list, int sseg)
@@ -667,7 +688,7 @@ static int open_slot(struct ctx *c, int src, bool sh, int list, int sseg)
 		c->nopen = 0;
 		for (int k = 0; k < nused; k++) {
 			const struct tg_edge *ed = &c->g->edges[old[c->oused[k]]];
-			int at = open_slot(c, ed->src, ed->src_host, ed->src_list, ed->sseg);
+			int at = open_slot(c, ed->src, ed->src_host, ed->src_list, read_seg(ed));
 
 			c->otab[at] = old[c->oused[k]];
 			c->oused[c->nopen++] = at;
@@ -680,7 +701,8 @@ static int open_slot(struct ctx *c, int src, bool sh, int list, int sseg)
 		if (c->otab[h] < 0)
 			return (int)h;
 		ed = &c->g->edges[c->otab[h]];
-		if (ed->src == src && ed->src_host == sh && ed->src_list == list && ed->sseg == sseg)
+		if (ed->src == src && ed->src_host == sh && ed->src_list == list &&
+		    read_seg(ed) == sseg)
 			return (int)h;
 	}
 }
@@ -693,7 +715,8 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 {
 	struct tgraph *g = c->g;
 	const struct tg_list *tl = &g->lists[dl];
-	int sseg = ch->src >= 0 ? sseg_of(g, ch->list, ch->pos, ch->piece) : -1, slot = -1;
+	int sseg = ch->src >= 0 && ch->rseg < 0 ? sseg_of(g, ch->list, ch->pos, ch->piece) : -1;
+	int slot = -1;
 	struct route rt = route_of(c, ch->src, ch->sh, di->dst, di->dh, ch->link);
 	struct tg_edge *ed;
 
@@ -701,9 +724,10 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 	if (rt.dport != rt.sport)
 		c->load[rt.dport] += bytes / rt.bw;
 	if (whole) {
-		if ((slot = open_slot(c, ch->src, ch->sh, ch->list, sseg)) < 0)
+		if ((slot = open_slot(c, ch->src, ch->sh, ch->list, ch->rseg >= 0 ? ch->rseg : sseg)) < 0)
 			return -1;
-		if (c->otab[slot] >= 0 && i - g->edges[c->otab[slot]].first < 64) {
+		if (c->otab[slot] >= 0 && i - g->edges[c->otab[slot]].first < 64 &&
+		    (ch->rseg < 0 || c->rrun[i] == c->rrun[g->edges[c->otab[slot]].first])) {
 			ed = &g->edges[c->otab[slot]];
 			ed->count = i - ed->first + 1;
 			ed->mask |= (uint64_t)1 << (i - ed->first);
@@ -718,7 +742,7 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 		.model = tl->u->model, .kind = tl->l->kind, .src = ch->src, .dst = di->dst,
 		.src_host = ch->sh, .dst_host = di->dh, .src_list = ch->list, .dst_list = dl,
 		.first = i, .count = 1, .mask = 1, .whole = whole, .box = *region, .bytes = bytes,
-		.link = ch->link, .sseg = sseg, .dseg = dseg,
+		.link = ch->link, .sseg = sseg, .dseg = dseg, .rseg = ch->rseg,
 	};
 	if (whole) {
 		if (c->otab[slot] < 0)
@@ -758,6 +782,114 @@ static bool keep(struct ctx *c, const struct dinst *di, int dl, int i,
 	return false;
 }
 
+/* The relay trees of destination list tl (tgraph.h), its atoms cut
+ * (c->lat, c->aoff): each holder's parent, -1 for the root of the tree
+ * over nodes; how many atoms of each piece A holds on each of the list's
+ * nodes; and A's up holders of each piece that is one atom. */
+static int relay_prepare(struct ctx *c, const struct tg_list *tl)
+{
+	const struct emu_list *l = tl->l;
+	int n = l->ngpus, np = (int)l->npieces, nodes = 0, first = 0;
+	int64_t bytes = 0;
+
+	if (grow(&c->rbuf, &c->rbufcap, 4 * n + 1, sizeof *c->rbuf))
+		return -1;
+	c->rpar = c->rbuf;
+	c->rnode = c->rbuf + n;
+	c->rlead = c->rbuf + 2 * n;
+	c->rstamp = c->rbuf + 3 * n + 1;
+	for (int j = 0; j < n; j++) {
+		if (j == 0 || l->gpus[j] / c->gpn != l->gpus[j - 1] / c->gpn) {
+			first = j;
+			c->rlead[nodes] = j;
+			c->rpar[j] = -1;
+			c->rmap[l->gpus[j] / c->gpn] = nodes;
+			c->rstamp[nodes++] = -1;
+		} else {
+			c->rpar[j] = first + (j - first - 1) / 2;
+		}
+		c->rnode[j] = nodes - 1;
+	}
+	c->rnodes = nodes;
+	c->rlead[nodes] = n;
+	if (grow(&c->ron, &c->roncap, np * nodes, sizeof *c->ron) ||
+	    grow(&c->rheld, &c->rheldcap, np, sizeof *c->rheld) ||
+	    grow(&c->rrun, &c->rruncap, np, sizeof *c->rrun))
+		return -1;
+	/* Runs of pieces that one relay edge can carry share a tree; the
+	 * runs' trees start from node after node, so that no one node
+	 * gathers all the pieces A has cut.  An edge never carries pieces of
+	 * two trees: it would wait on both, and two such edges can wait on
+	 * each other. */
+	for (int i = 0, run = 0; i < np; i++) {
+		int64_t b = box_volume(&l->pieces[i].box) * tl->u->elem_bytes[l->kind];
+
+		if (i > 0 && (bytes + b > c->relay_max || tl->seg_of[i] != tl->seg_of[i - 1])) {
+			run++;
+			bytes = 0;
+		}
+		bytes += b;
+		c->rrun[i] = run;
+	}
+	memset(c->ron, 0, (size_t)np * (size_t)nodes * sizeof *c->ron);
+	for (int i = 0; i < np; i++) {
+		int nat = c->aoff[i + 1] - c->aoff[i];
+
+		c->rheld[i] = 0;
+		for (int a = 0; a < nat; a++) {
+			const struct atom *at = &c->lat[c->aoff[i] + a];
+
+			c->rtick++;
+			for (int s = 0; s < NSLOTS; s++) {
+				const struct src_ent *en;
+
+				if (at->ent[s] < 0)
+					continue;
+				en = &c->ent[at->ent[s]];
+				for (int r = en->ref0; r < en->ref0 + en->nref; r++) {
+					int sl = c->ref[r].list;
+
+					if (nat == 1)
+						c->rheld[i] += c->nup[sl];
+					for (int p = 0; p < c->nupnode[sl]; p++) {
+						int k = c->rmap[c->upnode[sl][p]];
+
+						if (k >= 0 && c->rstamp[k] != c->rtick) {
+							c->rstamp[k] = c->rtick;
+							c->ron[i * nodes + k]++;
+						}
+					}
+				}
+			}
+		}
+	}
+	for (int j = 0; j < n; j++)
+		c->rmap[l->gpus[j] / c->gpn] = -1;
+	return 0;
+}
+
+/* The holder that holder j of the list in hand takes piece i from, or -1
+ * when it takes the piece from A: within the node when A does not hold
+ * all of it there; across nodes when, besides, A has cut it or holds it
+ * on fewer GPUs than the list has nodes (else A's holders fan out
+ * evenly). */
+static int relay_parent(const struct ctx *c, int j, int i, int nat)
+{
+	int n = c->rnodes, root = c->rrun[i] % n, k = (c->rnode[j] - root + n) % n, p, h;
+
+	if (c->ron[i * n + c->rnode[j]] == nat)
+		return -1;
+	if (c->rpar[j] >= 0)
+		return c->rpar[j];
+	if (k == 0 || (nat == 1 && c->rheld[i] >= n))
+		return -1;
+	/* node (k - 1) / 2 of the piece's tree: its first holder for one
+	 * child, its second for the other, so no GPU sends across nodes twice */
+	p = ((k - 1) / 2 + root) % n;
+	h = c->rlead[p] + (k - 1) % 2;
+	return h < c->rlead[p + 1] ? h : c->rlead[p];
+}
+
 /* Every holder of destination list dl: keep, or take each atom of each
  * piece from its holder.  A list's atoms are cut once for all its
  * holders. */
@@ -769,6 +901,7 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 	int eb = tl->u->elem_bytes[l->kind], nlat = 0;
 	struct choice *ch = NULL;
 	int chcap = 0;
+	bool relays = l->ngpus > 1 && !tl->u->host;
 
 	if (grow(&c->aoff, &c->aoffcap, (int)l->npieces + 1, sizeof *c->aoff))
 		return -1;
@@ -786,8 +919,10 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 		nlat += nat;
 	}
 	c->aoff[l->npieces] = nlat;
+	if (relays && relay_prepare(c, tl))
+		return -1;
 	for (int j = 0; j < l->ngpus; j++) {
-		int cur = -1;
+		int cur = -1, par;
 
 		di->dst = l->gpus[j];
 		di->dh = tl->u->host;
@@ -808,6 +943,18 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 			}
 			if (keep(c, di, dl, (int)i, at, nat)) {
 				g->dseg[dseg].kept += p->local_len * eb;
+				continue;
+			}
+			if (relays && (par = relay_parent(c, j, (int)i, nat)) >= 0) {
+				struct choice rc = {
+					l->gpus[par], false, dl, (int)i, par,
+					c->rnode[par] == c->rnode[j] ? TG_INTRA : TG_INTER, -1,
+					tl->seg0 + par * tl->nseg + tl->seg_of[i],
+				};
+
+				if (add_edge(c, di, dl, dseg, (int)i, &rc, &p->box, true,
+					     box_volume(&p->box) * eb))
+					goto oom;
 				continue;
 			}
 			if (grow(&ch, &chcap, nat, sizeof *ch))
@@ -932,6 +1079,7 @@ struct ework {
 	struct route rt;
 	int64_t left;
 	int next;                  /* next in its pair's queue */
+	int deps;                  /* a relay: edges into its pieces on src not yet done */
 	bool ready, done;
 };
 
@@ -950,13 +1098,15 @@ struct sched {
 	int npairs, pcap;
 	int *htab, hmask;          /* (sport, dport) → pair */
 	struct port *port;
-	int *busy;                 /* per port: the last round that used it */
+	int *busy;                 /* per port: the last round that used it… */
+	double *spent;             /* …and the seconds it was busy in that round */
 	int *live, nlive;          /* ports with active pairs */
 	struct portload *order;
 	int64_t *used;
 	bool *alloc, *freed, *staged, *stage_done;
 	int *spend;                /* edges left out of each source segment */
 	int *din0, *din, *sout0, *sout; /* edges by segment */
+	int ne0, *after0, *after;  /* relays by the edges they wait on, for the first ne0 */
 	int *gd0, *gd, *gs0, *gs;  /* device segments by GPU */
 	bool *touch;
 	int *touched, ntouched;
@@ -1049,7 +1199,8 @@ static bool src_ready(const struct sched *s, int e)
 {
 	const struct tg_edge *ed = &s->g->edges[e];
 
-	return ed->sseg < 0 || ed->staging || !s->staged[ed->sseg] || s->stage_done[ed->sseg];
+	return s->ew[e].deps == 0 &&
+	       (ed->sseg < 0 || ed->staging || !s->staged[ed->sseg] || s->stage_done[ed->sseg]);
 }
 
 static int make_ready(struct sched *s, int e)
@@ -1142,7 +1293,7 @@ static int stage_seg(struct sched *s, int gpu, int sg)
 		.model = tl->u->model, .kind = tl->l->kind, .src = gpu, .dst = gpu,
 		.dst_host = true, .src_list = x->list, .dst_list = -1, .first = x->first,
 		.count = x->count, .whole = true, .bytes = x->bytes, .link = TG_HOST,
-		.sseg = sg, .dseg = -1, .staging = true,
+		.sseg = sg, .dseg = -1, .rseg = -1, .staging = true,
 	};
 	g->nedges++;
 	s->ew[e] = (struct ework){ .left = x->bytes, .next = -1 };
@@ -1211,17 +1362,16 @@ static int cmp_load(const void *pa, const void *pb)
 	return a->port - b->port;
 }
 
-/* Move up to one quantum over pair q; completed edges go to s->done. */
-static int transfer(struct sched *s, int q, double *longest)
+/* Move up to quota bytes over pair q; completed edges go to s->done.
+ * Returns the bytes moved, -1 when out of memory. */
+static int64_t transfer(struct sched *s, int q, int64_t quota)
 {
 	struct tgraph *g = s->g;
 	struct pair *p = &s->pairs[q];
 	double *load = s->c->load;
-	int64_t quota = (int64_t)(g->quantum_s * p->bw), moved = 0;
+	int64_t moved = 0;
 	struct tg_round *rd = &g->rounds[g->nrounds];
 
-	if (quota < 1)
-		quota = 1;
 	while (quota > 0 && p->head >= 0) {
 		int e = p->head;
 		struct ework *w = &s->ew[e];
@@ -1252,9 +1402,7 @@ static int transfer(struct sched *s, int q, double *longest)
 	}
 	rd->transfers++;
 	rd->bytes += moved;
-	if (moved / p->bw > *longest)
-		*longest = moved / p->bw;
-	return 0;
+	return moved;
 }
 
 /* After a round: staged segments arrive in host memory and are freed;
@@ -1285,6 +1433,12 @@ static int settle(struct sched *s)
 		} else if (sg >= 0 && --s->spend[sg] == 0 && !s->staged[sg] && free_seg(s, sg)) {
 			return -1;
 		}
+		for (int k = e < s->ne0 ? s->after0[e] : 0; e < s->ne0 && k < s->after0[e + 1]; k++) {
+			int r = s->after[k];
+
+			if (--s->ew[r].deps == 0 && s->alloc[g->edges[r].dseg] && make_ready(s, r))
+				return -1;
+		}
 	}
 	s->ndone_round = 0;
 	for (int i = 0; i < s->ntouched; i++) {
@@ -1296,12 +1450,28 @@ static int settle(struct sched *s)
 	return 0;
 }
 
-/* One round: every link with ready work, the most loaded first, takes the
- * ready pair whose other end is free and the most loaded. */
+/* The seconds port p may still be busy in round r. */
+static double room(const struct sched *s, int p, int r)
+{
+	return s->busy[p] == r ? s->g->quantum_s - s->spent[p] : s->g->quantum_s;
+}
+
+static void spend(struct sched *s, int p, int r, double t)
+{
+	if (s->busy[p] != r) {
+		s->busy[p] = r;
+		s->spent[p] = 0;
+	}
+	s->spent[p] += t;
+}
+
+/* One round of one quantum: every link with ready work, the most loaded
+ * first, takes the ready pairs whose other end has time left, the most
+ * loaded first, until its quantum is spent. */
 static int round_once(struct sched *s)
 {
 	struct tgraph *g = s->g;
-	double *load = s->c->load, longest = 0;
+	double *load = s->c->load, longest = 0, full = g->quantum_s * 1e-6;
 	int r = g->nrounds, np = s->nlive;
 
 	if (grow(&g->rounds, &s->rcap, r + 1, sizeof *g->rounds))
@@ -1311,31 +1481,40 @@ static int round_once(struct sched *s)
 		s->order[i] = (struct portload){ load[s->live[i]], s->live[i] };
 	qsort(s->order, (size_t)np, sizeof *s->order, cmp_load);
 	for (int i = 0; i < np; i++) {
-		int p = s->order[i].port, best = -1, look, start;
+		int p = s->order[i].port;
 		struct port *pt = &s->port[p];
-		double best_load = -1;
 
-		if (s->busy[p] == r || pt->n == 0)
-			continue;
-		look = pt->n < PORT_LOOK ? pt->n : PORT_LOOK;
-		start = pt->cursor % pt->n;
-		for (int k = 0; k < look; k++) {
-			int q = pt->pairs[(start + k) % pt->n];
-			const struct pair *x = &s->pairs[q];
-			int other = x->sport == p ? x->dport : x->sport;
-			double ol = other == p ? 0 : load[other];
+		while (pt->n > 0 && room(s, p, r) > full) {
+			int best = -1, look = pt->n < PORT_LOOK ? pt->n : PORT_LOOK;
+			int start = pt->cursor % pt->n, other;
+			double best_load = -1, t;
+			int64_t moved;
 
-			if ((other == p || s->busy[other] != r) && ol > best_load) {
-				best = q;
-				best_load = ol;
+			for (int k = 0; k < look; k++) {
+				int q = pt->pairs[(start + k) % pt->n];
+				const struct pair *x = &s->pairs[q];
+				int o = x->sport == p ? x->dport : x->sport;
+				double ol = o == p ? 0 : load[o];
+
+				if ((o == p || room(s, o, r) > full) && ol > best_load) {
+					best = q;
+					best_load = ol;
+				}
 			}
+			pt->cursor = start + look;
+			if (best < 0)
+				break;
+			other = s->pairs[best].sport == p ? s->pairs[best].dport : s->pairs[best].sport;
+			t = fmin(room(s, p, r), room(s, other, r));
+			moved = transfer(s, best, (int64_t)fmax(1, t * s->pairs[best].bw));
+			if (moved < 0)
+				return -1;
+			t = (double)moved / s->pairs[best].bw;
+			spend(s, p, r, t);
+			if (other != p)
+				spend(s, other, r, t);
+			longest = fmax(longest, fmax(s->spent[p], s->spent[other]));
 		}
-		pt->cursor = start + look;
-		if (best < 0)
-			continue;
-		s->busy[s->pairs[best].sport] = s->busy[s->pairs[best].dport] = r;
-		if (transfer(s, best, &longest))
-			return -1;
 	}
 	g->rounds[r].seconds = longest + s->c->v->k->allreduce_lat_s;
 	g->rounds[r].nmoves = g->nmoves - g->rounds[r].move0;
@@ -1379,6 +1558,7 @@ static void sched_free(struct sched *s)
 		free(s->port[p].pairs);
 	free(s->port);
 	free(s->busy);
+	free(s->spent);
 	free(s->live);
 	free(s->order);
 	free(s->used);
@@ -1391,6 +1571,8 @@ static void sched_free(struct sched *s)
 	free(s->din);
 	free(s->sout0);
 	free(s->sout);
+	free(s->after0);
+	free(s->after);
 	free(s->gd0);
 	free(s->gd);
 	free(s->gs0);
@@ -1398,6 +1580,66 @@ static void sched_free(struct sched *s)
 	free(s->touch);
 	free(s->touched);
 	free(s->done);
+}
+
+/* The pieces of a destination list an edge writes, from its first. */
+static uint64_t piece_mask(const struct tg_edge *ed)
+{
+	return ed->whole ? ed->mask : 1;
+}
+
+static bool pieces_meet(const struct tg_edge *a, const struct tg_edge *b)
+{
+	int d = b->first - a->first;
+
+	if (d >= 64 || d <= -64)
+		return false;
+	return d >= 0 ? (piece_mask(a) >> d & piece_mask(b)) != 0
+		      : (piece_mask(b) >> -d & piece_mask(a)) != 0;
+}
+
+/* Each relay waits on the edges that bring its pieces to its source. */
+static int relay_deps(struct sched *s)
+{
+	const struct tgraph *g = s->g;
+	int n = 0, cap = 0, *from = NULL, *to = NULL, *idx;
+
+	for (int r = 0; r < s->ne0; r++) {
+		const struct tg_edge *ed = &g->edges[r];
+
+		for (int k = ed->rseg >= 0 ? s->din0[ed->rseg] : 0;
+		     ed->rseg >= 0 && k < s->din0[ed->rseg + 1]; k++) {
+			int f = s->din[k];
+
+			if (!pieces_meet(&g->edges[f], ed))
+				continue;
+			if (n == cap) {
+				int *nf, *nt;
+
+				cap = cap ? 2 * cap : 1024;
+				nf = realloc(from, (size_t)cap * sizeof *from);
+				nt = nf ? realloc(to, (size_t)cap * sizeof *to) : NULL;
+				from = nf ? nf : from;
+				if (!nf || !nt) {
+					free(from);
+					free(to);
+					return -1;
+				}
+				to = nt;
+			}
+			from[n] = f;
+			to[n++] = r;
+			s->ew[r].deps++;
+		}
+	}
+	idx = csr(n, from, s->ne0, &s->after0);
+	s->after = idx ? malloc((size_t)(n ? n : 1) * sizeof *s->after) : NULL;
+	for (int k = 0; s->after && k < n; k++)
+		s->after[k] = to[idx[k]];
+	free(idx);
+	free(from);
+	free(to);
+	return s->after ? 0 : -1;
 }
 
 static int sched_init(struct sched *s, struct ctx *c)
@@ -1417,6 +1659,7 @@ static int sched_init(struct sched *s, struct ctx *c)
 	s->htab = malloc((size_t)hsize * sizeof *s->htab);
 	s->port = calloc((size_t)s->nports, sizeof *s->port);
 	s->busy = malloc((size_t)s->nports * sizeof *s->busy);
+	s->spent = calloc((size_t)s->nports, sizeof *s->spent);
 	s->live = malloc((size_t)s->nports * sizeof *s->live);
 	s->order = malloc((size_t)s->nports * sizeof *s->order);
 	s->used = calloc((size_t)g->ngpus, sizeof *s->used);
@@ -1428,7 +1671,8 @@ static int sched_init(struct sched *s, struct ctx *c)
 	s->touch = calloc((size_t)g->ngpus, sizeof *s->touch);
 	s->touched = malloc((size_t)g->ngpus * sizeof *s->touched);
 	key = malloc((size_t)(ne + g->nsseg + g->ndseg + 1) * sizeof *key);
-	if (!s->ew || !s->htab || !s->port || !s->busy || !s->live || !s->order || !s->used ||
+	if (!s->ew || !s->htab || !s->port || !s->busy || !s->spent || !s->live || !s->order ||
+	    !s->used ||
 	    !s->alloc || !s->freed || !s->staged || !s->stage_done || !s->spend || !s->touch ||
 	    !s->touched || !key) {
 		free(key);
@@ -1461,7 +1705,8 @@ static int sched_init(struct sched *s, struct ctx *c)
 		s->ew[e].next = -1;
 		set_route(s, e, 0);
 	}
-	return 0;
+	s->ne0 = ne;
+	return relay_deps(s);
 }
 
 static int schedule(struct ctx *c, struct err *e)
@@ -1551,9 +1796,12 @@ static void ctx_free(struct ctx *c, int na)
 	for (int l = 0; l < na && c->upg; l++) {
 		free(c->upg[l]);
 		free(c->uppos[l]);
+		free(c->upnode ? c->upnode[l] : NULL);
 	}
 	free(c->upg);
 	free(c->uppos);
+	free(c->upnode);
+	free(c->nupnode);
 	free(c->nup);
 	free(c->rc);
 	free(c->bk);
@@ -1567,6 +1815,11 @@ static void ctx_free(struct ctx *c, int na)
 	free(c->aoff);
 	free(c->otab);
 	free(c->oused);
+	free(c->rbuf);
+	free(c->ron);
+	free(c->rheld);
+	free(c->rrun);
+	free(c->rmap);
 }
 
 void tgraph_free(struct tgraph *g)
@@ -1638,19 +1891,26 @@ static int up_holders(struct ctx *c)
 	c->uppos = calloc((size_t)g->na + 1, sizeof *c->uppos);
 	c->nup = calloc((size_t)g->na + 1, sizeof *c->nup);
 	c->rc = calloc((size_t)g->na + 1, sizeof *c->rc);
-	if (!c->upg || !c->uppos || !c->nup || !c->rc)
+	c->upnode = calloc((size_t)g->na + 1, sizeof *c->upnode);
+	c->nupnode = calloc((size_t)g->na + 1, sizeof *c->nupnode);
+	if (!c->upg || !c->uppos || !c->nup || !c->rc || !c->upnode || !c->nupnode)
 		return -1;
 	for (int l = 0; l < g->na; l++) {
 		const struct emu_list *el = g->lists[l].l;
 
 		c->upg[l] = malloc((size_t)el->ngpus * sizeof **c->upg);
 		c->uppos[l] = malloc((size_t)el->ngpus * sizeof **c->uppos);
-		if (!c->upg[l] || !c->uppos[l])
+		c->upnode[l] = malloc((size_t)el->ngpus * sizeof **c->upnode);
+		if (!c->upg[l] || !c->uppos[l] || !c->upnode[l])
 			return -1;
 		for (int p = 0; p < el->ngpus; p++)
 			if (c->v->cl->up[el->gpus[p]]) {
+				int node = el->gpus[p] / c->gpn, *n = &c->nupnode[l];
+
 				c->upg[l][c->nup[l]] = el->gpus[p];
 				c->uppos[l][c->nup[l]++] = p;
+				if (*n == 0 || c->upnode[l][*n - 1] != node)
+					c->upnode[l][(*n)++] = node;
 			}
 	}
 	return 0;
@@ -1681,12 +1941,16 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 	g->ngpus = cluster_gpus(v->cl);
 	g->capacity = cluster_gpu_bytes(v->cl);
 	seg_max = (int64_t)(g->capacity / SEG_DIV);
+	c->relay_max = (int64_t)(g->capacity / RELAY_DIV);
 	g->lists = calloc((size_t)nl, sizeof *g->lists);
 	g->before = calloc((size_t)g->ngpus, sizeof *g->before);
 	g->after = calloc((size_t)g->ngpus, sizeof *g->after);
 	g->peak = calloc((size_t)g->ngpus, sizeof *g->peak);
 	c->load = calloc((size_t)g->ngpus * NPORTS, sizeof *c->load);
-	if (!g->lists || !g->before || !g->after || !g->peak || !c->load ||
+	c->rmap = malloc((size_t)(g->ngpus / c->gpn + 1) * sizeof *c->rmap);
+	if (c->rmap)
+		memset(c->rmap, -1, (size_t)(g->ngpus / c->gpn + 1) * sizeof *c->rmap);
+	if (!g->lists || !g->before || !g->after || !g->peak || !c->load || !c->rmap ||
 	    add_lists(g, &g->a, seg_max, &g->nsseg))
 		return err_set(e, NR_EIO, "out of memory");
 	g->na = g->nlists;

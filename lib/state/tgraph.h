@@ -15,6 +15,21 @@
  * it took from last, so what one source sends one destination from one
  * segment to another, up to 64 pieces apart, is one edge.
  *
+ * Relays.  A list B keeps on many GPUs (replicated weights, say) would
+ * otherwise have each holder gather every piece A has cut across other
+ * nodes: holders times sources edges, and the few holders of A sending
+ * the same bytes to all of them.  Instead, holders that already have a
+ * piece pass it on, as a broadcast does: within a node each holder after
+ * the first takes a piece from an earlier one over NVLink, in a binary
+ * tree, when A does not hold all of it on that node; across nodes the
+ * first holder of each node takes it from the first or second holder of
+ * another node, in a binary tree over the nodes, when A has cut the piece
+ * or holds it on fewer GPUs than there are such nodes.  Each run of
+ * pieces (capacity / 256 bytes at most) has its own trees, rooted at node
+ * after node, so that no one node gathers everything A has cut.  A relay
+ * edge carries pieces of one run and leaves only after the edges bringing
+ * them to the relaying GPU are done.
+ *
  * Memory.  A GPU starts with what A keeps there and ends with what B keeps
  * there.  Pieces are allocated and freed by segments: runs of consecutive
  * pieces of one buffer of at most capacity / 64 bytes.  A destination
@@ -27,10 +42,10 @@
  *
  * Rounds.  A GPU's links are its network port (NVLink or InfiniBand, one
  * transfer out and one in at a time), its host link (PCIe, one each way)
- * and its copy engine.  Each round gives every busy link one transfer of
- * at most one quantum of time, the links with the most bytes left served
- * first; a round lasts as long as its slowest transfer plus the cost
- * model's per-collective latency.  The lower bound is the busiest link's
+ * and its copy engine.  Each round gives every busy link transfers of at
+ * most one quantum of time in all, one after another, the links with the
+ * most bytes left served first; a round lasts as long as its busiest link
+ * plus the cost model's per-collective latency.  The lower bound is the busiest link's
  * bytes over its bandwidth; the predicted time, the sum of the rounds, is
  * never below it. */
 #ifndef NEREUS_TGRAPH_H
@@ -84,6 +99,8 @@ struct tg_edge {
 	int64_t bytes;
 	enum tg_link link;
 	int sseg, dseg;          /* the segments it reads and writes; -1 none */
+	int rseg;                /* a relay: the destination segment of src it copies
+				  * (src_list is then a list of B), else -1 */
 	bool staging;            /* moves source segment sseg to host memory */
 	bool staged;             /* leaves from host memory, where sseg was staged */
 };
@@ -101,7 +118,7 @@ struct tg_move {
 
 struct tg_round {
 	double seconds;
-	int transfers;           /* links pairs busy */
+	int transfers;           /* transfers between pairs of links */
 	int64_t bytes;
 	int move0, nmoves;       /* its moves */
 	bool staging;            /* moves a staged segment to host memory */
@@ -136,7 +153,7 @@ struct tgraph {
 	int link_edges[TG_NLINKS];
 	int64_t link_bytes[TG_NLINKS];
 	double link_seconds[TG_NLINKS]; /* bytes over bandwidth, summed */
-	double quantum_s;        /* the most one transfer takes in a round */
+	double quantum_s;        /* the most time a link carries transfers in a round */
 	double predicted_s;
 	double lower_bound_s;
 };

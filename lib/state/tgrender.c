@@ -105,6 +105,8 @@ static json_t *edge_json(const struct env *v, const struct tgraph *g, const stru
 		json_object_set_new(o, "staging", json_true());
 	if (ed->staged)
 		json_object_set_new(o, "staged", json_true());
+	if (ed->rseg >= 0)
+		json_object_set_new(o, "relay", json_true());
 	return o;
 }
 

@@ -1,7 +1,8 @@
 /* make bench: the global transition graph for four 8B models (8B PPO) on
  * 1024 H100 GPUs, between real plans: build time (median of repeated
  * builds) against the 1 s target, and predicted time over the lower bound
- * against the 1.15 target. */
+ * against the 1.15 target.  The last pair is the all-gather case, where
+ * the reference model goes from sharded to replicated on every GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,7 @@ int main(void)
 {
 	static struct job job;
 	static struct cluster full, down;
-	static struct plan a, pinned, small;
+	static struct plan a, pinned, small, sharded, replicated;
 	struct coef k;
 	struct env vf = { &job, &full, &k }, vd = { &job, &down, &k };
 	struct err e;
@@ -99,10 +100,14 @@ int main(void)
 	for (int gpu = 120 * full.gpus_per_node; gpu < cluster_gpus(&full); gpu++)
 		down.up[gpu] = false;
 	if (search(&vf, NULL, &a) || search(&vf, "actor@training=tp4,pp2", &pinned) ||
-	    search(&vd, NULL, &small))
+	    search(&vd, NULL, &small) ||
+	    search(&vf, "reference@inference=tp1,pp1,fsdp", &sharded) ||
+	    search(&vf, "reference@inference=tp1,pp1,nofsdp", &replicated))
 		return 1;
 	measure("8B PPO, 1024 GPUs: adaptive -> actor pinned at tp4 pp2", &vf, &a, &pinned);
 	measure("8B PPO: adaptive on 1024 GPUs -> adaptive with nodes 120-127 down", &vd, &a,
 		&small);
+	measure("8B PPO, 1024 GPUs: reference sharded (FSDP) -> replicated, every GPU gathers it "
+		"all", &vf, &sharded, &replicated);
 	return 0;
 }

@@ -64,6 +64,45 @@ static void resident(const struct emu_set *s, int64_t *bytes)
 				bytes[s->u[i].rank_gpu[r]] += emu_rank_bytes(&s->u[i], r);
 }
 
+/* Whether edges a and b write a piece in common. */
+static bool share_piece(const struct tg_edge *a, const struct tg_edge *b)
+{
+	for (int i = 0; i < a->count; i++)
+		for (int j = 0; j < b->count; j++)
+			if (a->first + i == b->first + j && (!a->whole || (a->mask >> i & 1)) &&
+			    (!b->whole || (b->mask >> j & 1)))
+				return true;
+	return false;
+}
+
+/* (6) A relay starts only after every edge bringing its pieces to its
+ * source is done; (7) no GPU's network port is busy longer than a
+ * round's quantum. */
+static void check_round(const struct tgraph *g, const struct tg_round *r, const int64_t *moved,
+			const int *in0, const int *in)
+{
+	double *busy = calloc((size_t)g->ngpus * 2, sizeof *busy);
+	bool bad = false;
+
+	for (int m = r->move0; m < r->move0 + r->nmoves; m++) {
+		const struct tg_move *mv = &g->moves[m];
+		const struct tg_edge *ed = &g->edges[mv->edge];
+
+		if (ed->rseg >= 0 && mv->off == 0)
+			for (int k = in0[ed->rseg]; k < in0[ed->rseg + 1]; k++)
+				bad |= share_piece(&g->edges[in[k]], ed) &&
+				       moved[in[k]] != g->edges[in[k]].bytes;
+		if (ed->link == TG_INTRA || ed->link == TG_INTER) {
+			busy[2 * ed->src] += mv->bytes / tgraph_link_bw(&v, ed->link);
+			busy[2 * ed->dst + 1] += mv->bytes / tgraph_link_bw(&v, ed->link);
+		}
+	}
+	for (int p = 0; p < 2 * g->ngpus; p++)
+		bad |= busy[p] > g->quantum_s * (1 + 1e-9) + 1e-12;
+	CHECK(!bad);
+	free(busy);
+}
+
 /* (1) Walk the steps: memory never above capacity, transfers read what is
  * there and write what is allocated, every edge moved once, in order. */
 static void walk(const struct tgraph *g)
@@ -74,6 +113,17 @@ static void walk(const struct tgraph *g)
 	bool *alloc = calloc((size_t)g->ndseg + 1, 1), *freed = calloc((size_t)g->nsseg + 1, 1);
 	bool *staged = calloc((size_t)g->nsseg + 1, 1);
 	bool over = false, bad_move = false;
+	int *in0 = calloc((size_t)g->ndseg + 2, sizeof *in0), *in = malloc(((size_t)g->nedges + 1) * sizeof *in);
+
+	/* edges by the destination segment they write */
+	for (int e = 0; e < g->nedges; e++)
+		if (g->edges[e].dseg >= 0)
+			in0[g->edges[e].dseg + 2]++;
+	for (int d = 0; d <= g->ndseg; d++)
+		in0[d + 1] += in0[d];
+	for (int e = 0; e < g->nedges; e++)
+		if (g->edges[e].dseg >= 0)
+			in[in0[g->edges[e].dseg + 1]++] = e;
 
 	resident(&g->a, used);
 	resident(&g->b, after);
@@ -104,6 +154,7 @@ static void walk(const struct tgraph *g)
 		} else {
 			const struct tg_round *r = &g->rounds[st->index];
 
+			check_round(g, r, moved, in0, in);
 			for (int m = r->move0; m < r->move0 + r->nmoves; m++) {
 				const struct tg_move *mv = &g->moves[m];
 				const struct tg_edge *ed = &g->edges[mv->edge];
@@ -139,6 +190,8 @@ static void walk(const struct tgraph *g)
 	free(alloc);
 	free(freed);
 	free(staged);
+	free(in0);
+	free(in);
 }
 
 struct region {
@@ -275,7 +328,6 @@ static bool check_pair(const struct plan *a, const struct plan *b, struct tgraph
 	}
 	walk(g);
 	cover(g);
-	/* (5) each link's transfers are in distinct rounds */
 	CHECK(g->predicted_s >= g->lower_bound_s * (1 - 1e-12));
 	CHECK((g->nedges == 0) == (g->predicted_s == 0));
 	return true;
@@ -438,6 +490,43 @@ static void test_cycle_is_staged(void)
 	tgraph_free(&g);
 }
 
+/* (1, 2, 6) A model sharded across GPUs becomes replicated: every GPU
+ * needs all of it, which holders pass on to others of their node and
+ * across nodes rather than each gathering every shard. */
+static void test_replicas_relay(void)
+{
+	static struct plan a, b;
+	struct tgraph g;
+	int relays[TG_NLINKS] = { 0 }, gathers = 0;
+	bool pair[32][32] = { { false } };
+
+	setup("examples/jobs/ppo-llama3-8b.json", 4);
+	CHECK(search("reference@inference=tp1,pp1,dp16,fsdp", ANY, &a));
+	CHECK(search("reference@inference=tp1,pp1,dp16,nofsdp", ANY, &b));
+	if (!check_pair(&a, &b, &g))
+		return;
+	for (int e = 0; e < g.nedges; e++) {
+		const struct tg_edge *ed = &g.edges[e];
+
+		if (ed->rseg >= 0) {
+			relays[ed->link]++;
+			CHECK(ed->src_list == ed->dst_list && ed->whole && ed->sseg < 0);
+			CHECK((ed->link == TG_INTRA) == (ed->src / 8 == ed->dst / 8));
+			CHECK(g.dseg[ed->rseg].gpu == ed->src);
+		} else if (ed->model == 2 && ed->src >= 0 && !pair[ed->src][ed->dst]) {
+			pair[ed->src][ed->dst] = true;
+			gathers++;
+		}
+	}
+	CHECK(relays[TG_INTRA] > 0 && relays[TG_INTER] > 0);
+	CHECK(relays[TG_LOCAL] + relays[TG_HOST] + relays[TG_STORE] == 0);
+	/* without relays each of the 16 GPUs would take from all 16 holders */
+	printf("#   %d relays within nodes, %d across, %d pairs of GPUs gather\n",
+	       relays[TG_INTRA], relays[TG_INTER], gathers);
+	CHECK(gathers < 16 * 16 / 2);
+	tgraph_free(&g);
+}
+
 int main(void)
 {
 	RUN(test_identical_plans_move_nothing);
@@ -445,5 +534,6 @@ int main(void)
 	RUN(test_lost_gpus);
 	RUN(test_tight_memory);
 	RUN(test_cycle_is_staged);
+	RUN(test_replicas_relay);
 	return UNIT_END();
 }
