@@ -1433,7 +1433,9 @@ static int settle(struct sched *s)
 		} else if (sg >= 0 && --s->spend[sg] == 0 && !s->staged[sg] && free_seg(s, sg)) {
 			return -1;
 		}
-		for (int k = e < s->ne0 ? s->after0[e] : 0; e < s->ne0 && k < s->after0[e + 1]; k++) {
+		if (e >= s->ne0)
+			continue; /* a staging edge: no relay waits on it */
+		for (int k = s->after0[e]; k < s->after0[e + 1]; k++) {
 			int r = s->after[k];
 
 			if (--s->ew[r].deps == 0 && s->alloc[g->edges[r].dseg] && make_ready(s, r))
@@ -1607,8 +1609,9 @@ static int relay_deps(struct sched *s)
 	for (int r = 0; r < s->ne0; r++) {
 		const struct tg_edge *ed = &g->edges[r];
 
-		for (int k = ed->rseg >= 0 ? s->din0[ed->rseg] : 0;
-		     ed->rseg >= 0 && k < s->din0[ed->rseg + 1]; k++) {
+		if (ed->rseg < 0)
+			continue;
+		for (int k = s->din0[ed->rseg]; k < s->din0[ed->rseg + 1]; k++) {
 			int f = s->din[k];
 
 			if (!pieces_meet(&g->edges[f], ed))
