@@ -9,6 +9,7 @@
  * every edge is done. */
 #include "state/tgraph.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,7 +177,7 @@ struct ctx {
 	int *rlead;                /* per node of the list: its first holder */
 	int rnodes;
 	int *ron, roncap;          /* per piece and node: atoms A holds on the node */
-	int *rheld, rheldcap;      /* per piece: A's up holders when it is one atom */
+	int *rheld, rheldcap;      /* per piece: A's up holders of its least held atom */
 	int *rrun, rruncap;        /* per piece: its run, whose tree starts from node run % nodes */
 	int *rmap;                 /* per node of the cluster: its index in the list, -1 */
 	int *rstamp, rtick;        /* per node of the list: the atom last counted */
@@ -785,7 +786,8 @@ static bool keep(struct ctx *c, const struct dinst *di, int dl, int i,
 /* The relay trees of destination list tl (tgraph.h), its atoms cut
  * (c->lat, c->aoff): each holder's parent, -1 for the root of the tree
  * over nodes; how many atoms of each piece A holds on each of the list's
- * nodes; and A's up holders of each piece that is one atom. */
+ * nodes; and how many GPUs that are up hold the least held atom of each
+ * piece in A. */
 static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 {
 	const struct emu_list *l = tl->l;
@@ -835,9 +837,10 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 	for (int i = 0; i < np; i++) {
 		int nat = c->aoff[i + 1] - c->aoff[i];
 
-		c->rheld[i] = 0;
+		c->rheld[i] = INT_MAX;
 		for (int a = 0; a < nat; a++) {
 			const struct atom *at = &c->lat[c->aoff[i] + a];
+			int held = 0;
 
 			c->rtick++;
 			for (int s = 0; s < NSLOTS; s++) {
@@ -849,8 +852,7 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 				for (int r = en->ref0; r < en->ref0 + en->nref; r++) {
 					int sl = c->ref[r].list;
 
-					if (nat == 1)
-						c->rheld[i] += c->nup[sl];
+					held += c->nup[sl];
 					for (int p = 0; p < c->nupnode[sl]; p++) {
 						int k = c->rmap[c->upnode[sl][p]];
 
@@ -861,6 +863,7 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 					}
 				}
 			}
+			c->rheld[i] = held < c->rheld[i] ? held : c->rheld[i];
 		}
 	}
 	for (int j = 0; j < n; j++)
@@ -870,9 +873,8 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 
 /* The holder that holder j of the list in hand takes piece i from, or -1
  * when it takes the piece from A: within the node when A does not hold
- * all of it there; across nodes when, besides, A has cut it or holds it
- * on fewer GPUs than the list has nodes (else A's holders fan out
- * evenly). */
+ * all of it there; across nodes when, besides, some part of it is on
+ * fewer GPUs than the list has nodes (else A's holders fan out evenly). */
 static int relay_parent(const struct ctx *c, int j, int i, int nat)
 {
 	int n = c->rnodes, root = c->rrun[i] % n, k = (c->rnode[j] - root + n) % n, p, h;
@@ -881,13 +883,14 @@ static int relay_parent(const struct ctx *c, int j, int i, int nat)
 		return -1;
 	if (c->rpar[j] >= 0)
 		return c->rpar[j];
-	if (k == 0 || (nat == 1 && c->rheld[i] >= n))
+	if (k == 0 || c->rheld[i] >= n)
 		return -1;
-	/* node (k - 1) / 2 of the piece's tree: its first holder for one
-	 * child, its second for the other, so no GPU sends across nodes twice */
+	/* node (k - 1) / 2 of the piece's tree: its last holder for one child,
+	 * the one before for the other.  Those are leaves of the node's own
+	 * tree, whose network port has nothing else to send. */
 	p = ((k - 1) / 2 + root) % n;
-	h = c->rlead[p] + (k - 1) % 2;
-	return h < c->rlead[p + 1] ? h : c->rlead[p];
+	h = c->rlead[p + 1] - 1 - (k - 1) % 2;
+	return h > c->rlead[p] ? h : c->rlead[p + 1] - 1;
 }
 
 /* Every holder of destination list dl: keep, or take each atom of each
