@@ -107,7 +107,7 @@ int main(void)
 	measure("8B PPO, 1024 GPUs: adaptive -> actor pinned at tp4 pp2", &vf, &a, &pinned);
 	measure("8B PPO: adaptive on 1024 GPUs -> adaptive with nodes 120-127 down", &vd, &a,
 		&small);
-	measure("8B PPO, 1024 GPUs: reference sharded (FSDP) -> replicated, every GPU gathers it "
-		"all", &vf, &sharded, &replicated);
+	measure("8B PPO, 1024 GPUs: reference sharded (FSDP) -> replicated, a whole copy on each "
+		"of its GPUs", &vf, &sharded, &replicated);
 	return 0;
 }
