@@ -44,8 +44,8 @@ struct frec {
 };
 
 /* One measured model-stage: what the model needs to predict it.  What the
- * solves read on every pass lives apart, in struct trow and struct mrow, so
- * that a pass streams through only that. */
+ * solves read on every pass lives apart, in struct trow and struct mrow and
+ * the measurements, so that a pass streams through only that. */
 struct frow {
 	long rec;
 	signed char model, stage;
@@ -58,13 +58,12 @@ struct frow {
 
 /* A row's time as the time fit sees it. */
 struct trow {
-	double y;                /* seconds measured */
 	double x0, x[NT];        /* seconds = x0 + x·θ on the current piece */
+	unsigned nz;             /* the coefficients whose x is not 0 */
 };
 
 /* A row's peak as the memory fit sees it. */
 struct mrow {
-	double peak;             /* bytes measured; NAN when not */
 	double mc, mx, md;       /* bytes = mc + (a·mx + md)·(1+f) + w·GiB near the current k */
 };
 
@@ -75,19 +74,28 @@ struct fit {
 	struct coef k;           /* current coefficients */
 	struct frec *recs;
 	struct frow *rows;
-	struct trow *tr;         /* parallel to rows */
+	double *y;               /* parallel to rows: seconds measured */
+	double *peak;            /* bytes measured; NAN when not */
+	struct trow *tr;         /* made by fit_run, so that its threads first touch them */
 	struct mrow *mr;
-	long nrecs, nrows, caprecs, caprows, captr, capmr;
+	long nrecs, nrows, caprecs, caprows, capy, cappeak;
 	long other;              /* records with status oom or paused */
 	double *scratch;         /* absolute residuals, for medians */
 	double *rw;              /* each row's weight in the fit: its record's, 0 held out */
 };
 
 /* What evaluating the model needs, one per thread: the job with the batch
- * of the record at hand. */
+ * of the record at hand; and the coefficients of the pass with the probes
+ * row_basis makes around them, the same for every row. */
 struct ectx {
 	struct job job;
 	const struct cluster *cl;
+	const struct coef *k;
+	double th[NT];           /* k as θ */
+	double step[NT];         /* a probe's step in each θ */
+	double field[NT];        /* each coefficient's value in struct coef after its step */
+	double check[NT];        /* how far parts_basis's last probe moves each θ */
+	struct coef kcheck[2];   /* k moved so: every coefficient, and all but host_eff */
 };
 
 /* --- coefficients as θ ------------------------------------------------------- */
@@ -107,15 +115,10 @@ static void set_theta(struct coef *k, int j, double th)
 /* The default's θ: the solver's unit for θ_j. */
 static double unit_of(int j)
 {
-	static double unit[COEF_FIELDS];
+	struct coef d;
 
-	if (unit[0] == 0) {
-		struct coef d;
-		coef_defaults(&d);
-		for (int i = COEF_FIELDS - 1; i >= 0; i--)
-			unit[i] = theta_of(&d, i);
-	}
-	return unit[j];
+	coef_defaults(&d);
+	return theta_of(&d, j);
 }
 
 /* Bounds on θ, from the ranges nereus-cost(5) allows. */
@@ -157,6 +160,32 @@ static const char *const unused_why[COEF_FIELDS] = {
 
 /* --- the model, one row at a time -------------------------------------------- */
 
+/* Set c to evaluate around k: probes step each θ by 1e-5 of its size (at
+ * least of its unit); parts_basis's last probe moves them all by about a
+ * thousandth, each by a different share. */
+static void ectx_at(struct ectx *c, const struct coef *k)
+{
+	/* the shares: no two alike (golden-ratio spaced), so that errors in a
+	 * basis cannot cancel out */
+	static const double spread[NT] = { 1.0000, 0.6180, 1.2361, 0.8541, 1.4721, 1.0902,
+					    0.7082, 1.3262, 0.9443, 0.5623, 1.1803 };
+
+	c->k = k;
+	c->kcheck[0] = c->kcheck[1] = *k;
+	for (int j = 0; j < NT; j++) {
+		struct coef kp = *k;
+		double size = fmax(theta_of(k, j), unit_of(j));
+		c->th[j] = theta_of(k, j);
+		c->step[j] = 1e-5 * size;
+		set_theta(&kp, j, c->th[j] + c->step[j]);
+		c->field[j] = coef_get(&kp, j);
+		c->check[j] = 1e-3 * size * spread[j];
+		set_theta(&c->kcheck[0], j, c->th[j] + c->check[j]);
+		if (j != 6)
+			set_theta(&c->kcheck[1], j, c->th[j] + c->check[j]);
+	}
+}
+
 static void use_batch(struct ectx *c, const struct frec *r)
 {
 	c->job.prompts_per_step = r->seqs;
@@ -184,26 +213,34 @@ static void gen_eval(const struct ectx *c, const struct frow *w, const struct co
 	*peak += w->resident - fake;
 }
 
-/* Seconds of a row at k from the cost functions alone: without what
- * offloading adds (they do not look at offload), and for generation
+/* A row's time at k from the cost functions alone, in its parts: without
+ * what offloading adds (they do not look at offload), and for generation
  * without gen_cost's memory accounting.  Cheap, for probing; row_basis
  * checks it against row_time. */
-static double fast_time(const struct ectx *c, const struct frow *w, const struct coef *k)
+static void fast_parts(const struct ectx *c, const struct frow *w, const struct coef *k,
+		       struct stime *t)
 {
 	const struct env v = { &c->job, c->cl, k };
 	const struct arch *a = &c->job.models[w->model].arch;
-	struct stime t;
 
 	if (w->stage == STAGE_GEN) {
 		double per_seq = mem_kv_per_seq(a, w->conf.tp, c->job.prompt_len +
 						c->job.response.p90) * (1 + k->frag);
-		cost_gen(&v, a, &w->conf, (floor(w->conc) + 0.5) * per_seq, &t);
-		return t.total + cost_move(&v, a, &w->home, &w->conf, w->same_pool);
+		cost_gen(&v, a, &w->conf, (floor(w->conc) + 0.5) * per_seq, t);
+		t->move = cost_move(&v, a, &w->home, &w->conf, w->same_pool);
+		t->total += t->move;
+	} else if (w->stage == STAGE_TRAIN) {
+		cost_train(&v, a, &w->conf, t);
+	} else {
+		cost_infer(&v, a, &w->conf, t);
 	}
-	if (w->stage == STAGE_TRAIN)
-		cost_train(&v, a, &w->conf, &t);
-	else
-		cost_infer(&v, a, &w->conf, &t);
+}
+
+static double fast_time(const struct ectx *c, const struct frow *w, const struct coef *k)
+{
+	struct stime t;
+
+	fast_parts(c, w, k, &t);
 	return t.total;
 }
 
@@ -228,60 +265,205 @@ static double row_time(const struct ectx *c, const struct frow *w, const struct 
 	return fast_time(c, w, k);
 }
 
-/* The coefficients a row most likely uses, to probe first: its stage's
- * efficiency and fixed costs, links when its groups span GPUs or nodes,
- * collective latency with TP, the host link when it offloads.  stage_s is
- * taken to count once, unprobed.  A guess only: the time the model
- * predicts must equal the sum of the probed terms (it is homogeneous in
- * θ), and a row where it does not is probed in full. */
+/* The link efficiency a group of span consecutive GPUs depends on. */
+static unsigned link_of(int span, int gpus_per_node)
+{
+	return span <= gpus_per_node ? 1u << 4 : 1u << 5;
+}
+
+/* The parts of a row's time (struct stime), in the order total() adds them. */
+enum { P_COMPUTE, P_COMM, P_BUBBLE, P_OVERHEAD, P_MOVE, NPARTS };
+
+static void parts_of(const struct stime *t, double part[NPARTS])
+{
+	part[P_COMPUTE] = t->compute;
+	part[P_COMM] = t->comm;
+	part[P_BUBBLE] = t->bubble;
+	part[P_OVERHEAD] = t->overhead;
+	part[P_MOVE] = t->move;
+}
+
+/* The coefficients each part of a row's time most likely scales: its
+ * stage's efficiency the compute and the bubble (generation: prefill, and
+ * decoding bound by memory or by compute), the links of the groups that
+ * communicate (TP, PP, DP where it syncs or shards) and collective latency
+ * with TP the communication, per-micro-batch or per-decode-step costs the
+ * overhead (with stage_s, taken to count once and not listed), the host
+ * link or the links generation receives the weights over the moves.  A
+ * guess only, which row_basis checks. */
+static void likely_parts(const struct ectx *c, const struct frow *w, unsigned part[NPARTS])
+{
+	const struct pconf *p = &w->conf;
+	int gpn = c->cl->gpus_per_node;
+	bool gen = w->stage == STAGE_GEN;
+
+	memset(part, 0, sizeof part[0] * NPARTS);
+	if (p->tp > 1)
+		part[P_COMM] = link_of(p->tp, gpn) | 1u << 7;
+	part[P_OVERHEAD] = 1u << (gen ? 9 : 8);
+	if (gen) {
+		part[P_COMPUTE] = 1u << 1 | 1u << 2 | 1u << 3;
+		part[P_MOVE] = link_of(w->same_pool ? w->home.tp * w->home.pp : gpn + 1, gpn);
+		return;
+	}
+	part[P_COMPUTE] = part[P_BUBBLE] = 1u << (w->stage == STAGE_TRAIN ? 0 : 1);
+	if (p->pp > 1)
+		part[P_COMM] |= link_of(pconf_gpus(p), gpn);
+	if (p->dp > 1 && (p->fsdp || w->stage == STAGE_TRAIN))
+		part[P_COMM] |= link_of(p->tp * p->dp, gpn);
+	if (p->offload)
+		part[P_MOVE] = 1u << 6;
+}
+
+/* The coefficients a row most likely uses, those of likely_parts. */
 static unsigned likely(const struct ectx *c, const struct frow *w)
 {
-	int gpn = c->cl->gpus_per_node, gpus = pconf_gpus(&w->conf);
-	unsigned use = 0;
-	bool inter = gpus > gpn;
+	unsigned part[NPARTS], use = 0;
 
-	if (w->stage == STAGE_GEN) {
-		use = 1u << 1 | 1u << 2 | 1u << 3 | 1u << 9 | 1u << 4;
-		inter |= !w->same_pool || pconf_gpus(&w->home) > gpn;
-	} else {
-		use = 1u << (w->stage == STAGE_TRAIN ? 0 : 1) | 1u << 8;
-		use |= gpus > 1 ? 1u << 4 : 0;
-		use |= w->conf.offload ? 1u << 6 : 0;
-	}
-	use |= inter ? 1u << 5 : 0;
-	use |= w->conf.tp > 1 ? 1u << 7 : 0;
+	likely_parts(c, w, part);
+	for (int q = 0; q < NPARTS; q++)
+		use |= part[q];
 	return use;
 }
 
-/* The model's gradient in θ at k (a forward difference on the piece k is
- * on), and what the model adds that no coefficient scales (x0).  f0 is the
- * row's time at k.  The first try probes through fast_time, an offloading
- * row's host transfers taken as the rest of f0 over host_eff; the second,
- * when the first does not add up to f0, probes row_time itself. */
-static void row_basis(const struct ectx *c, const struct frow *w, struct trow *tw,
-		      const struct coef *k, double f0)
+/* The highest coefficient in set (of the first 16), or -1. */
+static int highest(unsigned set)
 {
-	double sum;
+	static const signed char top[16] = { -1, 0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3 };
+	int j = 0;
+
+	if (set >> 8) {
+		set >>= 8;
+		j = 8;
+	}
+	if (set >> 4) {
+		set >>= 4;
+		j += 4;
+	}
+	return set ? j + top[set] : -1;
+}
+
+/* The lowest coefficient in set, or -1. */
+static int lowest(unsigned set)
+{
+	return highest(set & -set);
+}
+
+/* row_basis's first try, fewest probes.  Each part of the time is linear
+ * in the few coefficients likely_parts names: a probe moves one unknown
+ * coefficient of each part that has two or more (never two of a part, so
+ * that each part's change is its coefficient's), and the one left in a
+ * part follows from the part's value at k.  Then a probe that moves every
+ * coefficient at once, each by a different amount, must land where the
+ * basis says.  t: the row's time at k in parts, as row_time has it (an
+ * offloading row's host transfers as its moves).  false, tw undefined,
+ * when the guess does not hold. */
+static bool parts_basis(const struct ectx *c, const struct frow *w, struct trow *tw,
+			const struct stime *t)
+{
+	unsigned sup[NPARTS], known[NPARTS] = { 0 };
+	/* explained: what of each part the coefficients known in it make up */
+	double base[NPARTS], explained[NPARTS] = { [P_OVERHEAD] = c->th[10] }, moved = 0, sum = 0;
+	bool host = w->stage != STAGE_GEN && w->conf.offload;
+	struct stime tp;
+
+	likely_parts(c, w, sup);
+	parts_of(t, base);
+	for (int j = 0; j < NT; j++)
+		tw->x[j] = j == 10;
+	for (;;) {
+		struct coef kp = *c->k;
+		unsigned pert = 0;
+		double part[NPARTS];
+		for (int q = 0; q < NPARTS; q++) {
+			unsigned todo = sup[q] & ~known[q];
+			int j = highest(todo);
+			bool clash = false;
+			if (j < 0 || !(todo & ~(1u << j)))
+				continue;
+			for (int r = 0; r < NPARTS; r++)
+				clash |= (sup[r] >> j & 1) && (sup[r] & pert);
+			if (!clash)
+				pert |= 1u << j;
+		}
+		if (!pert)
+			break;
+		for (int j = highest(pert); j >= 0; j = highest(pert & ((1u << j) - 1)))
+			*coef_field(&kp, j) = c->field[j];
+		fast_parts(c, w, &kp, &tp);
+		parts_of(&tp, part);
+		for (int q = 0; q < NPARTS; q++) {
+			int j = highest(sup[q] & pert);
+			double x;
+			if (j < 0 || known[q] >> j & 1)
+				continue;
+			x = (part[q] - base[q]) / c->step[j];
+			tw->x[j] += x;
+			explained[q] += x * c->th[j];
+			known[q] |= 1u << j;
+			/* decoding goes at the pace of memory or of compute, not both */
+			if (q == P_COMPUTE && j == 3 && x > 0)
+				known[q] |= 1u << 1;
+		}
+	}
+	for (int q = 0; q < NPARTS; q++) {
+		int j = highest(sup[q] & ~known[q]);
+		if (j >= 0)
+			tw->x[j] += (base[q] - explained[q]) / c->th[j];
+	}
+	for (int j = 0; j < NT; j++) {
+		if (tw->x[j] * c->th[j] < -1e-9 * t->total)
+			return false;
+		tw->x[j] = tw->x[j] > 0 ? tw->x[j] : 0;
+		sum += tw->x[j] * c->th[j];
+		moved += host && j == 6 ? 0 : tw->x[j] * c->check[j];
+	}
+	if (!(fabs(t->total - sum) <= 1e-9 * t->total))
+		return false;
+	tw->x0 = 0;
+	fast_parts(c, w, &c->kcheck[host], &tp);
+	/* the host transfers are not in fast_parts */
+	return fabs(tp.total - (t->total - (host ? t->move : 0) + moved)) <= 1e-9 * t->total;
+}
+
+/* The model's gradient in θ at the pass's k (a forward difference on the
+ * piece k is on), and what the model adds that no coefficient scales
+ * (x0).  t: the row's time at k in parts.  The first try is parts_basis;
+ * the second probes each coefficient likely names through fast_time, an
+ * offloading row's host transfers taken as the rest of its time over
+ * host_eff; the third, when the second does not add up to the time,
+ * probes every coefficient through row_time itself. */
+static void row_basis(const struct ectx *c, const struct frow *w, struct trow *tw,
+		      const struct stime *t)
+{
+	const double *th = c->th;
+	double sum, f0 = t->total;
 	unsigned use = likely(c, w);
 
+	if (parts_basis(c, w, tw, t))
+		return;
 	for (int pass = 0; pass < 2; pass++) {
 		bool fast = pass == 0, host = fast && w->stage != STAGE_GEN && w->conf.offload;
-		double base = fast ? fast_time(c, w, k) : f0;
+		/* row_time is fast_time for the rest: f0 is that already */
+		double base = fast && (host || w->stage == STAGE_GEN) ? fast_time(c, w, c->k) : f0;
 		sum = 0;
-		for (int j = 0; j < NT; j++) {
-			struct coef kp = *k;
-			double th = theta_of(k, j), h;
+		/* from the last: decode_eff (3) is probed before infer_eff (1) */
+		for (int j = NT - 1; j >= 0; j--) {
+			struct coef kp = *c->k;
 			tw->x[j] = j == 10 && fast ? 1 : 0;
 			if (host && j == 6)
-				tw->x[j] = fmax(0, (f0 - base) / th);
+				tw->x[j] = fmax(0, (f0 - base) / th[j]);
 			if (!(use & 1u << j) || (host && j == 6)) {
-				sum += tw->x[j] * th;
+				sum += tw->x[j] * th[j];
 				continue;
 			}
-			h = 1e-5 * fmax(th, unit_of(j));
-			set_theta(&kp, j, th + h);
-			tw->x[j] = fmax(0, ((fast ? fast_time(c, w, &kp) : row_time(c, w, &kp)) - base) / h);
-			sum += tw->x[j] * th;
+			*coef_field(&kp, j) = c->field[j];
+			tw->x[j] = fmax(0, ((fast ? fast_time(c, w, &kp) : row_time(c, w, &kp)) - base) /
+					   c->step[j]);
+			sum += tw->x[j] * th[j];
+			/* decoding goes at the pace of memory or of compute, not both */
+			if (fast && j == 3 && w->stage == STAGE_GEN && tw->x[j] > 0)
+				use &= ~(1u << 1);
 		}
 		tw->x0 = f0 - sum;
 		if (fabs(tw->x0) <= 1e-9 * f0)
@@ -296,9 +478,17 @@ static double row_pred(const struct trow *w, const double *th)
 {
 	double p = w->x0;
 
-	for (int j = 0; j < NT; j++)
-		p += w->x[j] * th[j];
+	for (unsigned m = w->nz; m; m &= m - 1)
+		p += w->x[lowest(m)] * th[lowest(m)];
 	return p;
+}
+
+/* Note which of the row's x are not 0, for the passes to skip the rest. */
+static void row_nonzero(struct trow *w)
+{
+	w->nz = 0;
+	for (int j = 0; j < NT; j++)
+		w->nz |= w->x[j] != 0 ? 1u << j : 0;
 }
 
 /* The memory terms of a row at k: peak = mc + act + frag + workspace, the
@@ -319,11 +509,11 @@ static double mem_pred(const struct mrow *w, const double *m)
 }
 
 /* Recompute the memory terms of every row of record ri at k, and each
- * row's time at k into t0; returns how many rows' previous memory terms
- * disagreed with the model at k. */
-static long rec_memory(struct ectx *c, struct fit *f, long ri, const struct coef *k,
-		       double *t0)
+ * row's time at k, in parts, into t; returns how many rows' previous
+ * memory terms disagreed with the model at k. */
+static long rec_memory(struct ectx *c, struct fit *f, long ri, struct stime *t)
 {
+	const struct coef *k = c->k;
 	struct frec *r = &f->recs[ri];
 	const struct env v = { &c->job, c->cl, k };
 	double res[MAX_ITEMS] = { 0 }, mk[NMEM] = { k->act_factor, k->workspace_gib, k->frag };
@@ -345,16 +535,14 @@ static long rec_memory(struct ectx *c, struct fit *f, long ri, const struct coef
 		struct mrow *mw = &f->mr[r->row0 + i];
 		struct coef kk = *k;
 		struct mem m;
-		struct stime t;
 		double peak, before = mem_pred(mw, mk);
 		if (kk.act_factor < 1e-6)
 			kk.act_factor = 1e-6; /* keep the activations' size visible */
 		if (w->stage == STAGE_GEN) {
 			w->resident = res[w->pool];
-			gen_eval(c, w, &kk, &t, &m, &peak);
-			t0[i] = t.total; /* act_factor does not change times */
+			gen_eval(c, w, &kk, &t[i], &m, &peak); /* act_factor does not change times */
 		} else {
-			t0[i] = mc[w->model].t[w->stage];
+			t[i] = mc[w->model].st[w->stage];
 			m = mc[w->model].mem[w->stage];
 			peak = res[w->pool] + mc[w->model].need[w->stage];
 			if (kk.act_factor != k->act_factor) {
@@ -365,7 +553,7 @@ static long rec_memory(struct ectx *c, struct fit *f, long ri, const struct coef
 			}
 		}
 		row_memory_terms(mw, &m, peak, &kk);
-		if (!isnan(mw->peak) && fabs(mem_pred(mw, mk) - before) > 1e-9 * fabs(before))
+		if (!isnan(f->peak[r->row0 + i]) && fabs(mem_pred(mw, mk) - before) > 1e-9 * fabs(before))
 			changed++;
 	}
 	return changed;
@@ -513,14 +701,12 @@ static void box_qp(int p, const double *n, const double *b, const double *lo,
 
 /* --- robust scale ------------------------------------------------------------ */
 
-/* The q-quantile of v[0..n) (reordered). */
-static double quantile(double *v, long n, double q)
+/* The k-th smallest of v[0..n), by quickselect: v is reordered so that
+ * nothing after it is smaller. */
+static double select_kth(double *v, long n, long k)
 {
-	long lo = 0, hi = n - 1, k = (long)(q * (double)(n - 1));
+	long lo = 0, hi = n - 1;
 
-	if (n <= 0)
-		return NAN;
-	/* quickselect */
 	while (lo < hi) {
 		double piv = v[(lo + hi) / 2];
 		long i = lo, j = hi;
@@ -543,6 +729,12 @@ static double quantile(double *v, long n, double q)
 			break;
 	}
 	return v[k];
+}
+
+/* The q-quantile of v[0..n) (reordered as select_kth does). */
+static double quantile(double *v, long n, double q)
+{
+	return n > 0 ? select_kth(v, n, (long)(q * (double)(n - 1))) : NAN;
 }
 
 static double robust_scale(double *absr, long n)
@@ -568,22 +760,35 @@ static int threads(void)
 
 /* --- weighted Gauss-Newton solves ------------------------------------------------ */
 
+/* The rows a pass reads: every row of the fit, or a sample of those it
+ * fits, copied together so that a pass over the sample streams through its
+ * rows instead of hopping across all of them. */
+struct rowset {
+	const struct trow *tr;   /* NULL in a sample of peaks */
+	const double *y;
+	const struct mrow *mr;   /* NULL in a sample of times */
+	const double *peak;
+	const double *rw;
+	long n;
+	bool sample;
+};
+
 /* One pass over the rows for one Gauss-Newton step on log residuals: the
  * normal equations in φ (the unknowns over their units) and the absolute
  * residuals, for the next robust scale.  Times (mem false) or peaks. */
 struct gpass {
-	struct fit *f;
+	const struct rowset *rs;
+	double *scratch;      /* room for an absolute residual per row of rs */
 	bool mem;
 	const double *th;     /* θ of every time coefficient, or the memory m */
 	const int *idx;       /* the free unknowns */
 	const double *unit;
 	int p;
-	long stride;          /* every stride-th row (hashed) */
 	bool robust;
 	double scale;         /* Cauchy weights at this scale */
 	bool want_scale;      /* collect the absolute residuals for a new scale */
 	bool newton;          /* also the curvature of the Cauchy loss, in h */
-	long lo, hi;          /* rows */
+	long lo, hi;          /* rows of rs */
 	double n[MAXP * MAXP], b[MAXP], h[MAXP * MAXP];
 	double sse;           /* Σ weight · residual² */
 	long used;            /* rows in the sums */
@@ -594,65 +799,83 @@ struct gpass {
  * the sample mixes every kind of row whatever the records' layout. */
 static bool sampled(long i, long stride)
 {
-	return stride == 1 ||
-	       ((uint64_t)i * 0x9E3779B97F4A7C15ull >> 32 & 0xFFFFFFFFu) < 0x100000000ull / stride;
+	return ((uint64_t)i * 0x9E3779B97F4A7C15ull >> 32 & 0xFFFFFFFFu) < 0x100000000ull / stride;
 }
 
 static void *gpass_run(void *arg)
 {
 	struct gpass *g = arg;
-	const struct fit *f = g->f;
+	const struct rowset *rs = g->rs;
 	const int p = g->p;
+	const bool mem = g->mem, robust = g->robust, newton = g->newton;
 	const double c2 = 1 / (CAUCHY * g->scale * CAUCHY * g->scale);
-	/* sums in locals: the compiler need not fear they alias the rows */
+	/* sums and constants in locals: the compiler need not fear the stores
+	 * alias them */
 	double n[MAXP * MAXP] = { 0 }, b[MAXP] = { 0 }, h[MAXP * MAXP] = { 0 }, sse = 0;
+	double th[MAXP], unit[MAXP];
+	int idx[MAXP], at[MAXP];  /* the free unknowns, and where each is among them */
+	unsigned unknowns = 0;
 	long used = 0, m = 0;
 
+	for (int a = 0; a < p; a++) {
+		idx[a] = g->idx[a];
+		unit[a] = g->unit[idx[a]];
+		at[idx[a]] = a;
+		unknowns |= 1u << idx[a];
+	}
+	memcpy(th, g->th, sizeof th[0] * (size_t)(mem ? NMEM : NT));
 	for (long i = g->lo; i < g->hi; i++) {
-		double pred, r, wt, ht, u2, jac[MAXP], gr[MAXP];
+		double pred, r, wt, ht, u2, inv, jac[NMEM], gr[MAXP];
 		int nz[MAXP], k = 0;
-		if (!sampled(i, g->stride) || f->rw[i] == 0)
+		if (rs->rw[i] == 0)
 			continue;
-		if (g->mem) {
-			const struct mrow *w = &f->mr[i];
-			if (isnan(w->peak))
+		/* gr: the row's gradient in φ, its nonzero entries only (nz says which) */
+		if (mem) {
+			const struct mrow *w = &rs->mr[i];
+			if (isnan(rs->peak[i]))
 				continue;
-			pred = fmax(mem_pred(w, g->th), 1e-300); /* a step too far shows as a misfit */
-			r = log(w->peak / pred);
-			jac[0] = w->mx * (1 + g->th[2]);
+			pred = fmax(mem_pred(w, th), 1e-300); /* a step too far shows as a misfit */
+			r = log(rs->peak[i] / pred);
+			jac[0] = w->mx * (1 + th[2]);
 			jac[1] = GIB;
-			jac[2] = g->th[0] * w->mx + w->md;
-			for (int a = 0; a < p; a++)
-				gr[a] = jac[g->idx[a]] * g->unit[g->idx[a]] / pred;
+			jac[2] = th[0] * w->mx + w->md;
+			for (int a = 0; a < p; a++) {
+				double v = jac[idx[a]] * unit[a] / pred;
+				if (v != 0) {
+					nz[k] = a;
+					gr[k++] = v;
+				}
+			}
 		} else {
-			const struct trow *w = &f->tr[i];
-			pred = fmax(row_pred(w, g->th), 1e-300);
-			r = log(w->y / pred);
+			const struct trow *w = &rs->tr[i];
+			pred = fmax(row_pred(w, th), 1e-300);
+			r = log(rs->y[i] / pred);
 			pred = 1 / pred;
-			for (int a = 0; a < p; a++)
-				gr[a] = w->x[g->idx[a]] * g->unit[g->idx[a]] * pred;
+			for (unsigned set = w->nz & unknowns; set; set &= set - 1) {
+				int a = at[lowest(set)];
+				double v = w->x[idx[a]] * unit[a] * pred;
+				if (v != 0) {
+					nz[k] = a;
+					gr[k++] = v;
+				}
+			}
 		}
 		if (g->want_scale)
-			f->scratch[g->lo + m++] = fabs(r);
+			g->scratch[g->lo + m++] = fabs(r);
 		/* the reweighting weight ψ(r)/r, and the curvature ψ'(r) where positive */
-		u2 = g->robust ? r * r * c2 : 0;
-		wt = f->rw[i] / (1 + u2);
-		ht = u2 < 1 ? wt * (1 - u2) / (1 + u2) : 0;
-		sse += f->rw[i] * r * r;
+		u2 = robust ? r * r * c2 : 0;
+		inv = 1 / (1 + u2);
+		wt = rs->rw[i] * inv;
+		ht = newton && u2 < 1 ? wt * (1 - u2) * inv : 0;
+		sse += rs->rw[i] * r * r;
 		used++;
-		for (int a = 0; a < p; a++)
-			if (gr[a] != 0)
-				nz[k++] = a;
 		for (int a = 0; a < k; a++) {
-			double ga = wt * gr[nz[a]];
+			double ga = wt * gr[a], gh = ht * gr[a], *na = n + nz[a] * p, *ha = h + nz[a] * p;
 			b[nz[a]] += ga * r;
-			for (int c = 0; c <= a; c++)
-				n[nz[a] * p + nz[c]] += ga * gr[nz[c]];
-		}
-		for (int a = 0; g->newton && a < k; a++) {
-			double ga = ht * gr[nz[a]];
-			for (int c = 0; c <= a; c++)
-				h[nz[a] * p + nz[c]] += ga * gr[nz[c]];
+			for (int c = 0; c <= a; c++) {
+				na[nz[c]] += ga * gr[c];
+				ha[nz[c]] += gh * gr[c];
+			}
 		}
 	}
 	memcpy(g->n, n, sizeof n);
@@ -668,17 +891,16 @@ static void *gpass_run(void *arg)
  * robust scale of the residuals (g's own when it does not want a new one). */
 static double gpass(struct gpass *g)
 {
-	struct fit *f = g->f;
 	struct gpass part[MAX_THREADS];
 	pthread_t tid[MAX_THREADS];
 	bool started[MAX_THREADS] = { false };
-	int nt = f->nrows / g->stride < 20000 ? 1 : threads();
-	long m = 0;
+	long rows = g->rs->n, m = 0;
+	int nt = rows < 20000 ? 1 : threads();
 
 	for (int t = 0; t < nt; t++) {
 		part[t] = *g;
-		part[t].lo = f->nrows * t / nt;
-		part[t].hi = f->nrows * (t + 1) / nt;
+		part[t].lo = rows * t / nt;
+		part[t].hi = rows * (t + 1) / nt;
 		if (t > 0)
 			started[t] = pthread_create(&tid[t], NULL, gpass_run, &part[t]) == 0;
 	}
@@ -700,7 +922,7 @@ static double gpass(struct gpass *g)
 			part[0].sse += part[t].sse;
 			part[0].used += part[t].used;
 		}
-		memmove(f->scratch + m, f->scratch + part[t].lo, sizeof *f->scratch * (size_t)part[t].m);
+		memmove(g->scratch + m, g->scratch + part[t].lo, sizeof *g->scratch * (size_t)part[t].m);
 		m += part[t].m;
 	}
 	memcpy(g->n, part[0].n, sizeof g->n);
@@ -714,7 +936,7 @@ static double gpass(struct gpass *g)
 			g->n[c * g->p + a] = g->n[a * g->p + c];
 			g->h[c * g->p + a] = g->h[a * g->p + c];
 		}
-	return g->want_scale ? robust_scale(f->scratch, m) : g->scale;
+	return g->want_scale ? robust_scale(g->scratch, m) : g->scale;
 }
 
 /* The unknowns of a Gauss-Newton fit and what constrains them. */
@@ -734,10 +956,11 @@ struct gfit {
  * its say in, then Cauchy weights at the median-based scale of the
  * previous pass, until the step is negligible.  No step more than doubles
  * an unknown; a least-squares step that makes the fit worse is halved. */
-static void gfit_solve(struct fit *f, struct gfit *q, bool mem, long stride, bool robust)
+static void gfit_solve(struct fit *f, struct gfit *q, bool mem, const struct rowset *rs,
+		       bool robust)
 {
-	struct gpass g = { .f = f, .mem = mem, .th = q->th, .idx = q->idx, .unit = q->unit,
-			   .p = q->p, .stride = stride, .robust = robust, .scale = 1 };
+	struct gpass g = { .rs = rs, .scratch = f->scratch, .mem = mem, .th = q->th,
+			   .idx = q->idx, .unit = q->unit, .p = q->p, .robust = robust, .scale = 1 };
 	double prev[MAXP], sse_prev = HUGE_VAL;
 	int p = q->p, halved = 0, robust_its = 0;
 
@@ -751,7 +974,7 @@ static void gfit_solve(struct fit *f, struct gfit *q, bool mem, long stride, boo
 		/* over all rows, once the robust scale is settled, it hardly moves;
 		 * then Newton steps, with the loss's own curvature, converge in
 		 * fewer passes than reweighting does */
-		g.want_scale = stride > 1 || !g.robust || (!robust && robust_its++ < 3);
+		g.want_scale = rs->sample || !g.robust || (!robust && robust_its++ < 3);
 		g.newton = !g.want_scale;
 		scale = gpass(&g);
 		if (!g.robust && g.sse > sse_prev && halved < 30) {
@@ -906,7 +1129,6 @@ enum pass { PASS_PREPARE, PASS_CHECK };
 struct chunk {
 	struct fit *f;
 	enum pass pass;
-	const struct coef *k;
 	long lo, hi, changed[2];
 	struct ectx c;
 };
@@ -915,23 +1137,21 @@ static void *run_chunk(void *arg)
 {
 	struct chunk *ch = arg;
 	struct fit *f = ch->f;
-	double th[NT];
 
-	for (int j = 0; j < NT; j++)
-		th[j] = theta_of(ch->k, j);
 	for (long ri = ch->lo; ri < ch->hi; ri++) {
 		struct frec *r = &f->recs[ri];
-		double t0[STEPREC_MAX_MS];
-		long n = rec_memory(&ch->c, f, ri, ch->k, t0);
+		struct stime t[STEPREC_MAX_MS];
+		long n = rec_memory(&ch->c, f, ri, t);
 		ch->changed[1] += r->held ? 0 : n;
 		for (int i = 0; i < r->nrows; i++) {
 			struct trow *tw = &f->tr[r->row0 + i];
 			if (ch->pass == PASS_CHECK) {
-				if (fabs(t0[i] - row_pred(tw, th)) <= 1e-7 * t0[i])
+				if (fabs(t[i].total - row_pred(tw, ch->c.th)) <= 1e-7 * t[i].total)
 					continue;
 				ch->changed[0] += !r->held;
 			}
-			row_basis(&ch->c, &f->rows[r->row0 + i], tw, ch->k, t0[i]);
+			row_basis(&ch->c, &f->rows[r->row0 + i], tw, &t[i]);
+			row_nonzero(tw);
 		}
 	}
 	return NULL;
@@ -951,8 +1171,9 @@ static void for_records(struct fit *f, enum pass pass, const struct coef *k, lon
 		nt = 1;
 	changed[0] = changed[1] = 0;
 	for (int t = 0; t < nt; t++) {
-		ch[t] = (struct chunk){ f, pass, k, f->nrecs * t / nt, f->nrecs * (t + 1) / nt,
-					{ 0, 0 }, { f->job, f->cl } };
+		ch[t] = (struct chunk){ f, pass, f->nrecs * t / nt, f->nrecs * (t + 1) / nt,
+					{ 0, 0 }, { .job = f->job, .cl = f->cl } };
+		ectx_at(&ch[t].c, k);
 		if (t > 0)
 			started[t] = pthread_create(&tid[t], NULL, run_chunk, &ch[t]) == 0;
 	}
@@ -993,6 +1214,8 @@ void fit_free(struct fit *f)
 		return;
 	free(f->recs);
 	free(f->rows);
+	free(f->y);
+	free(f->peak);
 	free(f->tr);
 	free(f->mr);
 	free(f->scratch);
@@ -1039,17 +1262,24 @@ static double stages_sum(const struct frow *rows, int n, const double *t)
 int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 {
 	struct frec *rec;
-	int actor = job_actor(&f->job), home = -1, train[MAX_MODELS];
+	int actor = job_actor(&f->job), home = -1, train[MAX_MODELS], model[STEPREC_MAX_MS];
 	double ys[STEPREC_MAX_MS];
 
 	if (r->status != STEP_OK) {
 		f->other++;
 		return NR_OK;
 	}
+	for (int i = 0; i < r->nms; i++) {
+		const struct model *md = job_model(&f->job, r->ms[i].model);
+		if (!md)
+			return err_set(e, NR_EINPUT, "step %ld: job '%s' has no model '%s'", r->step,
+				       f->job.name, r->ms[i].model);
+		model[i] = (int)(md - f->job.models);
+	}
 	if (!grow((void **)&f->recs, &f->caprecs, f->nrecs + 1, sizeof *f->recs) ||
 	    !grow((void **)&f->rows, &f->caprows, f->nrows + r->nms, sizeof *f->rows) ||
-	    !grow((void **)&f->tr, &f->captr, f->nrows + r->nms, sizeof *f->tr) ||
-	    !grow((void **)&f->mr, &f->capmr, f->nrows + r->nms, sizeof *f->mr))
+	    !grow((void **)&f->y, &f->capy, f->nrows + r->nms, sizeof *f->y) ||
+	    !grow((void **)&f->peak, &f->cappeak, f->nrows + r->nms, sizeof *f->peak))
 		return err_set(e, NR_EIO, "out of memory");
 	rec = &f->recs[f->nrecs];
 	*rec = (struct frec){ r->step, r->sequences, r->prompt_len, r->response, NAN, f->nrows,
@@ -1059,26 +1289,21 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 	for (int m = 0; m < MAX_MODELS; m++)
 		train[m] = -1;
 	for (int i = 0; i < r->nms; i++) {
-		const struct model *md = job_model(&f->job, r->ms[i].model);
-		if (md && r->ms[i].stage == STAGE_TRAIN)
-			train[md - f->job.models] = i;
-		if (r->ms[i].stage != STAGE_GEN && md == &f->job.models[actor] &&
+		if (r->ms[i].stage == STAGE_TRAIN)
+			train[model[i]] = i;
+		if (r->ms[i].stage != STAGE_GEN && model[i] == actor &&
 		    (home < 0 || r->ms[i].stage == STAGE_TRAIN))
 			home = i;
 	}
 	for (int i = 0; i < r->nms; i++) {
 		const struct ms_record *ms = &r->ms[i];
-		const struct model *md = job_model(&f->job, ms->model);
 		struct frow *w = &f->rows[f->nrows + i];
-		if (!md)
-			return err_set(e, NR_EINPUT, "step %ld: job '%s' has no model '%s'", r->step,
-				       f->job.name, ms->model);
-		*w = (struct frow){ .rec = f->nrecs, .model = (signed char)(md - f->job.models),
+		*w = (struct frow){ .rec = f->nrecs, .model = (signed char)model[i],
 				    .stage = (signed char)ms->stage, .pool = (short)ms->pool,
 				    .same_pool = ms->same_pool, .conf = ms->conf,
 				    .conc = ms->concurrency };
-		f->tr[f->nrows + i] = (struct trow){ .y = ms->time_s };
-		f->mr[f->nrows + i] = (struct mrow){ .peak = ms->peak_gib * GIB };
+		f->y[f->nrows + i] = ms->time_s;
+		f->peak[f->nrows + i] = ms->peak_gib * GIB;
 		if (ms->stage == STAGE_INF && train[w->model] >= 0)
 			w->conf = r->ms[train[w->model]].conf;
 		if (ms->stage == STAGE_GEN && home >= 0)
@@ -1127,16 +1352,18 @@ static void set_coef(struct fit_result *out, int j, double value, double se, boo
 	*coef_field(&out->k, j) = value;
 }
 
-/* Solve on a sample of a large fit first, then on every row from there;
- * drop what the records cannot determine, and solve again. */
-static void gfit_run(struct fit *f, struct gfit *q, bool mem, long rows, int n, int first,
-		     char why[][200])
+/* Solve on the sample of a large fit first (when it has one), then on
+ * every row from there; drop what the records cannot determine, and solve
+ * again. */
+static void gfit_run(struct fit *f, struct gfit *q, bool mem, const struct rowset *sample,
+		     int n, int first, char why[][200])
 {
+	const struct rowset all = { f->tr, f->y, f->mr, f->peak, f->rw, f->nrows, false };
+
 	do {
-		long stride = rows / SAMPLE + 1;
-		if (stride > 1)
-			gfit_solve(f, q, mem, stride, false);
-		gfit_solve(f, q, mem, 1, stride > 1);
+		if (sample->n)
+			gfit_solve(f, q, mem, sample, false);
+		gfit_solve(f, q, mem, &all, sample->n > 0);
 	} while (gfit_drop(q, n, first, why));
 }
 
@@ -1149,12 +1376,24 @@ struct part {
 	char why[NT][200];
 	long rows;               /* measurements it fits */
 	struct gfit q;
+	struct rowset sample;    /* one in rows / SAMPLE + 1 of them; none when that is 1 */
+	struct trow *str;        /* the sample's rows, measurements and weights */
+	struct mrow *smr;
+	double *smeas, *srw;
+	long cap_rows, cap_meas, cap_rw;
 };
+
+/* Whether row i is one the part fits. */
+static bool part_has(const struct fit *f, const struct part *pt, long i)
+{
+	return f->rw[i] != 0 && !(pt->mem && isnan(f->peak[i]));
+}
 
 static void part_init(struct fit *f, struct part *pt, bool mem, double decay,
 		      struct fit_result *out)
 {
 	bool used[NT] = { false };
+	unsigned times = 0;      /* the time coefficients some row's time depends on */
 
 	memset(pt, 0, sizeof *pt);
 	pt->mem = mem;
@@ -1164,17 +1403,18 @@ static void part_init(struct fit *f, struct part *pt, bool mem, double decay,
 			       .prior = pt->prior, .lambda = pt->lambda };
 	for (long i = 0; i < f->nrows; i++) {
 		const struct mrow *mw = &f->mr[i];
-		if (f->rw[i] == 0 || (mem && isnan(mw->peak)))
+		if (!part_has(f, pt, i))
 			continue;
 		pt->rows++;
-		for (int j = 0; !mem && j < NT; j++)
-			used[j] |= f->tr[i].x[j] > 0;
+		times |= mem ? 0 : f->tr[i].nz;
 		if (mem) {
 			used[0] |= mw->mx > 0;
 			used[1] = true;
 			used[2] |= mw->mx > 0 || mw->md > 0;
 		}
 	}
+	for (int j = 0; !mem && j < NT; j++)
+		used[j] = times >> j & 1;
 	for (int j = 0; j < pt->n; j++) {
 		int c = pt->first + j;
 		double se = prior_se_theta(&f->prior, c);
@@ -1191,9 +1431,48 @@ static void part_init(struct fit *f, struct part *pt, bool mem, double decay,
 		out->peak_rows = pt->rows;
 }
 
-static void part_solve(struct fit *f, struct part *pt)
+/* Copy the part's sample out of the rows as they are now. */
+static bool part_sample(const struct fit *f, struct part *pt)
 {
-	gfit_run(f, &pt->q, pt->mem, pt->rows, pt->n, pt->first, pt->why);
+	long stride = pt->rows / SAMPLE + 1, n = 0;
+
+	for (long i = 0; stride > 1 && i < f->nrows; i++) {
+		if (!sampled(i, stride) || !part_has(f, pt, i))
+			continue;
+		if (!grow((void **)&pt->srw, &pt->cap_rw, n + 1, sizeof *pt->srw) ||
+		    !grow((void **)&pt->smeas, &pt->cap_meas, n + 1, sizeof *pt->smeas) ||
+		    (pt->mem ? !grow((void **)&pt->smr, &pt->cap_rows, n + 1, sizeof *pt->smr) :
+			       !grow((void **)&pt->str, &pt->cap_rows, n + 1, sizeof *pt->str)))
+			return false;
+		pt->srw[n] = f->rw[i];
+		if (pt->mem) {
+			pt->smr[n] = f->mr[i];
+			pt->smeas[n] = f->peak[i];
+		} else {
+			pt->str[n] = f->tr[i];
+			pt->smeas[n] = f->y[i];
+		}
+		n++;
+	}
+	pt->sample = pt->mem ? (struct rowset){ NULL, NULL, pt->smr, pt->smeas, pt->srw, n, true } :
+			       (struct rowset){ pt->str, pt->smeas, NULL, NULL, pt->srw, n, true };
+	return true;
+}
+
+static bool part_solve(struct fit *f, struct part *pt)
+{
+	if (!part_sample(f, pt))
+		return false;
+	gfit_run(f, &pt->q, pt->mem, &pt->sample, pt->n, pt->first, pt->why);
+	return true;
+}
+
+static void part_free(struct part *pt)
+{
+	free(pt->str);
+	free(pt->smr);
+	free(pt->smeas);
+	free(pt->srw);
 }
 
 /* Set k's coefficients of this part to its current values. */
@@ -1235,15 +1514,18 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 	struct part *pt = malloc(2 * sizeof *pt);
 	long changed[2] = { 1, 1 };
 	struct coef k = f->prior.k;
+	bool ok = true;
 
 	if (!pt)
 		return false;
 	part_init(f, &pt[0], false, decay, out);
 	part_init(f, &pt[1], true, decay, out);
 	for (int pass = 0; pass < MAX_PASSES; pass++) {
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; ok && i < 2; i++)
 			if (changed[i])
-				part_solve(f, &pt[i]);
+				ok = part_solve(f, &pt[i]);
+		if (!ok)
+			break;
 		part_coef(&pt[0], &k);
 		part_coef(&pt[1], &k);
 		for_records(f, PASS_CHECK, &k, changed);
@@ -1251,14 +1533,34 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 			break;
 		out->repieces++;
 	}
-	part_finish(f, &pt[0], decay, out);
-	part_finish(f, &pt[1], decay, out);
+	if (ok) {
+		part_finish(f, &pt[0], decay, out);
+		part_finish(f, &pt[1], decay, out);
+	}
+	part_free(&pt[0]);
+	part_free(&pt[1]);
 	free(pt);
-	return true;
+	return ok;
 }
 
-static void fit_step(struct fit *f, const double *wrec, double decay, struct fit_result *out)
+/* step_s: a Cauchy-weighted location fit to the records' step times less
+ * their stages', on a thread of its own beside fit_model (it shares none
+ * of their state: scratch is its own, and it counts its iterations apart). */
+struct step_fit {
+	const struct fit *f;
+	const double *wrec;
+	double decay;
+	double *scratch;         /* room for a residual per record */
+	struct fit_result *out;  /* only c[C_STEP] and k.step_s are its to set */
+	int iterations;
+};
+
+static void fit_step(struct step_fit *s)
 {
+	const struct fit *f = s->f;
+	const double *wrec = s->wrec;
+	double decay = s->decay, *scratch = s->scratch;
+	struct fit_result *out = s->out;
 	double th = coef_get(&f->prior.k, C_STEP), prior = th, scale = 1, sw = 0;
 	double pse = prior_se_theta(&f->prior, C_STEP), lam, lo, hi, se, rse;
 	long n = 0;
@@ -1275,8 +1577,8 @@ static void fit_step(struct fit *f, const double *wrec, double decay, struct fit
 		long m = 0;
 		for (long i = 0; i < f->nrecs; i++)
 			if (!f->recs[i].held && !isnan(f->recs[i].step_obs))
-				f->scratch[m++] = fabs(f->recs[i].step_obs - th);
-		scale = it ? robust_scale(f->scratch, m) : fmax(robust_scale(f->scratch, m), 1e-6);
+				scratch[m++] = fabs(f->recs[i].step_obs - th);
+		scale = it ? robust_scale(scratch, m) : fmax(robust_scale(scratch, m), 1e-6);
 		lam = decay * scale * scale / (pse * pse);
 		sw = lam;
 		num = lam * prior;
@@ -1291,7 +1593,7 @@ static void fit_step(struct fit *f, const double *wrec, double decay, struct fit
 			num += u * r->step_obs;
 		}
 		th = fmin(hi, fmax(lo, num / sw));
-		out->iterations++;
+		s->iterations++;
 		if (fabs(th - old) <= 1e-12 * fmax(1, fabs(th)) && it >= 2)
 			break;
 	}
@@ -1312,13 +1614,22 @@ static void fit_step(struct fit *f, const double *wrec, double decay, struct fit
 	set_coef(out, C_STEP, th, scale / sqrt(sw), true, "");
 }
 
+static void *fit_step_run(void *arg)
+{
+	fit_step(arg);
+	return NULL;
+}
+
 /* Quality: relative errors of fitted and held-out times, step times and
  * peaks, at the fitted coefficients. */
 static void fit_quality(struct fit *f, struct fit_result *out)
 {
 	double th[NT], mk[NMEM] = { out->k.act_factor, out->k.workspace_gib, out->k.frag };
 	double sum_fit = 0, sum_held = 0, sum_step = 0, sum_peak = 0;
-	long m = 0, nstep = 0, npeak = 0;
+	/* where the Cauchy weight falls below OUTLIER: |log(y / pred)| above
+	 * this, y / pred beyond its exponentials */
+	double cut = CAUCHY * out->scale * sqrt(1 / OUTLIER - 1), hi = exp(cut), lo = exp(-cut);
+	long m = 0, nstep = 0, npeak = 0, kmed, k90;
 
 	for (int j = 0; j < NT; j++)
 		th[j] = theta_of(&out->k, j);
@@ -1326,32 +1637,26 @@ static void fit_quality(struct fit *f, struct fit_result *out)
 		const struct frec *r = &f->recs[ri];
 		double pred[STEPREC_MAX_MS];
 		for (int i = 0; i < r->nrows; i++) {
-			const struct trow *w = &f->tr[r->row0 + i];
-			const struct mrow *mw = &f->mr[r->row0 + i];
-			double err;
-			pred[i] = row_pred(w, th);
-			err = fabs(w->y / pred[i] - 1);
+			long row = r->row0 + i;
+			double q;
+			pred[i] = row_pred(&f->tr[row], th);
+			q = f->y[row] / pred[i];
 			if (r->held) {
-				sum_held += err;
+				sum_held += fabs(q - 1);
 				continue;
 			}
-			sum_fit += err;
-			f->scratch[m++] = err;
-			/* where the Cauchy weight falls below OUTLIER */
-			out->outliers += fabs(log(w->y / pred[i])) >
-					 CAUCHY * out->scale * sqrt(1 / OUTLIER - 1);
-			if (!isnan(mw->peak)) {
-				sum_peak += fabs(mw->peak / mem_pred(mw, mk) - 1);
+			sum_fit += fabs(q - 1);
+			f->scratch[m++] = fabs(q - 1);
+			out->outliers += q > hi || q < lo;
+			if (!isnan(f->peak[row])) {
+				sum_peak += fabs(f->peak[row] / mem_pred(&f->mr[row], mk) - 1);
 				npeak++;
 			}
 		}
 		if (r->held && !isnan(r->step_obs)) {
 			double obs = r->step_obs, p = out->k.step_s + stages_sum(&f->rows[r->row0],
 										 r->nrows, pred);
-			double ys[STEPREC_MAX_MS];
-			for (int i = 0; i < r->nrows; i++)
-				ys[i] = f->tr[r->row0 + i].y;
-			obs += stages_sum(&f->rows[r->row0], r->nrows, ys);
+			obs += stages_sum(&f->rows[r->row0], r->nrows, &f->y[r->row0]);
 			sum_step += fabs(obs / p - 1);
 			nstep++;
 		}
@@ -1363,14 +1668,21 @@ static void fit_quality(struct fit *f, struct fit_result *out)
 	out->max = 0;
 	for (long i = 0; i < m; i++)
 		out->max = fmax(out->max, f->scratch[i]);
+	kmed = (long)(0.5 * (double)(m - 1));
+	k90 = (long)(0.9 * (double)(m - 1));
 	out->median = quantile(f->scratch, m, 0.5);
-	out->p90 = quantile(f->scratch, m, 0.9);
+	/* selecting the median left every larger error after it */
+	out->p90 = k90 > kmed ? select_kth(f->scratch + kmed + 1, m - kmed - 1, k90 - kmed - 1) :
+				out->median;
 }
 
 int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, struct err *e)
 {
-	double *wrec, decay = 1;
+	double *wrec, *step_scratch, decay = 1;
 	long last = -1, first = -1, changed[2];
+	struct step_fit step;
+	pthread_t tid;
+	bool ok, started;
 
 	memset(out, 0, sizeof *out);
 	out->k = f->prior.k;
@@ -1394,12 +1706,18 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 			       "(--holdout): nothing left to fit" : "no step record with status "
 			       "\"ok\": nothing to fit");
 	wrec = malloc(sizeof *wrec * (size_t)f->nrecs);
+	step_scratch = malloc(sizeof *step_scratch * (size_t)f->nrecs);
 	free(f->scratch);
 	free(f->rw);
+	free(f->tr);
+	free(f->mr);
 	f->scratch = malloc(sizeof *f->scratch * (size_t)(f->nrows + f->nrecs + 1));
 	f->rw = malloc(sizeof *f->rw * (size_t)(f->nrows + 1));
-	if (!wrec || !f->scratch || !f->rw) {
+	f->tr = calloc((size_t)f->nrows + 1, sizeof *f->tr);
+	f->mr = calloc((size_t)f->nrows + 1, sizeof *f->mr);
+	if (!wrec || !step_scratch || !f->scratch || !f->rw || !f->tr || !f->mr) {
 		free(wrec);
+		free(step_scratch);
 		return err_set(e, NR_EIO, "out of memory");
 	}
 	/* every row's basis and memory terms at the prior */
@@ -1411,13 +1729,19 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 		f->rw[i] = f->recs[f->rows[i].rec].held ? 0 : wrec[f->rows[i].rec];
 	if (o->half_life > 0 && f->prior.last_step >= 0 && last > f->prior.last_step)
 		decay = pow(0.5, (double)(last - f->prior.last_step) / o->half_life);
-	if (!fit_model(f, decay, out)) {
-		free(wrec);
-		return err_set(e, NR_EIO, "out of memory");
-	}
-	fit_step(f, wrec, decay, out);
-	fit_quality(f, out);
+	step = (struct step_fit){ f, wrec, decay, step_scratch, out, 0 };
+	started = pthread_create(&tid, NULL, fit_step_run, &step) == 0;
+	ok = fit_model(f, decay, out);
+	if (started)
+		pthread_join(tid, NULL);
+	else
+		fit_step(&step); /* no thread to be had: do it here */
+	out->iterations += step.iterations;
 	free(wrec);
+	free(step_scratch);
+	if (!ok)
+		return err_set(e, NR_EIO, "out of memory");
+	fit_quality(f, out);
 	return NR_OK;
 }
 

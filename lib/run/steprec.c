@@ -4,10 +4,13 @@
 #include "run/steprec.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
@@ -17,30 +20,31 @@ const char *const step_status_names[NSTEP_STATUS + 1] = { "ok", "oom", "paused",
 
 /* --- checking ------------------------------------------------------------- */
 
-/* Fail at a field: located through d when there is one, else by path. */
-static int bad(const struct jdoc *d, const char *path, struct err *e, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int bad(const struct jdoc *d, const char *path, struct err *e, const char *fmt, ...)
+/* Fail at field key of model_stages[i], or at key itself when i < 0:
+ * located through d when there is one, else by its path.  The path is
+ * made here, only for a message: a good record needs none. */
+static int bad(const struct jdoc *d, int i, const char *key, struct err *e, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static int bad(const struct jdoc *d, int i, const char *key, struct err *e, const char *fmt, ...)
 {
-	char msg[768];
+	char msg[768], path[128];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	if (i >= 0) {
+		char entry[64];
+		jpath_idx(entry, sizeof entry, "model_stages", (size_t)i);
+		jpath(path, sizeof path, entry, key);
+	} else {
+		snprintf(path, sizeof path, "%s", key);
+	}
 	if (d)
 		return jdoc_fail(d, path, e, "%s", msg);
-	if (path && *path)
+	if (*path)
 		return err_set(e, NR_EINPUT, "%s: %s", path, msg);
 	return err_set(e, NR_EINPUT, "%s", msg);
-}
-
-static void field(char *out, size_t n, int i, const char *key)
-{
-	char entry[64];
-
-	jpath_idx(entry, sizeof entry, "model_stages", (size_t)i);
-	jpath(out, n, entry, key);
 }
 
 static bool positive(double x)
@@ -48,15 +52,16 @@ static bool positive(double x)
 	return isfinite(x) && x > 0;
 }
 
-static int check_time(const struct jdoc *d, const char *path, double t, bool required,
+/* The time in field key of model_stages[i] (of the step when i < 0). */
+static int check_time(const struct jdoc *d, int i, const char *key, double t, bool required,
 		      struct err *e)
 {
 	if (isnan(t) && !required)
 		return NR_OK;
 	if (isnan(t))
-		return bad(d, path, e, "a step with status \"ok\" needs a measured time");
+		return bad(d, i, key, e, "a step with status \"ok\" needs a measured time");
 	if (!positive(t))
-		return bad(d, path, e, "expected a positive number of seconds, got %g", t);
+		return bad(d, i, key, e, "expected a positive number of seconds, got %g", t);
 	return NR_OK;
 }
 
@@ -75,57 +80,41 @@ static int check_entry(const struct jdoc *d, const struct step_record *r, int i,
 	const struct ms_record *ms = &r->ms[i];
 	const struct model *md = job_model(job, ms->model);
 	const struct pconf *c = &ms->conf;
-	char path[128];
 	int rc;
 
-	if (!md) {
-		field(path, sizeof path, i, "model");
-		return bad(d, path, e, "job '%s' has no model '%s'", job->name, ms->model);
-	}
-	if (!md->stages[ms->stage]) {
-		field(path, sizeof path, i, "stage");
-		return bad(d, path, e, "model '%s' does not run in the %s stage in job '%s'",
+	if (!md)
+		return bad(d, i, "model", e, "job '%s' has no model '%s'", job->name, ms->model);
+	if (!md->stages[ms->stage])
+		return bad(d, i, "stage", e, "model '%s' does not run in the %s stage in job '%s'",
 			   ms->model, stage_names[ms->stage], job->name);
-	}
-	for (int k = 0; k < i; k++) {
-		if (r->ms[k].stage == ms->stage && strcmp(r->ms[k].model, ms->model) == 0) {
-			field(path, sizeof path, i, "model");
-			return bad(d, path, e, "%s@%s appears twice (also model_stages[%d])",
+	for (int k = 0; k < i; k++)
+		if (r->ms[k].stage == ms->stage && strcmp(r->ms[k].model, ms->model) == 0)
+			return bad(d, i, "model", e, "%s@%s appears twice (also model_stages[%d])",
 				   ms->model, stage_names[ms->stage], k);
-		}
-	}
-	if (c->tp < 1 || c->pp < 1 || c->dp < 1 || c->mb < 1) {
-		field(path, sizeof path, i, "tp");
-		return bad(d, path, e, "tp, pp, dp and micro_batch must be positive");
-	}
-	if (ms->stage == STAGE_GEN && c->pp != 1) {
-		field(path, sizeof path, i, "pp");
-		return bad(d, path, e, "generation engines have no pipeline stages");
-	}
-	if ((long)c->tp * c->pp * c->dp != ms->gpus) {
-		field(path, sizeof path, i, "gpus");
-		return bad(d, path, e, "tp·pp·dp = %ld, but gpus = %d",
+	if (c->tp < 1 || c->pp < 1 || c->dp < 1 || c->mb < 1)
+		return bad(d, i, "tp", e, "tp, pp, dp and micro_batch must be positive");
+	if (ms->stage == STAGE_GEN && c->pp != 1)
+		return bad(d, i, "pp", e, "generation engines have no pipeline stages");
+	if ((long)c->tp * c->pp * c->dp != ms->gpus)
+		return bad(d, i, "gpus", e, "tp·pp·dp = %ld, but gpus = %d",
 			   (long)c->tp * c->pp * c->dp, ms->gpus);
-	}
-	if (ms->gpus > r->gpus_up) {
-		field(path, sizeof path, i, "gpus");
-		return bad(d, path, e, "uses %d GPUs, but only %d are up", ms->gpus, r->gpus_up);
-	}
-	field(path, sizeof path, i, "time_s");
-	if ((rc = check_time(d, path, ms->time_s, r->status == STEP_OK, e)))
+	if (ms->gpus > r->gpus_up)
+		return bad(d, i, "gpus", e, "uses %d GPUs, but only %d are up", ms->gpus,
+			   r->gpus_up);
+	if ((rc = check_time(d, i, "time_s", ms->time_s, r->status == STEP_OK, e)))
 		return rc;
-	field(path, sizeof path, i, "peak_gib");
 	if (!isnan(ms->peak_gib) && !positive(ms->peak_gib))
-		return bad(d, path, e, "expected a positive number of GiB, got %g", ms->peak_gib);
-	field(path, sizeof path, i, "concurrency");
+		return bad(d, i, "peak_gib", e, "expected a positive number of GiB, got %g",
+			   ms->peak_gib);
 	if (ms->stage != STAGE_GEN && !isnan(ms->concurrency))
-		return bad(d, path, e, "only generation entries have a concurrency");
+		return bad(d, i, "concurrency", e, "only generation entries have a concurrency");
 	if (ms->stage == STAGE_GEN && r->status == STEP_OK && isnan(ms->concurrency))
-		return bad(d, path, e, "a generation entry of a step with status \"ok\" needs "
-			   "its concurrency");
+		return bad(d, i, "concurrency", e, "a generation entry of a step with status \"ok\" "
+			   "needs its concurrency");
 	if (ms->stage == STAGE_GEN && !isnan(ms->concurrency) &&
 	    !(isfinite(ms->concurrency) && ms->concurrency >= 1))
-		return bad(d, path, e, "expected a number of at least 1, got %g", ms->concurrency);
+		return bad(d, i, "concurrency", e, "expected a number of at least 1, got %g",
+			   ms->concurrency);
 	return NR_OK;
 }
 
@@ -134,22 +123,17 @@ static int check_home(const struct jdoc *d, const struct step_record *r, int i, 
 		      struct err *e)
 {
 	const struct pconf *a = &r->ms[i].conf, *b = &r->ms[k].conf;
-	char path[128];
 
 	if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->mb != b->mb ||
-	    a->offload != b->offload || a->fsdp != b->fsdp) {
-		field(path, sizeof path, k, "tp");
-		return bad(d, path, e, "%s runs its stages in one layout, but model_stages[%d] "
+	    a->offload != b->offload || a->fsdp != b->fsdp)
+		return bad(d, k, "tp", e, "%s runs its stages in one layout, but model_stages[%d] "
 			   "(tp=%d pp=%d dp=%d micro_batch=%d) and model_stages[%d] (tp=%d pp=%d "
 			   "dp=%d micro_batch=%d) differ", r->ms[i].model, i, a->tp, a->pp, a->dp,
 			   a->mb, k, b->tp, b->pp, b->dp, b->mb);
-	}
-	if (r->ms[i].pool != r->ms[k].pool) {
-		field(path, sizeof path, k, "pool");
-		return bad(d, path, e, "%s runs its stages on one pool, but model_stages[%d] is on "
-			   "pool %d and model_stages[%d] on pool %d", r->ms[i].model, i,
+	if (r->ms[i].pool != r->ms[k].pool)
+		return bad(d, k, "pool", e, "%s runs its stages on one pool, but model_stages[%d] "
+			   "is on pool %d and model_stages[%d] on pool %d", r->ms[i].model, i,
 			   r->ms[i].pool, k, r->ms[k].pool);
-	}
 	return NR_OK;
 }
 
@@ -158,35 +142,36 @@ static int check_record(const struct jdoc *d, const struct step_record *r,
 {
 	const struct response_len *rl = &r->response;
 	int rc, gpus_in_pools = 0, actor = job_actor(job), gen = -1, home = -1;
-	char path[128];
 
 	if (r->step < 0)
-		return bad(d, "step", e, "expected a non-negative integer, got %ld", r->step);
+		return bad(d, -1, "step", e, "expected a non-negative integer, got %ld", r->step);
 	if (r->gpus_up < 1)
-		return bad(d, "gpus_up", e, "expected a positive integer, got %d", r->gpus_up);
+		return bad(d, -1, "gpus_up", e, "expected a positive integer, got %d", r->gpus_up);
 	if (cl && r->gpus_up > cluster_gpus(cl))
-		return bad(d, "gpus_up", e, "%d GPUs up, but cluster '%s' has %d", r->gpus_up,
+		return bad(d, -1, "gpus_up", e, "%d GPUs up, but cluster '%s' has %d", r->gpus_up,
 			   cl->name, cluster_gpus(cl));
-	if ((rc = check_time(d, "step_time_s", r->step_time_s, r->status == STEP_OK, e)))
+	if ((rc = check_time(d, -1, "step_time_s", r->step_time_s, r->status == STEP_OK, e)))
 		return rc;
 	if (!(isfinite(r->transition_s) && r->transition_s >= 0))
-		return bad(d, "transition_s", e, "expected a non-negative number of seconds, got %g",
-			   r->transition_s);
+		return bad(d, -1, "transition_s", e, "expected a non-negative number of seconds, "
+			   "got %g", r->transition_s);
 	if (r->status == STEP_PAUSED) {
 		if (r->nms)
-			return bad(d, "model_stages", e, "a paused step runs no model-stage");
+			return bad(d, -1, "model_stages", e, "a paused step runs no model-stage");
 		return NR_OK;
 	}
 	if (r->sequences < 1)
-		return bad(d, "sequences", e, "expected a positive integer, got %ld", r->sequences);
+		return bad(d, -1, "sequences", e, "expected a positive integer, got %ld",
+			   r->sequences);
 	if (r->prompt_len < 1)
-		return bad(d, "prompt_len", e, "expected a positive integer, got %ld", r->prompt_len);
+		return bad(d, -1, "prompt_len", e, "expected a positive integer, got %ld",
+			   r->prompt_len);
 	if (!positive(rl->mean) || rl->mean > rl->max)
-		return bad(d, "response_len.mean", e, "expected a positive number up to max (%ld), "
-			   "got %g", rl->max, rl->mean);
+		return bad(d, -1, "response_len.mean", e, "expected a positive number up to max "
+			   "(%ld), got %g", rl->max, rl->mean);
 	if (!positive(rl->p90) || rl->p90 > rl->max)
-		return bad(d, "response_len.p90", e, "expected a positive number up to max (%ld), "
-			   "got %g", rl->max, rl->p90);
+		return bad(d, -1, "response_len.p90", e, "expected a positive number up to max "
+			   "(%ld), got %g", rl->max, rl->p90);
 	for (int i = 0; i < r->nms; i++)
 		if ((rc = check_entry(d, r, i, job, e)))
 			return rc;
@@ -197,8 +182,8 @@ static int check_record(const struct jdoc *d, const struct step_record *r,
 			if (!job->models[m].stages[s])
 				continue;
 			if ((i = entry_of(r, job, m, (enum stage)s)) < 0)
-				return bad(d, "model_stages", e, "no entry for %s@%s, which job '%s' runs",
-					   job->models[m].name, stage_names[s], job->name);
+				return bad(d, -1, "model_stages", e, "no entry for %s@%s, which job '%s' "
+					   "runs", job->models[m].name, stage_names[s], job->name);
 			if (s == STAGE_GEN) {
 				gen = i;
 				continue;
@@ -219,20 +204,17 @@ static int check_record(const struct jdoc *d, const struct step_record *r,
 		if (k == i) {
 			gpus_in_pools += r->ms[i].gpus;
 		} else if (r->ms[k].gpus != r->ms[i].gpus) {
-			field(path, sizeof path, i, "gpus");
-			return bad(d, path, e, "pool %d has %d GPUs (model_stages[%d]), not %d",
+			return bad(d, i, "gpus", e, "pool %d has %d GPUs (model_stages[%d]), not %d",
 				   r->ms[i].pool, r->ms[k].gpus, k, r->ms[i].gpus);
 		}
 	}
 	if (gpus_in_pools > r->gpus_up)
-		return bad(d, "model_stages", e, "the pools hold %d GPUs, but only %d are up",
+		return bad(d, -1, "model_stages", e, "the pools hold %d GPUs, but only %d are up",
 			   gpus_in_pools, r->gpus_up);
-	if (gen >= 0 && home >= 0 && r->ms[gen].same_pool != (r->ms[gen].pool == r->ms[home].pool)) {
-		field(path, sizeof path, gen, "same_pool");
-		return bad(d, path, e, "is %s, but generation runs on pool %d and the actor's "
-			   "training on pool %d", r->ms[gen].same_pool ? "true" : "false",
+	if (gen >= 0 && home >= 0 && r->ms[gen].same_pool != (r->ms[gen].pool == r->ms[home].pool))
+		return bad(d, gen, "same_pool", e, "is %s, but generation runs on pool %d and the "
+			   "actor's training on pool %d", r->ms[gen].same_pool ? "true" : "false",
 			   r->ms[gen].pool, r->ms[home].pool);
-	}
 	return NR_OK;
 }
 
@@ -243,6 +225,47 @@ int steprec_check(const struct step_record *r, const struct job *job,
 }
 
 /* --- parsing -------------------------------------------------------------- */
+
+/* A record's fields, in nereus-steps(5) order. */
+enum { K_NEREUS, K_KIND, K_STEP, K_ENGINE, K_GPUS_UP, K_STATUS, K_SEQUENCES, K_PROMPT_LEN,
+       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_MODEL_STAGES, NRECORD_KEYS };
+static const char *const record_keys[NRECORD_KEYS + 1] = {
+	"nereus", "kind", "step", "engine", "gpus_up", "status", "sequences", "prompt_len",
+	"response_len", "step_time_s", "transition_s", "model_stages", NULL
+};
+#define RECORD_REQUIRED (1u << K_NEREUS | 1u << K_KIND | 1u << K_STEP | 1u << K_ENGINE | \
+			 1u << K_GPUS_UP | 1u << K_STATUS)
+/* what a step that ran must have besides */
+#define RECORD_RUN (1u << K_SEQUENCES | 1u << K_PROMPT_LEN | 1u << K_RESPONSE_LEN | \
+		    1u << K_STEP_TIME_S | 1u << K_MODEL_STAGES)
+
+enum { R_MEAN, R_P90, R_MAX, NRESPONSE_KEYS };
+static const char *const response_keys[NRESPONSE_KEYS + 1] = { "mean", "p90", "max", NULL };
+
+/* A model-stage's fields, in nereus-steps(5) order; which of them each
+ * stage's entries have, and which they must have. */
+enum { E_MODEL, E_STAGE, E_POOL, E_GPUS, E_TP, E_PP, E_DP, E_MICRO_BATCH, E_RECOMPUTE, E_ZERO,
+       E_FSDP, E_OFFLOAD, E_SAME_POOL, E_TIME_S, E_PEAK_GIB, E_CONCURRENCY, NENTRY_KEYS };
+static const char *const entry_keys[NENTRY_KEYS] = {
+	"model", "stage", "pool", "gpus", "tp", "pp", "dp", "micro_batch", "recompute", "zero",
+	"fsdp", "offload", "same_pool", "time_s", "peak_gib", "concurrency"
+};
+#define ENTRY_ALL (1u << E_MODEL | 1u << E_STAGE | 1u << E_POOL | 1u << E_GPUS | 1u << E_TP | \
+		   1u << E_DP | 1u << E_TIME_S | 1u << E_PEAK_GIB)
+#define ENTRY_LAYOUT (1u << E_PP | 1u << E_MICRO_BATCH | 1u << E_FSDP | 1u << E_OFFLOAD)
+static const unsigned entry_has[NSTAGES] = {
+	[STAGE_GEN] = ENTRY_ALL | 1u << E_SAME_POOL | 1u << E_CONCURRENCY,
+	[STAGE_INF] = ENTRY_ALL | ENTRY_LAYOUT,
+	[STAGE_TRAIN] = ENTRY_ALL | ENTRY_LAYOUT | 1u << E_RECOMPUTE | 1u << E_ZERO,
+};
+#define ENTRY_REQUIRED (1u << E_MODEL | 1u << E_STAGE | 1u << E_POOL | 1u << E_GPUS | \
+			1u << E_TP | 1u << E_DP | 1u << E_TIME_S)
+static const unsigned entry_needs[NSTAGES] = {
+	[STAGE_GEN] = ENTRY_REQUIRED | 1u << E_SAME_POOL,
+	[STAGE_INF] = ENTRY_REQUIRED | 1u << E_PP | 1u << E_MICRO_BATCH,
+	[STAGE_TRAIN] = ENTRY_REQUIRED | 1u << E_PP | 1u << E_MICRO_BATCH | 1u << E_RECOMPUTE |
+			1u << E_ZERO,
+};
 
 static const char *shown(const char *name)
 {
@@ -345,26 +368,22 @@ static int get_opt_num(const struct jdoc *d, json_t *o, const char *path, const 
 static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 		       struct ms_record *ms, struct err *e)
 {
-	static const char *const gen_keys[] = { "model", "stage", "pool", "gpus", "tp", "dp",
-						"same_pool", "time_s", "peak_gib", "concurrency",
-						NULL };
-	static const char *const inf_keys[] = { "model", "stage", "pool", "gpus", "tp", "pp",
-						"dp", "micro_batch", "fsdp", "offload", "time_s",
-						"peak_gib", NULL };
-	static const char *const train_keys[] = { "model", "stage", "pool", "gpus", "tp", "pp",
-						  "dp", "micro_batch", "recompute", "zero", "fsdp",
-						  "offload", "time_s", "peak_gib", NULL };
-	const char *const *keys[NSTAGES] = { gen_keys, inf_keys, train_keys };
+	const char *keys[NENTRY_KEYS + 1];
 	long pool, gpus, tp, pp = 1, dp, mb = 1;
-	int stage, rcomp = RC_NONE, rc;
+	int stage, rcomp = RC_NONE, rc, nkeys = 0;
 	bool gen;
 
 	memset(ms, 0, sizeof *ms);
 	if (!json_is_object(o))
 		return jdoc_fail(d, path, e, "expected an object (one model-stage)");
 	if ((rc = jget_str(d, o, path, "model", true, ms->model, sizeof ms->model, e)) ||
-	    (rc = jget_enum(d, o, path, "stage", true, stage_names, &stage, e)) ||
-	    (rc = jcheck_keys(d, o, path, keys[stage], e)))
+	    (rc = jget_enum(d, o, path, "stage", true, stage_names, &stage, e)))
+		return rc;
+	for (int k = 0; k < NENTRY_KEYS; k++)
+		if (entry_has[stage] & 1u << k)
+			keys[nkeys++] = entry_keys[k];
+	keys[nkeys] = NULL;
+	if ((rc = jcheck_keys(d, o, path, keys, e)))
 		return rc;
 	gen = stage == STAGE_GEN;
 	if ((rc = jget_int(d, o, path, "pool", true, 0, MAX_MODELS, &pool, e)) ||
@@ -396,17 +415,13 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 
 static int parse_fields(const struct jdoc *d, struct step_record *r, struct err *e)
 {
-	static const char *const keys[] = { "nereus", "kind", "step", "engine", "gpus_up",
-					    "status", "sequences", "prompt_len", "response_len",
-					    "step_time_s", "transition_s", "model_stages", NULL };
-	static const char *const rkeys[] = { "mean", "p90", "max", NULL };
 	json_t *root = d->root, *resp = NULL, *stages = NULL, *o;
 	long step, gpus_up, seqs = 0, prompt = 0, rmax = 0;
 	int status, rc;
 	bool run;
 	size_t i;
 
-	if ((rc = jcheck_keys(d, root, "", keys, e)) ||
+	if ((rc = jcheck_keys(d, root, "", record_keys, e)) ||
 	    (rc = jget_int(d, root, "", "step", true, 0, LONG_MAX, &step, e)) ||
 	    (rc = jget_str(d, root, "", "engine", true, r->engine, sizeof r->engine, e)) ||
 	    (rc = jget_int(d, root, "", "gpus_up", true, 1, MAX_GPUS, &gpus_up, e)) ||
@@ -428,7 +443,7 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	r->sequences = seqs;
 	r->prompt_len = prompt;
 	r->response = (struct response_len){ NAN, NAN, 0 };
-	if (resp && ((rc = jcheck_keys(d, resp, "response_len", rkeys, e)) ||
+	if (resp && ((rc = jcheck_keys(d, resp, "response_len", response_keys, e)) ||
 		     (rc = jget_num(d, resp, "response_len", "mean", true, -HUGE_VAL, HUGE_VAL,
 				    &r->response.mean, e)) ||
 		     (rc = jget_num(d, resp, "response_len", "p90", true, -HUGE_VAL, HUGE_VAL,
@@ -449,26 +464,511 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	return NR_OK;
 }
 
-/* The common case, a good line, without the loader's position index: a
- * trace has many lines and the index costs more than the parse.  false
- * when the line is anything but a good record. */
-static bool parse_quick(const char *text, size_t len, const struct job *job,
-			const struct cluster *cl, struct step_record *r)
-{
-	json_error_t je;
-	struct jdoc d = { .file = (char *)"" }; /* no index: messages are not kept */
-	json_t *v;
-	struct err e;
-	bool ok;
+/* --- the fast path ---------------------------------------------------------- */
 
-	d.root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-	v = json_object_get(d.root, "nereus");
-	ok = json_is_object(d.root) && json_is_integer(v) && json_integer_value(v) == NR_FORMAT &&
-	     json_is_string(v = json_object_get(d.root, "kind")) &&
-	     strcmp(json_string_value(v), "step") == 0 && parse_fields(&d, r, &e) == NR_OK &&
-	     (!job || check_record(&d, r, job, cl, &e) == NR_OK);
-	json_decref(d.root);
-	return ok;
+/* A trace has many lines, nearly all of them good records, and building a
+ * JSON tree for each costs far more than reading it: the fast path reads a
+ * line straight into the record.  It takes exactly what the loader takes
+ * and reads it to the same values, or declines, and the loader reads the
+ * line again; anything unusual (a number too long for it to convert
+ * exactly, a field the record cannot have, any error) is declined. */
+
+struct lex {
+	const char *p, *end;
+};
+
+static void lex_space(struct lex *x)
+{
+	while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r'))
+		x->p++;
+}
+
+/* Whether the next token is the character c, taken if so. */
+static bool lex_char(struct lex *x, char c)
+{
+	lex_space(x);
+	if (x->p < x->end && *x->p == c) {
+		x->p++;
+		return true;
+	}
+	return false;
+}
+
+static bool lex_word(struct lex *x, const char *w)
+{
+	size_t n = strlen(w);
+
+	lex_space(x);
+	if ((size_t)(x->end - x->p) < n || memcmp(x->p, w, n) != 0)
+		return false;
+	x->p += n;
+	return true;
+}
+
+/* The value of the four hex digits at p, or -1. */
+static long hex4(const char *p, const char *end)
+{
+	long v = 0;
+
+	if (end - p < 4)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+			c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		if (d < 0)
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+/* The code point of the escape at x->p (after its backslash), taken; -1
+ * where jansson refuses it: no such escape, a lone surrogate, \u0000. */
+static long lex_escape(struct lex *x)
+{
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	const char *at;
+	long u, lo;
+
+	if (x->p >= x->end)
+		return -1;
+	if (*x->p != 'u') {
+		at = strchr(from, *x->p);
+		x->p++;
+		return at && *at ? to[at - from] : -1;
+	}
+	if ((u = hex4(x->p + 1, x->end)) < 0)
+		return -1;
+	x->p += 5;
+	if (u >= 0xDC00 && u <= 0xDFFF)
+		return -1;
+	if (u >= 0xD800 && u <= 0xDBFF) {
+		if (x->end - x->p < 2 || x->p[0] != '\\' || x->p[1] != 'u' ||
+		    (lo = hex4(x->p + 2, x->end)) < 0xDC00 || lo > 0xDFFF)
+			return -1;
+		x->p += 6;
+		u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+	}
+	return u == 0 ? -1 : u;
+}
+
+/* Bytes of the UTF-8 encoding of code point u. */
+static int utf8_put(long u, char *out)
+{
+	if (u < 0x80) {
+		out[0] = (char)u;
+		return 1;
+	}
+	if (u < 0x800) {
+		out[0] = (char)(0xC0 | u >> 6);
+		out[1] = (char)(0x80 | (u & 0x3F));
+		return 2;
+	}
+	if (u < 0x10000) {
+		out[0] = (char)(0xE0 | u >> 12);
+		out[1] = (char)(0x80 | (u >> 6 & 0x3F));
+		out[2] = (char)(0x80 | (u & 0x3F));
+		return 3;
+	}
+	out[0] = (char)(0xF0 | u >> 18);
+	out[1] = (char)(0x80 | (u >> 12 & 0x3F));
+	out[2] = (char)(0x80 | (u >> 6 & 0x3F));
+	out[3] = (char)(0x80 | (u & 0x3F));
+	return 4;
+}
+
+/* Bytes in the UTF-8 sequence at p as jansson takes it (shortest form, no
+ * surrogate, at most U+10FFFF), or 0. */
+static int utf8_len(const char *p, const char *end)
+{
+	unsigned char c = (unsigned char)*p;
+	int n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 :
+		c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+	long u;
+
+	if (n == 0 || end - p < n)
+		return 0;
+	u = c & (0x7F >> n);
+	for (int i = 1; i < n; i++) {
+		if (((unsigned char)p[i] & 0xC0) != 0x80)
+			return 0;
+		u = u << 6 | ((unsigned char)p[i] & 0x3F);
+	}
+	if ((n == 3 && u < 0x800) || (n == 4 && u < 0x10000) || u > 0x10FFFF ||
+	    (u >= 0xD800 && u <= 0xDFFF))
+		return 0;
+	return n;
+}
+
+/* A string, unescaped into out, which must hold it and its NUL in n bytes. */
+static bool lex_string(struct lex *x, char *out, size_t n)
+{
+	size_t k = 0;
+
+	if (!lex_char(x, '"'))
+		return false;
+	while (x->p < x->end && *x->p != '"') {
+		unsigned char c = (unsigned char)*x->p;
+		char bytes[4];
+		int m;
+		if (c >= 0x20 && c < 0x80 && c != '\\') {
+			if (k + 1 >= n)
+				return false;
+			out[k++] = *x->p++;
+			continue;
+		}
+		if (c == '\\') {
+			long u;
+			x->p++;
+			if ((u = lex_escape(x)) < 0)
+				return false;
+			m = utf8_put(u, bytes);
+		} else if (c >= 0x80 && (m = utf8_len(x->p, x->end)) > 0) {
+			memcpy(bytes, x->p, (size_t)m);
+			x->p += m;
+		} else {
+			return false; /* a control character */
+		}
+		if (k + (size_t)m >= n)
+			return false;
+		memcpy(out + k, bytes, (size_t)m);
+		k += (size_t)m;
+	}
+	if (x->p == x->end)
+		return false;
+	x->p++;
+	out[k] = '\0';
+	return true;
+}
+
+/* The token [s, end) converted as jansson converts it (strtoll, strtod),
+ * in a copy that ends where the token does. */
+static bool convert(const char *s, const char *end, bool real, long long *i, double *v)
+{
+	char buf[64], *stop;
+	size_t n = (size_t)(end - s);
+
+	if (n >= sizeof buf)
+		return false;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	errno = 0;
+	if (real) {
+		*v = strtod(buf, &stop);
+		return stop == buf + n && isfinite(*v);
+	}
+	*i = strtoll(buf, &stop, 10);
+	*v = (double)*i;
+	return stop == buf + n && errno != ERANGE;
+}
+
+/* Take the decimal digits at x->p into *m (while there are at most 18 of
+ * them, *nd counting them all); returns how many it took. */
+static int lex_digits(struct lex *x, uint64_t *m, int *nd)
+{
+	int n = 0;
+
+	for (; x->p < x->end && *x->p >= '0' && *x->p <= '9'; x->p++, n++, ++*nd)
+		if (*nd < 18)
+			*m = *m * 10 + (uint64_t)(*x->p - '0');
+	return n;
+}
+
+/* A number: *real says whether it has a fraction or an exponent (jansson's
+ * real), *i its value when it has neither, *v its value as a double. */
+static bool lex_number(struct lex *x, bool *real, long long *i, double *v)
+{
+	/* every power of ten a double holds exactly */
+	static const double pow10[] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+					 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+					 1e20, 1e21, 1e22 };
+	const char *s;
+	uint64_t m = 0, e = 0;
+	int nd = 0, nfrac = 0, ne = 0, ex;
+	bool neg, eneg = false;
+
+	lex_space(x);
+	s = x->p;
+	neg = x->p < x->end && *x->p == '-';
+	x->p += neg;
+	if (x->p < x->end && *x->p == '0') {
+		x->p++;
+		nd++;
+	} else if (!lex_digits(x, &m, &nd)) {
+		return false;
+	}
+	*real = false;
+	if (x->p < x->end && *x->p == '.') {
+		x->p++;
+		if (!(nfrac = lex_digits(x, &m, &nd)))
+			return false;
+		*real = true;
+	}
+	if (x->p < x->end && (*x->p == 'e' || *x->p == 'E')) {
+		x->p++;
+		if (x->p < x->end && (*x->p == '+' || *x->p == '-'))
+			eneg = *x->p++ == '-';
+		if (!lex_digits(x, &e, &ne))
+			return false;
+		*real = true;
+	}
+	if (nd > 18 || ne > 4)
+		return convert(s, x->p, *real, i, v);
+	if (!*real) {
+		*i = neg ? -(long long)m : (long long)m;
+		*v = (double)*i;
+		return true;
+	}
+	/* few enough digits and a small enough exponent: the digits and the
+	 * power of ten are exact doubles, and their one product or quotient is
+	 * rounded once, correctly, as strtod rounds */
+	ex = (eneg ? -(int)e : (int)e) - nfrac;
+	if (FLT_EVAL_METHOD != 0 || nd > 15 || ex < -22 || ex > 22)
+		return convert(s, x->p, true, i, v);
+	*v = ex < 0 ? (double)m / pow10[-ex] : (double)m * pow10[ex];
+	if (neg)
+		*v = -*v;
+	return true;
+}
+
+static bool fast_int(struct lex *x, long min, long max, long *out)
+{
+	long long i;
+	double v;
+	bool real;
+
+	if (!lex_number(x, &real, &i, &v) || real || i < min || i > max)
+		return false;
+	*out = (long)i;
+	return true;
+}
+
+/* A number; or, when null_ok, null (NAN). */
+static bool fast_num(struct lex *x, bool null_ok, double *out)
+{
+	long long i;
+	bool real;
+
+	if (null_ok && lex_word(x, "null")) {
+		*out = NAN;
+		return true;
+	}
+	return lex_number(x, &real, &i, out);
+}
+
+static bool fast_bool(struct lex *x, bool *out)
+{
+	*out = lex_word(x, "true");
+	return *out || lex_word(x, "false");
+}
+
+static bool fast_enum(struct lex *x, const char *const names[], int *out)
+{
+	char s[32];
+
+	if (!lex_string(x, s, sizeof s))
+		return false;
+	for (int i = 0; names[i]; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Bytes of name at p, quoted, or 0: a key spelled so is name whatever
+ * else JSON would let spell it, as name has nothing to escape. */
+static size_t quoted(const char *p, const char *end, const char *name)
+{
+	size_t i = 0;
+
+	if (p >= end || *p++ != '"')
+		return 0;
+	while (name[i] && p + i < end && p[i] == name[i])
+		i++;
+	return !name[i] && p + i < end && p[i] == '"' ? i + 2 : 0;
+}
+
+/* The next key of an object and its ':', as its index among the n names;
+ * false when it is none of them or already seen.  Keys are looked for
+ * from hint on, where writers that keep the documented order put them. */
+static bool fast_key(struct lex *x, const char *const names[], int n, int hint,
+		     unsigned *seen, int *k)
+{
+	char key[32];
+	size_t len = 0;
+
+	lex_space(x);
+	*k = hint < n ? hint : 0;
+	for (int i = 0; i < n && !(len = quoted(x->p, x->end, names[*k])); i++)
+		*k = *k + 1 < n ? *k + 1 : 0;
+	if (len) {
+		x->p += len;
+	} else {
+		if (!lex_string(x, key, sizeof key))
+			return false;
+		for (*k = 0; *k < n && strcmp(key, names[*k]) != 0; ++*k)
+			;
+	}
+	if (!lex_char(x, ':') || *k == n || *seen & 1u << *k)
+		return false;
+	*seen |= 1u << *k;
+	return true;
+}
+
+static bool fast_response(struct lex *x, struct response_len *rl)
+{
+	unsigned seen = 0;
+	int k = -1;
+
+	if (!lex_char(x, '{'))
+		return false;
+	do {
+		bool ok;
+		if (!fast_key(x, response_keys, NRESPONSE_KEYS, k + 1, &seen, &k))
+			return false;
+		if (k == R_MEAN)
+			ok = fast_num(x, false, &rl->mean);
+		else if (k == R_P90)
+			ok = fast_num(x, false, &rl->p90);
+		else
+			ok = fast_int(x, 1, LONG_MAX, &rl->max);
+		if (!ok)
+			return false;
+	} while (lex_char(x, ','));
+	return lex_char(x, '}') && seen == (1u << NRESPONSE_KEYS) - 1;
+}
+
+/* One field of a model-stage, k, into ms or the integers of its layout. */
+static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long num[NENTRY_KEYS],
+			     int *stage, int *rcomp)
+{
+	switch (k) {
+	case E_MODEL: return lex_string(x, ms->model, sizeof ms->model);
+	case E_STAGE: return fast_enum(x, stage_names, stage);
+	case E_POOL: return fast_int(x, 0, MAX_MODELS, &num[k]);
+	case E_PP: return fast_int(x, 1, 4096, &num[k]);
+	case E_MICRO_BATCH: return fast_int(x, 1, 1 << 20, &num[k]);
+	case E_GPUS:
+	case E_TP:
+	case E_DP: return fast_int(x, 1, MAX_GPUS, &num[k]);
+	case E_RECOMPUTE: return fast_enum(x, recompute_names, rcomp);
+	case E_ZERO: return fast_bool(x, &ms->conf.zero);
+	case E_FSDP: return fast_bool(x, &ms->conf.fsdp);
+	case E_OFFLOAD: return fast_bool(x, &ms->conf.offload);
+	case E_SAME_POOL: return fast_bool(x, &ms->same_pool);
+	case E_TIME_S: return fast_num(x, true, &ms->time_s);
+	case E_PEAK_GIB: return fast_num(x, true, &ms->peak_gib);
+	default: return fast_num(x, true, &ms->concurrency);
+	}
+}
+
+/* One model-stage, as parse_entry reads it. */
+static bool fast_entry(struct lex *x, struct ms_record *ms)
+{
+	long num[NENTRY_KEYS] = { [E_PP] = 1, [E_MICRO_BATCH] = 1 };
+	int stage = -1, rcomp = RC_NONE, k = -1;
+	unsigned seen = 0;
+
+	memset(ms, 0, sizeof *ms);
+	ms->time_s = ms->peak_gib = ms->concurrency = NAN;
+	if (!lex_char(x, '{'))
+		return false;
+	do {
+		if (!fast_key(x, entry_keys, NENTRY_KEYS, k + 1, &seen, &k) ||
+		    !fast_entry_field(x, k, ms, num, &stage, &rcomp))
+			return false;
+	} while (lex_char(x, ','));
+	if (!lex_char(x, '}') || stage < 0 || (seen & ~entry_has[stage]) ||
+	    (entry_needs[stage] & ~seen))
+		return false;
+	ms->stage = (enum stage)stage;
+	ms->pool = (int)num[E_POOL];
+	ms->gpus = (int)num[E_GPUS];
+	ms->conf.tp = (int)num[E_TP];
+	ms->conf.pp = (int)num[E_PP];
+	ms->conf.dp = (int)num[E_DP];
+	ms->conf.mb = (int)num[E_MICRO_BATCH];
+	ms->conf.rc = (enum recompute)rcomp;
+	return true;
+}
+
+static bool fast_stages(struct lex *x, struct step_record *r)
+{
+	if (!lex_char(x, '['))
+		return false;
+	if (lex_char(x, ']'))
+		return true;
+	do {
+		if (r->nms == STEPREC_MAX_MS || !fast_entry(x, &r->ms[r->nms]))
+			return false;
+		r->nms++;
+	} while (lex_char(x, ','));
+	return lex_char(x, ']');
+}
+
+/* One field of a record, k, into r or the integers num. */
+static bool fast_record_field(struct lex *x, int k, struct step_record *r,
+			      long num[NRECORD_KEYS], int *status)
+{
+	char kind[8];
+
+	switch (k) {
+	case K_NEREUS: return fast_int(x, NR_FORMAT, NR_FORMAT, &num[k]);
+	case K_KIND: return lex_string(x, kind, sizeof kind) && strcmp(kind, "step") == 0;
+	case K_STEP: return fast_int(x, 0, LONG_MAX, &num[k]);
+	case K_ENGINE: return lex_string(x, r->engine, sizeof r->engine);
+	case K_GPUS_UP: return fast_int(x, 1, MAX_GPUS, &num[k]);
+	case K_STATUS: return fast_enum(x, step_status_names, status);
+	case K_SEQUENCES:
+	case K_PROMPT_LEN: return fast_int(x, 1, LONG_MAX, &num[k]);
+	case K_RESPONSE_LEN: return fast_response(x, &r->response);
+	case K_STEP_TIME_S: return fast_num(x, true, &r->step_time_s);
+	case K_TRANSITION_S: return fast_num(x, false, &r->transition_s);
+	default: return fast_stages(x, r);
+	}
+}
+
+/* The line as parse_fields reads it, into r (zeroed). */
+static bool fast_record(const char *text, size_t len, struct step_record *r)
+{
+	struct lex x = { text, text + len };
+	long num[NRECORD_KEYS] = { 0 };
+	int status = -1, k = -1;
+	unsigned seen = 0;
+
+	r->response = (struct response_len){ NAN, NAN, 0 };
+	r->step_time_s = NAN;
+	if (!lex_char(&x, '{'))
+		return false;
+	do {
+		if (!fast_key(&x, record_keys, NRECORD_KEYS, k + 1, &seen, &k) ||
+		    !fast_record_field(&x, k, r, num, &status))
+			return false;
+	} while (lex_char(&x, ','));
+	if (!lex_char(&x, '}'))
+		return false;
+	lex_space(&x);
+	if (x.p != x.end || (RECORD_REQUIRED & ~seen) ||
+	    (status != STEP_PAUSED && (RECORD_RUN & ~seen)))
+		return false;
+	r->step = num[K_STEP];
+	r->gpus_up = (int)num[K_GPUS_UP];
+	r->status = (enum step_status)status;
+	r->sequences = num[K_SEQUENCES];
+	r->prompt_len = num[K_PROMPT_LEN];
+	return true;
+}
+
+/* A good line through the fast path; false leaves it to the loader. */
+static bool parse_fast(const char *text, size_t len, const struct job *job,
+		       const struct cluster *cl, struct step_record *r)
+{
+	struct err e;
+
+	return fast_record(text, len, r) && (!job || check_record(NULL, r, job, cl, &e) == NR_OK);
 }
 
 int steprec_parse(const char *name, long line, const char *text, size_t len,
@@ -480,7 +980,7 @@ int steprec_parse(const char *name, long line, const char *text, size_t len,
 	int rc;
 
 	memset(r, 0, sizeof *r);
-	if (parse_quick(text, len, job, cl, r)) {
+	if (parse_fast(text, len, job, cl, r)) {
 		if (malformed)
 			*malformed = false;
 		return NR_OK;

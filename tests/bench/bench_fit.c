@@ -2,10 +2,14 @@
  * (lib/profile/simrec.h) with the coefficients of simrec_truth and 5%
  * log-normal noise: how far each fitted coefficient lands from the truth,
  * the prediction error on held-out steps, the same with stalled steps
- * mixed in, and the time to fit 100,000 records.
+ * mixed in, and the time to fit 100,000 records: in memory, and from a
+ * trace file the way nereus-profile fit reads one, against reading the
+ * file's bytes and nothing else.
  *
  * `bench_fit --trace FILE N` writes N such records as JSON Lines instead:
  * that is how examples/traces/steps-8b.jsonl was made. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "plan/plan.h"
 #include "profile/fit.h"
 #include "profile/simrec.h"
@@ -127,46 +132,162 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void speed(long n)
+static double median3(double t[3])
 {
-	struct step_record *r = simulate(n, 0.05, 0.01, 2);
+	qsort(t, 3, sizeof t[0], cmp);
+	return t[1];
+}
+
+static void speed(const struct step_record *r, long n)
+{
 	struct fit_result *res = malloc(sizeof *res);
-	double t[3], cpu[3], load[1] = { -1 };
+	double t[3], cpu[3], load[1] = { -1 }, median;
 
 	for (int i = 0; i < 3; i++)
 		t[i] = fit(r, n, 0, res, &cpu[i]);
-	qsort(t, 3, sizeof t[0], cmp);
-	qsort(cpu, 3, sizeof cpu[0], cmp);
 	getloadavg(load, 1);
+	median = median3(t);
 	printf("fit %ld records (%ld model-stage times): median %.3f s over 3 runs on %ld CPUs, "
-	       "%.3f s of CPU time; load average %.2f (target 1 s: %s)\n", n, res->rows, t[1],
-	       sysconf(_SC_NPROCESSORS_ONLN), cpu[1], load[0], t[1] <= 1 ? "met" : "NOT met");
+	       "%.3f s of CPU time; load average %.2f (target 1 s: %s)\n", n, res->rows, median,
+	       sysconf(_SC_NPROCESSORS_ONLN), median3(cpu), load[0],
+	       median <= 1 ? "met" : "NOT met");
 	free(res);
-	free(r);
+}
+
+/* Write n records to f as JSON Lines, the way nereus-run writes them. */
+static int write_records(FILE *f, const char *file, const struct step_record *r, long n)
+{
+	struct err e;
+
+	for (long i = 0; i < n; i++) {
+		if (steprec_fprint(f, &r[i], &e)) {
+			fprintf(stderr, "bench_fit: %s: %s\n", file, e.msg);
+			fclose(f);
+			return 4;
+		}
+	}
+	if (fclose(f)) {
+		fprintf(stderr, "bench_fit: %s: %s\n", file, strerror(errno));
+		return 4;
+	}
+	return 0;
 }
 
 static int write_trace(const char *file, long n)
 {
 	struct step_record *r = simulate(n, 0.05, 0.02, 8);
 	FILE *f = fopen(file, "w");
-	struct err e;
+	int rc;
 
 	if (!f) {
 		perror(file);
+		free(r);
 		return 4;
 	}
-	for (long i = 0; i < n; i++) {
-		if (steprec_fprint(f, &r[i], &e)) {
+	rc = write_records(f, file, r, n);
+	free(r);
+	return rc;
+}
+
+/* Read a trace and fit it with the library calls nereus-profile fit makes
+ * (read_file, then steprec_parse and fit_add line by line, then fit_run);
+ * returns the seconds in all, and in *read_s those until the last record
+ * was added. */
+static double fit_file(const char *file, long *records, double *read_s)
+{
+	struct step_record *r = malloc(sizeof *r);
+	struct fit_result *res = malloc(sizeof *res);
+	struct fit_opts o = { 0 };
+	struct fit *f = NULL;
+	struct err e;
+	double t0 = now();
+	char *buf = NULL, *line, *end;
+	size_t len;
+	long lines = 0;
+
+	if (!r || !res || read_file(file, &buf, &len, &e) || fit_new(&f, &job, &cl, NULL, &e)) {
+		fprintf(stderr, "bench_fit: %s\n", r && res ? e.msg : "out of memory");
+		exit(4);
+	}
+	for (line = buf; line < buf + len; line = end + 1) {
+		end = memchr(line, '\n', (size_t)(buf + len - line));
+		if (!end)
+			end = buf + len;
+		if (steprec_parse(file, ++lines, line, (size_t)(end - line), &job, &cl, r, NULL, &e) ||
+		    fit_add(f, r, &e)) {
 			fprintf(stderr, "bench_fit: %s\n", e.msg);
-			return 4;
+			exit(4);
 		}
 	}
+	*read_s = now() - t0;
+	if (fit_run(f, &o, res, &e)) {
+		fprintf(stderr, "bench_fit: %s\n", e.msg);
+		exit(4);
+	}
+	t0 = now() - t0;
+	*records = res->records;
+	fit_free(f);
+	free(buf);
+	free(res);
 	free(r);
-	return fclose(f) ? 4 : 0;
+	return t0;
+}
+
+/* Seconds to read the file's bytes with read(2) and do nothing with them,
+ * as cat > /dev/null does; *bytes gets how many. */
+static double read_bytes(const char *file, double *bytes)
+{
+	char buf[1 << 16];
+	int fd = open(file, O_RDONLY);
+	double t0 = now();
+	ssize_t n = 0;
+
+	*bytes = 0;
+	while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0)
+		*bytes += (double)n;
+	if (fd < 0 || n < 0 || close(fd)) {
+		perror(file);
+		exit(4);
+	}
+	return now() - t0;
+}
+
+/* The records as a trace file (in $TMPDIR, else /tmp), read and fitted as
+ * nereus-profile fit does, against only reading it. */
+static void speed_from_file(const struct step_record *r, long n)
+{
+	const char *dir = getenv("TMPDIR");
+	char file[4096];
+	double t[3], part[3], raw[3], bytes = 0, median, median_raw;
+	long records = 0;
+	int fd;
+	FILE *f;
+
+	snprintf(file, sizeof file, "%s/bench_fit.XXXXXX", dir && *dir ? dir : "/tmp");
+	if ((fd = mkstemp(file)) < 0 || !(f = fdopen(fd, "w"))) {
+		perror(file);
+		exit(4);
+	}
+	if (write_records(f, file, r, n)) {
+		unlink(file);
+		exit(4);
+	}
+	for (int i = 0; i < 3; i++) {
+		raw[i] = read_bytes(file, &bytes);
+		t[i] = fit_file(file, &records, &part[i]);
+	}
+	unlink(file);
+	median = median3(t);
+	median_raw = median3(raw);
+	printf("fit %ld records from a %.0f MB trace as nereus-profile fit reads it: median %.3f s "
+	       "over 3 runs (%.3f s to read, parse and add them); reading the same bytes with "
+	       "read(2): %.3f s; ratio %.0f\n", records, bytes / 1e6, median, median3(part),
+	       median_raw, median / median_raw);
 }
 
 int main(int argc, char **argv)
 {
+	struct step_record *r;
 	struct err e;
 
 	simrec_truth(&truth);
@@ -178,6 +299,9 @@ int main(int argc, char **argv)
 		return write_trace(argv[2], atol(argv[3]));
 	recovery("recovery", 20000, 0);
 	recovery("robustness", 20000, 0.02);
-	speed(100000);
+	r = simulate(100000, 0.05, 0.01, 2);
+	speed(r, 100000);
+	speed_from_file(r, 100000);
+	free(r);
 	return 0;
 }

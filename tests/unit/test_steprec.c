@@ -196,6 +196,97 @@ static void invalid_values(void)
 	expect_value("gpus", "3", false, "but gpus = 3");
 }
 
+/* The first "time_s" of text spelled with 64 more digits, all zeros: the
+ * same number, too long for the fast path, so read by the loader. */
+static char *long_time(const char *text)
+{
+	const char *at = strstr(text, "\"time_s\":") + strlen("\"time_s\":");
+	size_t n = strcspn(at, ",}"), mant = strcspn(at, "eE");
+	char value[256];
+
+	if (mant > n)
+		mant = n;
+	snprintf(value, sizeof value, "%.*s%s%064d%.*s", (int)mant, at,
+		 memchr(at, '.', mant) ? "" : ".", 0, (int)(n - mant), at + mant);
+	return set_value(text, "time_s", value);
+}
+
+/* However a writer spells a record (spacing, key order, escapes), it reads
+ * to the record the writer's own spelling does; and the fast path reads
+ * what the loader reads. */
+static void spellings_agree(void)
+{
+	struct step_record a, b;
+	struct err e;
+	char *text = a_line(), *other, *escaped;
+	json_t *o = json_loads(text, 0, NULL);
+
+	CHECK(parse(text, &a, NULL, &e) == NR_OK);
+	other = long_time(text);
+	CHECK(parse(other, &b, NULL, &e) == NR_OK);
+	CHECK(memcmp(&a, &b, sizeof a) == 0);
+	free(other);
+	other = json_dumps(o, JSON_INDENT(3) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+	CHECK(parse(other, &b, NULL, &e) == NR_OK);
+	CHECK(memcmp(&a, &b, sizeof a) == 0);
+	free(other);
+	escaped = edit(text, "\"engine\":\"sim\"", "\"engine\":\"s\\u0069m\"");
+	free(text);
+	text = edit(escaped, "\"model\":\"critic\"", "\"m\\u006fdel\":\"cr\\/itic\"");
+	CHECK(parse(text, &b, NULL, &e) == NR_EINPUT && strstr(e.msg, "has no model 'cr/itic'"));
+	free(text);
+	text = edit(escaped, "\"model\":\"critic\"", "\"m\\u006fdel\":\"cr\\u0069tic\"");
+	CHECK(parse(text, &b, NULL, &e) == NR_OK);
+	CHECK(memcmp(&a, &b, sizeof a) == 0);
+	free(text);
+	free(escaped);
+	json_decref(o);
+}
+
+/* A number reads to the double strtod makes of it, however it is written. */
+static void numbers_read_exactly(void)
+{
+	static const char *const nums[] = {
+		"0.1", "2.5", "44.2475695", "1e3", "1E-3", "12.5e+2", "7e22", "7e-23", "100",
+		"0.30000000000000004", "123456789012345.6", "3.14159265358979323846",
+		"9007199254740993", "1234567.891e-5", "1.7976931348623157e308", "4.9e-324",
+		"2.2250738585072014e-308", "0.000000000000000000000000001e26", NULL
+	};
+	struct step_record b;
+	struct err e;
+
+	for (int i = 0; nums[i]; i++) {
+		char *text = a_line(), *changed = set_value(text, "time_s", nums[i]);
+		double want = strtod(nums[i], NULL);
+		CHECK(parse(changed, &b, NULL, &e) == NR_OK);
+		if (memcmp(&b.ms[0].time_s, &want, sizeof want) != 0)
+			printf("#   %s read as %.17g, not %.17g\n", nums[i], b.ms[0].time_s, want);
+		CHECK(memcmp(&b.ms[0].time_s, &want, sizeof want) == 0);
+		free(changed);
+		free(text);
+	}
+}
+
+/* What JSON or the loader refuses is refused, with the loader's message. */
+static void refused_as_the_loader_does(void)
+{
+	expect("\"engine\":\"sim\"", "\"engine\":\"sim\",\"engine\":\"sim\"", true,
+	       "duplicate object key");
+	expect("\"engine\":\"sim\"", "\"engine\":\"s\\u0000m\"", true, "\\u0000");
+	expect("\"engine\":\"sim\"", "\"engine\":\"s\\ud800m\"", true, "invalid Unicode");
+	expect("\"engine\":\"sim\"", "\"engine\":\"s\xffm\"", true, "0xff");
+	expect("\"engine\":\"sim\"", "\"engine\":\"s\tm\"", true, "control character");
+	expect("\"engine\":\"sim\"", "\"engine\":\"simulation-engine\"", true,
+	       "engine: string longer than 15 characters");
+	expect_value("pool", "1.0", true, "model_stages[0].pool: expected an integer");
+	expect_value("pool", "01", true, "invalid token");
+	expect_value("time_s", "1.", true, "invalid token");
+	expect_value("time_s", "1e400", true, "real number overflow");
+	expect_value("step", "99999999999999999999", true, "too big integer");
+	expect_value("transition_s", "null", true, "transition_s: expected a number");
+	expect("}]}", "}]} x", true, "end of file expected");
+}
+
 /* A step that did not fit has no times; a paused one no model-stages. */
 static void oom_and_paused(void)
 {
@@ -258,6 +349,9 @@ int main(void)
 	RUN(from_plan_composes);
 	RUN(malformed_lines);
 	RUN(invalid_values);
+	RUN(spellings_agree);
+	RUN(numbers_read_exactly);
+	RUN(refused_as_the_loader_does);
 	RUN(oom_and_paused);
 	RUN(check_names_fields);
 	return UNIT_END();
