@@ -499,6 +499,7 @@ static void test_replicas_relay(void)
 	struct tgraph g;
 	int relays[TG_NLINKS] = { 0 }, gathers = 0;
 	bool pair[32][32] = { { false } };
+	int64_t most = 0;
 
 	setup("examples/jobs/ppo-llama3-8b.json", 4);
 	CHECK(search("reference@inference=tp1,pp1,dp16,fsdp", ANY, &a));
@@ -525,6 +526,18 @@ static void test_replicas_relay(void)
 	       relays[TG_INTRA], relays[TG_INTER], gathers);
 	CHECK(gathers < 16 * 16 / 2);
 	tgraph_free(&g);
+	/* and with GPUs that hold exactly the larger of the two plans, both ways */
+	if (!check_pair(&a, &b, &g))
+		return;
+	for (int gpu = 0; gpu < g.ngpus; gpu++)
+		most = g.before[gpu] > most ? g.before[gpu] : most;
+	for (int gpu = 0; gpu < g.ngpus; gpu++)
+		most = g.after[gpu] > most ? g.after[gpu] : most;
+	tgraph_free(&g);
+	cl.headroom = 0;
+	cl.gpu.mem_gib = most / GIB;
+	check_plans(&a, &b);
+	check_plans(&b, &a);
 }
 
 int main(void)
