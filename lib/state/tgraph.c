@@ -1455,6 +1455,13 @@ static int settle(struct sched *s)
 	return 0;
 }
 
+/* Relays that wait on edge e: a link serves such edges first, since
+ * every relay is a transfer some other link cannot start before. */
+static int relays_waiting(const struct sched *s, int e)
+{
+	return e >= 0 && e < s->ne0 ? s->after0[e + 1] - s->after0[e] : 0;
+}
+
 /* The seconds port p may still be busy in round r. */
 static double room(const struct sched *s, int p, int r)
 {
@@ -1471,8 +1478,9 @@ static void spend(struct sched *s, int p, int r, double t)
 }
 
 /* One round of one quantum: every link with ready work, the most loaded
- * first, takes the ready pairs whose other end has time left, the most
- * loaded first, until its quantum is spent. */
+ * first, takes the ready pairs whose other end has time left, those whose
+ * next edge relays wait on first, then the most loaded, until its quantum
+ * is spent. */
 static int round_once(struct sched *s)
 {
 	struct tgraph *g = s->g;
@@ -1491,7 +1499,7 @@ static int round_once(struct sched *s)
 
 		while (pt->n > 0 && room(s, p, r) > full) {
 			int best = -1, look = pt->n < PORT_LOOK ? pt->n : PORT_LOOK;
-			int start = pt->cursor % pt->n, other;
+			int start = pt->cursor % pt->n, other, best_waits = -1;
 			double best_load = -1, t;
 			int64_t moved;
 
@@ -1500,11 +1508,14 @@ static int round_once(struct sched *s)
 				const struct pair *x = &s->pairs[q];
 				int o = x->sport == p ? x->dport : x->sport;
 				double ol = o == p ? 0 : load[o];
+				int waits = relays_waiting(s, x->head);
 
-				if ((o == p || room(s, o, r) > full) && ol > best_load) {
-					best = q;
-					best_load = ol;
-				}
+				if ((o != p && room(s, o, r) <= full) || waits < best_waits ||
+				    (waits == best_waits && ol <= best_load))
+					continue;
+				best = q;
+				best_waits = waits;
+				best_load = ol;
 			}
 			pt->cursor = start + look;
 			if (best < 0)

@@ -44,8 +44,9 @@
  * transfer out and one in at a time), its host link (PCIe, one each way)
  * and its copy engine.  Each round gives every busy link transfers of at
  * most one quantum of time in all, one after another, the links with the
- * most bytes left served first; a round lasts as long as its busiest link
- * plus the cost model's per-collective latency.  The lower bound is the busiest link's
+ * most bytes left served first, each taking first what relays wait on; a
+ * round lasts as long as its busiest link plus the cost model's
+ * per-collective latency.  The lower bound is the busiest link's
  * bytes over its bandwidth; the predicted time, the sum of the rounds, is
  * never below it. */
 #ifndef NEREUS_TGRAPH_H
