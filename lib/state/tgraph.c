@@ -172,9 +172,9 @@ struct ctx {
 	int *otab, omask, nopen;   /* open edges of the destination segment in hand */
 	int *oused, ousedcap;
 	/* relays of the destination list in hand (relay_prepare) */
-	int *rbuf, rbufcap;        /* holds the next four */
-	int *rpar, *rnode;         /* per holder: its parent, its node's index in the list */
-	int *rlead;                /* per node of the list: its first holder */
+	int *rbuf, rbufcap;        /* holds the next three */
+	int *rnode;                /* per holder: its node's index in the list */
+	int *rlead;                /* per node of the list: its first holder; then the count */
 	int rnodes;
 	int *ron, roncap;          /* per piece and node: atoms A holds on the node */
 	int *rheld, rheldcap;      /* per piece: A's up holders of its least held atom */
@@ -783,32 +783,56 @@ static bool keep(struct ctx *c, const struct dinst *di, int dl, int i,
 	return false;
 }
 
+/* Take every atom of piece p from one holder of all of it when one is no
+ * further than the nearest holder of any atom: one edge instead of an
+ * edge an atom, where atoms of another tiling would each have gone to
+ * whichever holder was least loaded. */
+static void whole_holder(struct ctx *c, const struct dinst *di, const struct piece *p,
+			 const struct atom *at, struct choice *ch, int nat)
+{
+	enum tg_link nearest = TG_STORE;
+	struct atom all = { .box = p->box };
+
+	for (int a = 0; a < nat; a++)
+		nearest = ch[a].link < nearest ? ch[a].link : nearest;
+	for (int s = 0; s < NSLOTS; s++) {
+		struct choice w;
+
+		if (at[0].ent[s] < 0 || !box_contains(&c->ent[at[0].ent[s]].box, &p->box))
+			continue;
+		for (int k = 0; k < NSLOTS; k++)
+			all.ent[k] = k == s ? at[0].ent[s] : -1;
+		w = choose(c, di, &all);
+		if (w.src < 0 || w.link > nearest)
+			return;
+		for (int a = 0; a < nat; a++) {
+			ch[a] = w;
+			ch[a].atom = a;
+		}
+		return;
+	}
+}
+
 /* The relay trees of destination list tl (tgraph.h), its atoms cut
- * (c->lat, c->aoff): each holder's parent, -1 for the root of the tree
- * over nodes; how many atoms of each piece A holds on each of the list's
- * nodes; and how many GPUs that are up hold the least held atom of each
- * piece in A. */
+ * (c->lat, c->aoff): its holders by node, its runs of pieces, how many
+ * atoms of each piece A holds on each of the list's nodes, and how many
+ * GPUs that are up hold the least held atom of each piece in A. */
 static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 {
 	const struct emu_list *l = tl->l;
-	int n = l->ngpus, np = (int)l->npieces, nodes = 0, first = 0;
+	int n = l->ngpus, np = (int)l->npieces, nodes = 0;
 	int64_t bytes = 0;
 
-	if (grow(&c->rbuf, &c->rbufcap, 4 * n + 1, sizeof *c->rbuf))
+	if (grow(&c->rbuf, &c->rbufcap, 3 * n + 1, sizeof *c->rbuf))
 		return -1;
-	c->rpar = c->rbuf;
-	c->rnode = c->rbuf + n;
-	c->rlead = c->rbuf + 2 * n;
-	c->rstamp = c->rbuf + 3 * n + 1;
+	c->rnode = c->rbuf;
+	c->rlead = c->rbuf + n;
+	c->rstamp = c->rbuf + 2 * n + 1;
 	for (int j = 0; j < n; j++) {
 		if (j == 0 || l->gpus[j] / c->gpn != l->gpus[j - 1] / c->gpn) {
-			first = j;
 			c->rlead[nodes] = j;
-			c->rpar[j] = -1;
 			c->rmap[l->gpus[j] / c->gpn] = nodes;
 			c->rstamp[nodes++] = -1;
-		} else {
-			c->rpar[j] = first + (j - first - 1) / 2;
 		}
 		c->rnode[j] = nodes - 1;
 	}
@@ -871,26 +895,38 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 	return 0;
 }
 
+/* Holder k of node d in the order of run ρ's tree there: it starts from
+ * the node's (ρ mod size)-th holder, so that each run enters a node
+ * through another GPU and its network port. */
+static int relay_holder(const struct ctx *c, int d, int run, int k)
+{
+	int first = c->rlead[d], size = c->rlead[d + 1] - first;
+
+	return first + (k + run) % size;
+}
+
 /* The holder that holder j of the list in hand takes piece i from, or -1
  * when it takes the piece from A: within the node when A does not hold
  * all of it there; across nodes when, besides, some part of it is on
  * fewer GPUs than the list has nodes (else A's holders fan out evenly). */
 static int relay_parent(const struct ctx *c, int j, int i, int nat)
 {
-	int n = c->rnodes, root = c->rrun[i] % n, k = (c->rnode[j] - root + n) % n, p, h;
+	int n = c->rnodes, run = c->rrun[i], root = run % n, d = c->rnode[j];
+	int size = c->rlead[d + 1] - c->rlead[d];
+	int m = (j - c->rlead[d] - run % size + size) % size, k = (d - root + n) % n, p, ps;
 
-	if (c->ron[i * n + c->rnode[j]] == nat)
+	if (c->ron[i * n + d] == nat)
 		return -1;
-	if (c->rpar[j] >= 0)
-		return c->rpar[j];
+	if (m > 0) /* a binary tree from the GPU the run enters the node by */
+		return relay_holder(c, d, run, (m - 1) / 2);
 	if (k == 0 || c->rheld[i] >= n)
 		return -1;
-	/* node (k - 1) / 2 of the piece's tree: its last holder for one child,
+	/* node (k - 1) / 2 of the run's tree: its last holder for one child,
 	 * the one before for the other.  Those are leaves of the node's own
 	 * tree, whose network port has nothing else to send. */
 	p = ((k - 1) / 2 + root) % n;
-	h = c->rlead[p + 1] - 1 - (k - 1) % 2;
-	return h > c->rlead[p] ? h : c->rlead[p + 1] - 1;
+	ps = c->rlead[p + 1] - c->rlead[p];
+	return relay_holder(c, p, run, ps - 1 - ((k - 1) % 2 < ps - 1 ? (k - 1) % 2 : 0));
 }
 
 /* Every holder of destination list dl: keep, or take each atom of each
@@ -968,6 +1004,8 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 				if (ch[a].src >= 0)
 					remember(di->recent, ch[a].src * 2 + ch[a].sh);
 			}
+			if (nat > 1)
+				whole_holder(c, di, p, at, ch, nat);
 			/* Group the atoms by holder; a holder that gives all it
 			 * shares with the piece gives it as a whole. */
 			if (nat > 1)

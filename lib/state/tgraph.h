@@ -19,16 +19,17 @@
  * otherwise have each holder gather every piece A has cut across other
  * nodes: holders times sources edges, and the few holders of A sending
  * the same bytes to all of them.  Instead, holders that already have a
- * piece pass it on, as a broadcast does: within a node each holder after
- * the first takes a piece from an earlier one over NVLink, in a binary
- * tree, when A does not hold all of it on that node; across nodes the
- * first holder of each node takes it from the first or second holder of
- * another node, in a binary tree over the nodes, when A has cut the piece
- * or holds it on fewer GPUs than there are such nodes.  Each run of
- * pieces (capacity / 256 bytes at most) has its own trees, rooted at node
- * after node, so that no one node gathers everything A has cut.  A relay
- * edge carries pieces of one run and leaves only after the edges bringing
- * them to the relaying GPU are done.
+ * piece pass it on, as a broadcast does, in trees of their own for each
+ * run of pieces (capacity / 256 bytes at most).  A run enters a node
+ * through one of its holders, another for each run, so that every GPU's
+ * network port takes a share; the others take the run from it over
+ * NVLink, in a binary tree, unless A holds all of a piece on that node.
+ * Across nodes, the holder a run enters by takes it from one of the last
+ * two holders of another node (leaves of that node's tree), in a binary
+ * tree over the nodes rooted at node after node, when A has cut the piece
+ * or holds some part of it on fewer GPUs than there are such nodes.  A
+ * relay edge carries pieces of one run and leaves only after the edges
+ * bringing them to the relaying GPU are done.
  *
  * Memory.  A GPU starts with what A keeps there and ends with what B keeps
  * there.  Pieces are allocated and freed by segments: runs of consecutive

@@ -492,14 +492,15 @@ static void test_cycle_is_staged(void)
 
 /* (1, 2, 6) A model sharded across GPUs becomes replicated: every GPU
  * needs all of it, which holders pass on to others of their node and
- * across nodes rather than each gathering every shard. */
+ * across nodes rather than each gathering every shard, and each node
+ * takes it in through more than one GPU's network port. */
 static void test_replicas_relay(void)
 {
 	static struct plan a, b;
 	struct tgraph g;
-	int relays[TG_NLINKS] = { 0 }, gathers = 0;
-	bool pair[32][32] = { { false } };
-	int64_t most = 0;
+	int relays[TG_NLINKS] = { 0 }, entries = 0;
+	bool across[32] = { false };
+	int64_t most = 0, relayed = 0, direct = 0;
 
 	setup("examples/jobs/ppo-llama3-8b.json", 4);
 	CHECK(search("reference@inference=tp1,pp1,dp16,fsdp", ANY, &a));
@@ -514,17 +515,23 @@ static void test_replicas_relay(void)
 			CHECK(ed->src_list == ed->dst_list && ed->whole && ed->sseg < 0);
 			CHECK((ed->link == TG_INTRA) == (ed->src / 8 == ed->dst / 8));
 			CHECK(g.dseg[ed->rseg].gpu == ed->src);
-		} else if (ed->model == 2 && ed->src >= 0 && !pair[ed->src][ed->dst]) {
-			pair[ed->src][ed->dst] = true;
-			gathers++;
+		}
+		if (ed->model != 2 || ed->src < 0 || ed->link == TG_LOCAL)
+			continue;
+		*(ed->rseg >= 0 ? &relayed : &direct) += ed->bytes;
+		if (ed->link == TG_INTER && !across[ed->dst]) {
+			across[ed->dst] = true;
+			entries++;
 		}
 	}
 	CHECK(relays[TG_INTRA] > 0 && relays[TG_INTER] > 0);
 	CHECK(relays[TG_LOCAL] + relays[TG_HOST] + relays[TG_STORE] == 0);
-	/* without relays each of the 16 GPUs would take from all 16 holders */
-	printf("#   %d relays within nodes, %d across, %d pairs of GPUs gather\n",
-	       relays[TG_INTRA], relays[TG_INTER], gathers);
-	CHECK(gathers < 16 * 16 / 2);
+	/* without relays every byte would come from the 16 shards */
+	printf("#   %d relays within nodes, %d across; %.2f GiB relayed, %.2f GiB from the "
+	       "shards; %d GPUs take it in across nodes\n", relays[TG_INTRA], relays[TG_INTER],
+	       relayed / GIB, direct / GIB, entries);
+	CHECK(relayed > 2 * direct);
+	CHECK(entries > 4);
 	tgraph_free(&g);
 	/* and with GPUs that hold exactly the larger of the two plans, both ways */
 	if (!check_pair(&a, &b, &g))
