@@ -921,12 +921,12 @@ static int relay_parent(const struct ctx *c, int j, int i, int nat)
 		return relay_holder(c, d, run, (m - 1) / 2);
 	if (k == 0 || c->rheld[i] >= n)
 		return -1;
-	/* node (k - 1) / 2 of the run's tree: its last holder for one child,
-	 * the one before for the other.  Those are leaves of the node's own
-	 * tree, whose network port has nothing else to send. */
+	/* node (k - 1) / 2 of the run's tree: the two holders the run reaches
+	 * first there after the one it enters by, one for each child node, so
+	 * that a run crosses a node in one NVLink hop */
 	p = ((k - 1) / 2 + root) % n;
 	ps = c->rlead[p + 1] - c->rlead[p];
-	return relay_holder(c, p, run, ps - 1 - ((k - 1) % 2 < ps - 1 ? (k - 1) % 2 : 0));
+	return relay_holder(c, p, run, ps > 2 ? 1 + (k - 1) % 2 : ps - 1);
 }
 
 /* Every holder of destination list dl: keep, or take each atom of each

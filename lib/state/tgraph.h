@@ -24,9 +24,9 @@
  * through one of its holders, another for each run, so that every GPU's
  * network port takes a share; the others take the run from it over
  * NVLink, in a binary tree, unless A holds all of a piece on that node.
- * Across nodes, the holder a run enters by takes it from one of the last
- * two holders of another node (leaves of that node's tree), in a binary
- * tree over the nodes rooted at node after node, when A has cut the piece
+ * Across nodes, the holder a run enters by takes it from one of the two
+ * children of the holder it entered another node by, in a binary tree
+ * over the nodes rooted at node after node, when A has cut the piece
  * or holds some part of it on fewer GPUs than there are such nodes.  A
  * relay edge carries pieces of one run and leaves only after the edges
  * bringing them to the relaying GPU are done.
