@@ -4,9 +4,10 @@
  * holds, by (model, kind, tensor) and by tiling (the home layout, or the
  * engines), with the piece lists that hold it.  The edges: each piece of
  * each B list is cut once into atoms by the source boxes it meets, then
- * every GPU holding the list takes each atom from its cheapest holder.
- * The schedule: rounds of transfers between allocations and frees, until
- * every edge is done. */
+ * every GPU holding the list takes each atom from its cheapest holder, or
+ * the whole piece from another holder of the list (a relay).  The
+ * schedule: rounds of transfers between allocations and frees, until
+ * every edge is done, relays after what they pass on. */
 #include "state/tgraph.h"
 
 #include <limits.h>
