@@ -59,6 +59,24 @@ bool show_progress(void)
 	return isatty(STDERR_FILENO);
 }
 
+int parse_choice(const char *what, const char *arg, const char *const names[], int *out)
+{
+	char expected[256];
+	size_t n = 0;
+	int k;
+
+	for (k = 0; names[k]; k++)
+		if (strcmp(arg, names[k]) == 0) {
+			*out = k;
+			return NR_OK;
+		}
+	expected[0] = '\0';
+	for (int i = 0; i < k && n < sizeof expected; i++)
+		n += (size_t)snprintf(expected + n, sizeof expected - n, "%s%s",
+				      i == 0 ? "" : i + 1 == k ? " or " : ", ", names[i]);
+	return usage_error("unknown %s '%s' (expected %s)", what, arg, expected);
+}
+
 int parse_long(const char *opt, const char *arg, long min, long max, long *out)
 {
 	char *end;

@@ -24,6 +24,9 @@ int close_stdout(int rc);
 /* Whether progress output should be shown (stderr is a terminal). */
 bool show_progress(void);
 
+/* The index of arg among names (NULL-terminated); else a usage error,
+ * "unknown WHAT 'ARG' (expected a, b or c)". */
+int parse_choice(const char *what, const char *arg, const char *const names[], int *out);
 /* Parse a positive int / non-negative double option value for OPT. */
 int parse_long(const char *opt, const char *arg, long min, long max, long *out);
 int parse_double(const char *opt, const char *arg, double min, double *out);

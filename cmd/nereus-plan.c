@@ -77,7 +77,8 @@ struct args {
 
 static int parse(int argc, char **argv, struct args *a)
 {
-	int c, rc;
+	static const char *const formats[] = { "json", "table", NULL };
+	int c, rc, k;
 
 	memset(a, 0, sizeof *a);
 	a->out = "-";
@@ -107,19 +108,13 @@ static int parse(int argc, char **argv, struct args *a)
 			a->pins[a->npins++] = optarg;
 			break;
 		case OPT_LAYOUT:
-			a->layout = -1;
-			for (int i = 0; i < NLAYOUTS; i++)
-				if (strcmp(optarg, layout_names[i]) == 0)
-					a->layout = i;
-			if (a->layout < 0)
-				return usage_error("unknown layout '%s' (expected adaptive, verl, "
-						   "openrlhf or fixed)", optarg);
+			if ((rc = parse_choice("layout", optarg, layout_names, &a->layout)))
+				return rc;
 			break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "json") && strcmp(optarg, "table"))
-				return usage_error("unknown format '%s' (expected json or table)",
-						   optarg);
-			a->table = strcmp(optarg, "table") == 0;
+			if ((rc = parse_choice("format", optarg, formats, &k)))
+				return rc;
+			a->table = k == 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);

@@ -107,7 +107,8 @@ struct args {
 
 static int parse(int argc, char **argv, struct args *a)
 {
-	int c, rc;
+	static const char *const charges[] = { "graph", "bound", NULL };
+	int c, rc, k;
 
 	memset(a, 0, sizeof *a);
 	a->steps = -1;
@@ -137,10 +138,9 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_OUTDIR: a->out_dir = optarg; break;
 		case OPT_RESUME: a->resume = true; break;
 		case OPT_CHARGE:
-			if (strcmp(optarg, "graph") && strcmp(optarg, "bound"))
-				return usage_error("unknown charge '%s' (expected graph or bound)",
-						   optarg);
-			a->bound = strcmp(optarg, "bound") == 0;
+			if ((rc = parse_choice("charge", optarg, charges, &k)))
+				return rc;
+			a->bound = k == 1;
 			break;
 		case 'q': a->quiet = true; break;
 		case OPT_STEPS:
@@ -172,13 +172,8 @@ static int parse(int argc, char **argv, struct args *a)
 				return rc;
 			break;
 		case OPT_POLICY:
-			a->policy = -1;
-			for (int i = 0; i < NLAYOUTS; i++)
-				if (strcmp(optarg, layout_names[i]) == 0)
-					a->policy = i;
-			if (a->policy < 0)
-				return usage_error("unknown policy '%s' (expected adaptive, verl, "
-						   "openrlhf or fixed)", optarg);
+			if ((rc = parse_choice("policy", optarg, layout_names, &a->policy)))
+				return rc;
 			break;
 		case 'h':
 			fputs(usage, stdout);

@@ -83,7 +83,8 @@ static bool is_stdin(const char *f)
 /* < 0: done (help or version shown); else an exit status. */
 static int graph_parse(int argc, char **argv, struct graph_args *a)
 {
-	int c;
+	static const char *const formats[] = { "json", "table", NULL };
+	int c, rc, k;
 
 	memset(a, 0, sizeof *a);
 	a->out = "-";
@@ -98,10 +99,9 @@ static int graph_parse(int argc, char **argv, struct graph_args *a)
 		case OPT_SVG: a->svg = optarg; break;
 		case 'o': a->out = optarg; break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "json") && strcmp(optarg, "table"))
-				return usage_error("unknown format '%s' (expected json or table)",
-						   optarg);
-			a->table = strcmp(optarg, "table") == 0;
+			if ((rc = parse_choice("format", optarg, formats, &k)))
+				return rc;
+			a->table = k == 1;
 			break;
 		case 'h':
 			fputs(graph_usage, stdout);
