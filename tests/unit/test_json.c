@@ -6,6 +6,7 @@
  * Each position below is counted by hand in the comment next to it. */
 #include "common/json.h"
 #include "unit.h"
+#include "unitfs.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -44,38 +45,6 @@ static int count_entries(const char *dir)
 			n++;
 	closedir(d);
 	return n;
-}
-
-static void rmtree(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[PATH_MAX];
-
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		struct stat st;
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-			rmtree(p);
-		else
-			unlink(p);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
-static char *slurp(const char *file, size_t *len)
-{
-	char *buf = NULL;
-	struct err e;
-
-	if (read_file(file, &buf, len, &e))
-		return NULL;
-	return buf;
 }
 
 /* Syntax errors come from jansson, located at the offending character. */

@@ -7,6 +7,7 @@
 #include "state/safetensors.h"
 #include "state/store.h"
 #include "unit.h"
+#include "unitfs.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -37,52 +38,6 @@ static const char *at(const char *rel)
 	k = (k + 1) % 8;
 	snprintf(buf[k], sizeof buf[k], "%s/%s", root, rel);
 	return buf[k];
-}
-
-static void rmtree(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[PATH_MAX + 256];
-
-	if (!d) {
-		unlink(dir);
-		return;
-	}
-	while ((de = readdir(d))) {
-		struct stat st;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-			rmtree(p);
-		else
-			unlink(p);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
-static char *slurp(const char *file, size_t *len)
-{
-	FILE *f = fopen(file, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
 }
 
 static void spew(const char *file, const void *buf, size_t len)
