@@ -6,6 +6,7 @@
 #include "plan/search.h"
 #include "state/emu.h"
 #include "unit.h"
+#include "unitplan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,32 +25,6 @@ static void setup(const char *jobfile, const char *clusterfile, int nodes)
 	CHECK(cluster_load(&cl, clusterfile, &e) == NR_OK);
 	if (nodes)
 		cl.nodes = nodes;
-}
-
-/* Pool shapes: any, everything on one pool (verl's), a pool per item
- * (OpenRLHF's). */
-enum shape { ANY, ONE_POOL, POOL_EACH };
-
-static bool search(const char *const pins[], enum shape shape, struct plan *p)
-{
-	struct space sp;
-	struct search_stats st;
-	struct err e = { 0 };
-	int rc;
-
-	space_init(&sp);
-	if (shape == ONE_POOL) {
-		sp.npools = 1;
-		sp.pool_items[0] = (1u << (1 + job.nmodels)) - 1;
-	} else if (shape == POOL_EACH) {
-		sp.npools = 1 + job.nmodels;
-		for (int i = 0; i < sp.npools; i++)
-			sp.pool_items[i] = 1u << i;
-	}
-	for (int i = 0; pins && pins[i]; i++)
-		CHECK(pin_parse(&job, pins[i], &sp, &e) == NR_OK);
-	rc = plan_search(&v, &sp, false, NULL, p, &st, &e);
-	return rc == NR_OK; /* the 70B job does not fit on one node */
 }
 
 struct own {
@@ -194,8 +169,9 @@ static void test_searched_plans(void)
 	for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++)
 		for (size_t n = 0; n < sizeof nodes / sizeof nodes[0]; n++) {
 			setup(jobs[j], "examples/clusters/h100-8x8.json", nodes[n]);
+			/* the 70B job fits on neither one node nor two */
 			for (int shape = ANY; shape <= POOL_EACH; shape++)
-				if (search(NULL, (enum shape)shape, &p))
+				if (search_shaped(&v, NULL, (enum shape)shape, &p))
 					check_plan(&p);
 		}
 }
@@ -213,7 +189,7 @@ static void test_pinned_plans(void)
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json", 2);
 	for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
-		CHECK(search(pins[i], ANY, &p));
+		CHECK(search_shaped(&v, pins[i], ANY, &p));
 		check_plan(&p);
 	}
 }
@@ -227,7 +203,7 @@ static void test_refused(void)
 	struct err e = { 0 };
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json", 1);
-	CHECK(search(NULL, ONE_POOL, &p));
+	CHECK(search_shaped(&v, NULL, ONE_POOL, &p));
 	bad = p;
 	bad.home[1].tp *= 2;
 	CHECK(emu_build(&v, &bad, &s, &e) == NR_EINPUT);

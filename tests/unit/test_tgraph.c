@@ -9,6 +9,7 @@
 #include "plan/search.h"
 #include "state/tgraph.h"
 #include "unit.h"
+#include "unitplan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,30 +29,12 @@ static void setup(const char *jobfile, int nodes)
 	cl.nodes = nodes;
 }
 
-enum shape { ANY, ONE_POOL, POOL_EACH };
-
+/* The best plan with one pin (or none). */
 static bool search(const char *pin, enum shape shape, struct plan *p)
 {
-	struct space sp;
-	struct search_stats st;
-	struct err e = { 0 };
-	int rc;
+	const char *const pins[] = { pin, NULL };
 
-	space_init(&sp);
-	if (shape == ONE_POOL) {
-		sp.npools = 1;
-		sp.pool_items[0] = (1u << (1 + job.nmodels)) - 1;
-	} else if (shape == POOL_EACH) {
-		sp.npools = 1 + job.nmodels;
-		for (int i = 0; i < sp.npools; i++)
-			sp.pool_items[i] = 1u << i;
-	}
-	if (pin)
-		CHECK(pin_parse(&job, pin, &sp, &e) == NR_OK);
-	rc = plan_search(&v, &sp, false, NULL, p, &st, &e);
-	if (rc)
-		printf("#   no plan: %s\n", e.msg);
-	return rc == NR_OK;
+	return search_shaped(&v, pins, shape, p);
 }
 
 /* Bytes the EMUs of s keep in GPU memory on each GPU that is up. */
