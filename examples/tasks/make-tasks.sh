@@ -23,13 +23,14 @@ awk 'BEGIN {
 		print line[i]
 }' > "$dir/add.jsonl"
 
-# repeat.jsonl: "c*8=" asks for the letter eight times; four letters.
+# repeat.jsonl: "8*c" asks for the letter eight times; four letters.  The
+# letter comes last, so the first answer byte sits right after it.
 awk 'BEGIN {
 	split("a b c d", letter, " ")
 	for (k = 1; k <= 4; k++) {
 		s = ""
 		for (i = 0; i < 8; i++)
 			s = s letter[k]
-		printf "{\"text\": \"%s*8=\", \"answer\": \"%s\"}\n", letter[k], s
+		printf "{\"text\": \"8*%s\", \"answer\": \"%s\"}\n", letter[k], s
 	}
 }' > "$dir/repeat.jsonl"

@@ -18,7 +18,7 @@
  * built-in tasks in examples/tasks/ use the built-in byte vocabulary
  * (ids 0–255 the bytes, 256 <|bos|>, 257 <|eos|>): single-digit addition
  * ("3+4=" → "7", exact_match) and a letter repeated eight times
- * ("c*8=" → "cccccccc", char_match). */
+ * ("8*c" → "cccccccc", char_match). */
 #ifndef NEREUS_TASK_H
 #define NEREUS_TASK_H
 
