@@ -34,7 +34,11 @@ CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
 
-LIB_SRC  := $(sort $(shell find lib -name '*.c' -not -path 'lib/mpi/*'))
+# lib/mpi (built with mpicc, linked into the tools that carry ranks) and
+# lib/cuda (built with nvcc, below) stay out of libnereus.a, and so do
+# their headers out of the installed ones.
+LIB_SRC  := $(sort $(shell find lib -name '*.c' -not -path 'lib/mpi/*' -not -path 'lib/cuda/*'))
+LIB_HDR  := $(sort $(shell find lib -name '*.h' -not -path 'lib/mpi/*' -not -path 'lib/cuda/*'))
 MPI_SRC  := $(sort $(wildcard lib/mpi/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(O)/%.o)
 MPI_OBJ  := $(MPI_SRC:%.c=$(O)/%.o)
@@ -47,7 +51,7 @@ UNITS    := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 BENCHES  := $(BENCH_SRC:tests/bench/%.c=$(O)/tests/%)
 
-all: $(TOOLS:%=$(O)/%) $(O)/libnereus.a $(O)/nereus.pc
+all: $(TOOLS:%=$(O)/%) $(O)/libnereus.a
 
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
@@ -74,11 +78,6 @@ $(O)/tests/%: tests/unit/%.c tests/unit/unit.h $(O)/libnereus.a
 $(O)/tests/bench_%: tests/bench/bench_%.c $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
-
-$(O)/nereus.pc: nereus.pc.in Makefile
-	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
-	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 deps:
 	@scripts/install-deps.sh
@@ -115,19 +114,25 @@ man: $(MAN_SCD:.scd=)
 man/%: man/%.scd scripts/scdoc-tidy.awk
 	scdoc < $< | awk -f scripts/scdoc-tidy.awk > $@
 
+# nereus.pc is written here, from the PREFIX, LIBDIR and INCDIR of this
+# very call, so it names where the library goes.  The headers are those of
+# what libnereus.a holds.  zsh looks in site-functions under /usr/local
+# (vendor-completions is Debian's own, for /usr).
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/nereus \
 	  $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5 $(DESTDIR)$(MANPREFIX)/man7 \
-	  $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/vendor-completions
+	  $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions
 	install -m 755 $(TOOLS:%=$(O)/%) $(DESTDIR)$(BINDIR)
 	install -m 644 $(O)/libnereus.a $(DESTDIR)$(LIBDIR)
-	install -m 644 $(O)/nereus.pc $(DESTDIR)$(LIBDIR)/pkgconfig
-	cd lib && find . -name '*.h' -exec install -D -m 644 {} $(DESTDIR)$(INCDIR)/nereus/{} \;
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' nereus.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nereus.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nereus.pc
+	for h in $(LIB_HDR:lib/%=%); do install -D -m 644 lib/$$h $(DESTDIR)$(INCDIR)/nereus/$$h || exit 1; done
 	install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(MANPREFIX)/man1
 	install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(MANPREFIX)/man5
 	install -m 644 $(wildcard man/man7/*.7) $(DESTDIR)$(MANPREFIX)/man7
 	install -m 644 $(wildcard completions/bash/*) $(DESTDIR)$(DATADIR)/bash-completion/completions
-	install -m 644 $(wildcard completions/zsh/*) $(DESTDIR)$(DATADIR)/zsh/vendor-completions
+	install -m 644 $(wildcard completions/zsh/*) $(DESTDIR)$(DATADIR)/zsh/site-functions
 
 clean:
 	rm -rf $(O) build-san

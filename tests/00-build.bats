@@ -1,0 +1,93 @@
+#!/usr/bin/env bats
+# The build as the README's "Build and install" describes it: make install
+# under a prefix and the README's program built against it with
+# pkg-config, the headers it installs, and where the completions go.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	load test_helper/common-setup
+	_common_setup
+	REPO=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+}
+
+# install ARGS...: make install of the suite's own build, remaking nothing
+# (-o all), so that only the prefix under the test's directory is written.
+install_build() {
+	env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s -C "$REPO" -o all \
+		O="$NEREUS_BUILD" install "$@"
+}
+
+# The C block of the README (its one program) into app.c.
+readme_program() {
+	sed -n '/^```c$/,/^```$/{/^```/d;p}' "$REPO/README.md" > app.c
+	[ -s app.c ]
+}
+
+@test "make install PREFIX=DIR: nereus.pc names DIR, and the README's program builds and runs with it" {
+	install_build PREFIX="$PWD/prefix"
+	[ -x prefix/bin/nereus-plan ] && [ -f prefix/lib/libnereus.a ]
+	export PKG_CONFIG_PATH=$PWD/prefix/lib/pkgconfig
+	run pkg-config --variable=libdir nereus
+	assert_output "$PWD/prefix/lib"
+	readme_program
+	cc -std=c11 -Wall -Wextra -Werror app.c $(pkg-config --cflags nereus) \
+		$(pkg-config --libs --static nereus) -o app
+	run ./app "$EXAMPLES/jobs/ppo-llama3-8b.json" "$EXAMPLES/clusters/h100-8x8.json"
+	assert_success
+	assert_output --regexp '^ppo-llama3-8b on h100-8x8: [0-9]+\.[0-9]{2} s a step$'
+	# the step time nereus-plan gives for the same plan
+	nereus-plan --job "$EXAMPLES/jobs/ppo-llama3-8b.json" \
+		--cluster "$EXAMPLES/clusters/h100-8x8.json" -o plan.json
+	local want
+	want=$(python3 -c 'import json, sys; print("%.2f" % json.load(open(sys.argv[1]))["step_time_s"])' plan.json)
+	assert_output --partial ": $want s a step"
+}
+
+@test "make install DESTDIR=DIR stages the tree under DIR; nereus.pc names PREFIX" {
+	install_build PREFIX=/opt/nereus DESTDIR="$PWD/stage"
+	[ -x stage/opt/nereus/bin/nereus-run ]
+	run grep -x 'libdir=/opt/nereus/lib' stage/opt/nereus/lib/pkgconfig/nereus.pc
+	assert_success
+	run grep -x 'includedir=/opt/nereus/include' stage/opt/nereus/lib/pkgconfig/nereus.pc
+	assert_success
+}
+
+@test "LIBDIR and INCDIR set one by one are what nereus.pc says" {
+	install_build PREFIX="$PWD/p" LIBDIR="$PWD/l64" INCDIR="$PWD/inc"
+	[ -f l64/libnereus.a ] && [ -f inc/nereus/doc/job.h ]
+	PKG_CONFIG_PATH=$PWD/l64/pkgconfig run pkg-config --cflags --libs nereus
+	[ "${output% }" = "-I$PWD/inc/nereus -L$PWD/l64 -lnereus" ] || fail "pkg-config: $output"
+}
+
+@test "the installed headers are libnereus.a's: each compiles alone, and what they declare it defines" {
+	install_build PREFIX="$PWD/prefix"
+	local h n=0
+	[ ! -e prefix/include/nereus/mpi ] && [ ! -e prefix/include/nereus/cuda ]
+	cd prefix/include/nereus
+	for h in $(find . -name '*.h' | sed 's|^\./||' | sort); do
+		printf '#include "%s"\n' "$h" |
+			cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I. -x c - ||
+			fail "$h does not compile on its own"
+		n=$((n + 1))
+	done
+	[ "$n" -ge 20 ]
+	# the functions declared at the start of a line (a name, then '(')
+	grep -rhoE '^[a-z][^(;=#]*[ *]([a-z_][a-z0-9_]*)\(' . | grep -v -e '^static' -e '^typedef' |
+		sed -E 's/.*[ *]([a-z_][a-z0-9_]*)\($/\1/' | sort -u > "$BATS_TEST_TMPDIR/declared"
+	nm -g --defined-only ../../lib/libnereus.a | awk 'NF == 3 { print $3 }' | sort -u \
+		> "$BATS_TEST_TMPDIR/defined"
+	[ "$(wc -l < "$BATS_TEST_TMPDIR/declared")" -ge 100 ]
+	run comm -23 "$BATS_TEST_TMPDIR/declared" "$BATS_TEST_TMPDIR/defined"
+	assert_output ''
+}
+
+@test "completions go where bash-completion and zsh look under a prefix" {
+	install_build PREFIX="$PWD/prefix"
+	local t
+	for t in nereus-plan nereus-profile nereus-run nereus-transition; do
+		[ -f "prefix/share/bash-completion/completions/$t" ] || fail "no bash completion for $t"
+		[ -f "prefix/share/zsh/site-functions/_$t" ] || fail "no zsh completion for $t"
+	done
+	[ ! -e prefix/share/zsh/vendor-completions ]
+}
