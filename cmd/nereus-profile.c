@@ -22,7 +22,7 @@
 #include "profile/hwbench.h"
 #include "run/steprec.h"
 #ifdef NEREUS_CUDA
-#include "cuda/gpubench.h"
+#include "cuda/cudalib.h"
 #endif
 
 extern char **environ;
@@ -367,15 +367,25 @@ static int measure_and_write(const struct bench_args *a, const struct hw_opts *o
 		gpu = gpu_absent("not measured (--no-gpu)");
 	} else {
 #ifdef NEREUS_CUDA
-		struct gpub_result *g = malloc(sizeof *g);
-		if (!g)
-			return err_set(e, NR_EIO, "out of memory");
-		rc = gpub_run(o, g, e);
-		if (rc == NR_OK)
-			gpu = gpu_json(g);
-		free(g);
-		if (rc != NR_OK)
-			return rc;
+		struct cuda_lib cuda;
+		struct gpub_result *g;
+		struct err le;
+		char note[sizeof le.msg + 32];
+
+		/* no CUDA runtime here is as no GPU: the document says so */
+		if (cuda_lib_load(&cuda, &le) != NR_OK) {
+			snprintf(note, sizeof note, "not measured: %s", le.msg);
+			gpu = gpu_absent(note);
+		} else {
+			if (!(g = malloc(sizeof *g)))
+				return err_set(e, NR_EIO, "out of memory");
+			rc = cuda.gpub_run(o, g, e);
+			if (rc == NR_OK)
+				gpu = gpu_json(g);
+			free(g);
+			if (rc != NR_OK)
+				return rc;
+		}
 #else
 		gpu = gpu_absent("not measured: built without CUDA");
 #endif

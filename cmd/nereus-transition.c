@@ -21,7 +21,7 @@
 #include "doc/job.h"
 #include "mpi/live.h"
 #ifdef NEREUS_NCCL
-#include "cuda/live_nccl.h"
+#include "cuda/cudalib.h"
 #endif
 #include "state/store.h"
 #include "state/tgraph.h"
@@ -589,6 +589,9 @@ static int live_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, rank = 0, size = 1;
 	bool nccl = false;
+#ifdef NEREUS_NCCL
+	struct cuda_lib cuda;
+#endif
 
 	while ((c = getopt_long(argc, argv, "hV", live_options, NULL)) != -1) {
 		switch (c) {
@@ -615,6 +618,9 @@ static int live_main(int argc, char **argv)
 	if (nccl)
 		return usage_error("--nccl: this build has no NCCL (build where nvcc and NCCL "
 				   "are found)");
+#else
+	if (nccl && (rc = cuda_lib_load(&cuda, &e)))
+		return report(&e);
 #endif
 	if (!nccl && (rc = live_init(&argc, &argv, &rank, &size))) {
 		warnx_("cannot start MPI");
@@ -625,7 +631,7 @@ static int live_main(int argc, char **argv)
 	    !(rc = plan_load(&v, &from, fromf, &e)) && !(rc = plan_load(&v, &to, tof, &e))) {
 #ifdef NEREUS_NCCL
 		if (nccl)
-			rc = live_reshard_nccl(&v, &from, &to, state, verify, &st, &e);
+			rc = cuda.live_reshard_nccl(&v, &from, &to, state, verify, &st, &e);
 		else
 #endif
 			rc = live_reshard(&v, &from, &to, state, verify, &st, &e);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The build as the README's "Build and install" describes it: make install
 # under a prefix and the README's program built against it with
-# pkg-config, the headers it installs, and where the completions go.
+# pkg-config, the headers it installs, where the completions go, and the
+# CUDA half that the tools load only on a GPU path.
 
 bats_require_minimum_version 1.5.0
 
@@ -14,8 +15,10 @@ setup() {
 # install ARGS...: make install of the suite's own build, remaking nothing
 # (-o all), so that only the prefix under the test's directory is written.
 install_build() {
+	local nvcc=()
+	[ -e "$NEREUS_BUILD/libnereus-cuda.so" ] || nvcc=(NVCC=)
 	env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s -C "$REPO" -o all \
-		O="$NEREUS_BUILD" install "$@"
+		O="$NEREUS_BUILD" "${nvcc[@]}" install "$@"
 }
 
 # The C block of the README (its one program) into app.c.
@@ -90,4 +93,81 @@ readme_program() {
 		[ -f "prefix/share/zsh/site-functions/_$t" ] || fail "no zsh completion for $t"
 	done
 	[ ! -e prefix/share/zsh/vendor-completions ]
+}
+
+@test "no tool links the CUDA runtime, cuBLAS or NCCL" {
+	local t
+	for t in nereus-plan nereus-profile nereus-run nereus-transition; do
+		run readelf -d "$NEREUS_BUILD/$t"
+		assert_success
+		refute_output --regexp 'NEEDED.*(libcudart|libcublas|libnccl|libstdc\+\+)'
+	done
+}
+
+# A libnereus-cuda.so whose CUDA runtime is not installed here: it needs a
+# library that was removed after it was linked.  The tools copied beside it
+# find it first (their run path starts at their own directory).
+without_cuda_runtime() {
+	[ -e "$NEREUS_BUILD/libnereus-cuda.so" ] || skip "built without CUDA"
+	mkdir gone && cd gone || return 1
+	echo 'int cuda_gone(void) { return 0; }' > gone.c
+	cc -shared -fPIC -o libcudart-gone.so gone.c
+	echo 'int cuda_gone(void); int gpub_run(void) { return cuda_gone(); }' > fake.c
+	cc -shared -fPIC -o libnereus-cuda.so fake.c -L. -lcudart-gone
+	rm libcudart-gone.so
+	cp "$NEREUS_BUILD/nereus-profile" "$NEREUS_BUILD/nereus-transition" .
+	cd .. || return 1
+}
+
+@test "built with CUDA, on a machine without the CUDA runtime: CPU paths run, GPU paths say why not" {
+	without_cuda_runtime
+	# bench: no GPU figures, and the note names the library and what it lacks
+	run --separate-stderr gone/nereus-profile bench --quick --runs 1 -o hw.json
+	assert_success
+	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["hardware"]["gpu"])' hw.json
+	assert_output --partial "'present': False"
+	assert_output --partial "not measured: cannot load 'libnereus-cuda.so', the GPU part of this build: libcudart-gone.so: "
+	# the transition graph needs no GPU
+	nereus-plan --job "$EXAMPLES/jobs/ppo-llama3-8b.json" \
+		--cluster "$EXAMPLES/clusters/h100-8x8.json" -o a.json
+	nereus-plan --job "$EXAMPLES/jobs/ppo-llama3-8b.json" \
+		--cluster "$EXAMPLES/clusters/h100-8x8-degraded.json" -o b.json
+	run gone/nereus-transition --from a.json --to b.json --job "$EXAMPLES/jobs/ppo-llama3-8b.json" \
+		--cluster "$EXAMPLES/clusters/h100-8x8-degraded.json" -o t.json
+	assert_success
+	# live --nccl does: exit 4, naming the library
+	gone/nereus-transition live --help | grep -q -- --nccl || skip "built without NCCL"
+	run --separate-stderr gone/nereus-transition live --nccl --from a.json --to b.json \
+		--job "$EXAMPLES/jobs/ppo-llama3-8b.json" --cluster "$EXAMPLES/clusters/h100-8x8.json" \
+		--state store
+	assert_failure 4
+	[ "$stderr" = "nereus-transition: cannot load 'libnereus-cuda.so', the GPU part of this build: libcudart-gone.so: cannot open shared object file: No such file or directory" ]
+}
+
+@test "make install puts libnereus-cuda.so beside libnereus.a, where the installed tools find it" {
+	[ -e "$NEREUS_BUILD/libnereus-cuda.so" ] || skip "built without CUDA"
+	install_build PREFIX="$PWD/prefix"
+	[ -f prefix/lib/libnereus-cuda.so ]
+	prefix/bin/nereus-profile bench --quick --runs 1 -o hw.json
+	run python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["hardware"]["gpu"]; print(g["present"] or g["note"])' hw.json
+	refute_output --partial "cannot load"
+}
+
+@test "built with CUDA, where the CUDA runtime is: the tools load their GPU half and reach CUDA" {
+	[ -e "$NEREUS_BUILD/libnereus-cuda.so" ] || skip "built without CUDA"
+	run --separate-stderr nereus-profile bench --quick --runs 1 -o hw.json
+	assert_success
+	# a GPU's figures, or CUDA's own word on why there are none
+	run python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["hardware"]["gpu"]; print(g["present"] or g["note"])' hw.json
+	[[ $output == True || $output == "no GPU present"* ]] || fail "gpu: $output"
+	# live --nccl gets as far as asking CUDA for the GPUs
+	nereus-transition live --help | grep -q -- --nccl || skip "built without NCCL"
+	nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && skip "a GPU is present"
+	nereus-plan --job "$EXAMPLES/jobs/ppo-llama3-8b.json" \
+		--cluster "$EXAMPLES/clusters/h100-8x8.json" -o a.json
+	run --separate-stderr nereus-transition live --nccl --from a.json --to a.json \
+		--job "$EXAMPLES/jobs/ppo-llama3-8b.json" --cluster "$EXAMPLES/clusters/h100-8x8.json" \
+		--state store
+	assert_failure 4
+	[ "$stderr" = "nereus-transition: live: no GPU present" ]
 }
