@@ -5,6 +5,13 @@
 #include <stdbool.h>
 #include <string.h>
 
+/* The pointers have the functions' own types (a check that refers to the
+ * functions without linking them). */
+_Static_assert(_Generic(&gpub_run, gpub_run_fn *: 1, default: 0),
+	       "gpub_run_fn is not gpub_run's type");
+_Static_assert(_Generic(&live_reshard_nccl, live_reshard_nccl_fn *: 1, default: 0),
+	       "live_reshard_nccl_fn is not live_reshard_nccl's type");
+
 /* The function symbol of h named name into *fn, a function pointer: POSIX
  * guarantees the conversion, ISO C does not spell it, so the bits are
  * copied. */
@@ -23,9 +30,6 @@ int cuda_lib_load(struct cuda_lib *lib, struct err *e)
 	void *h = dlopen(CUDA_LIB_NAME, RTLD_NOW | RTLD_LOCAL);
 	const char *why;
 
-	/* the pointers have the functions' own types (checked, not evaluated) */
-	(void)sizeof(lib->gpub_run = gpub_run);
-	(void)sizeof(lib->live_reshard_nccl = live_reshard_nccl);
 	if (!h) {
 		why = dlerror();
 		return err_set(e, NR_EIO, "cannot load '%s', the GPU part of this build: %s",

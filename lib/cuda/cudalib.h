@@ -19,12 +19,15 @@
 #define CUDA_LIB_NAME "libnereus-cuda.so"
 
 /* The library's functions, as gpubench.h and live_nccl.h declare them. */
-struct cuda_lib {
-	int (*gpub_run)(const struct hw_opts *o, struct gpub_result *r, struct err *e);
-	int (*live_reshard_nccl)(const struct env *v, const struct plan *a,
+typedef int gpub_run_fn(const struct hw_opts *o, struct gpub_result *r, struct err *e);
+typedef int live_reshard_nccl_fn(const struct env *v, const struct plan *a,
 				 const struct plan *b, const char *src_store,
 				 const char *verify_store, struct live_stats *st,
 				 struct err *e);
+
+struct cuda_lib {
+	gpub_run_fn *gpub_run;
+	live_reshard_nccl_fn *live_reshard_nccl;
 };
 
 /* Load the library and fill lib; NR_EIO naming the library and why (the
