@@ -88,7 +88,7 @@ static int graph_parse(int argc, char **argv, struct graph_args *a)
 
 	memset(a, 0, sizeof *a);
 	a->out = "-";
-	while ((c = getopt_long(argc, argv, "o:hV", graph_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", graph_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_FROM: a->from = optarg; break;
 		case OPT_TO: a->to = optarg; break;
@@ -110,7 +110,7 @@ static int graph_parse(int argc, char **argv, struct graph_args *a)
 			print_version();
 			return -1;
 		default:
-			return usage_error("unknown option");
+			return option_error(c, argv, graph_options);
 		}
 	}
 	if (optind < argc)
@@ -327,7 +327,7 @@ static int apply_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, n;
 
-	while ((c = getopt_long(argc, argv, "o:hV", apply_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", apply_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_STATE: state = optarg; break;
 		case OPT_TO: tof = optarg; break;
@@ -336,7 +336,7 @@ static int apply_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(apply_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, apply_options);
 		}
 	}
 	if (optind < argc)
@@ -418,7 +418,7 @@ static int import_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, n = 0;
 
-	while ((c = getopt_long(argc, argv, "o:hV", import_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", import_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_HF:
 			if (n == MAX_MODELS)
@@ -433,7 +433,7 @@ static int import_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(import_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, import_options);
 		}
 	}
 	if (optind < argc)
@@ -518,7 +518,7 @@ static int export_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "o:hV", export_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", export_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_STATE: state = optarg; break;
 		case OPT_MODEL: model = optarg; break;
@@ -529,7 +529,7 @@ static int export_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(export_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, export_options);
 		}
 	}
 	if (optind < argc)
@@ -593,7 +593,7 @@ static int live_main(int argc, char **argv)
 	struct cuda_lib cuda;
 #endif
 
-	while ((c = getopt_long(argc, argv, "hV", live_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hV", live_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_FROM: fromf = optarg; break;
 		case OPT_TO: tof = optarg; break;
@@ -604,7 +604,7 @@ static int live_main(int argc, char **argv)
 		case OPT_NCCL: nccl = true; break;
 		case 'h': fputs(live_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, live_options);
 		}
 	}
 	if (optind < argc)
@@ -669,12 +669,14 @@ int main(int argc, char **argv)
 	const struct subcommand *run = NULL;
 	size_t n = sizeof subcommands / sizeof subcommands[0];
 
+	opterr = 0; /* option_error says it, once */
 	if (argc > 1 && argv[1][0] != '-') {
 		for (size_t i = 0; i < n && !run; i++)
 			if (subcommands[i].name && strcmp(argv[1], subcommands[i].name) == 0)
 				run = &subcommands[i];
 		if (!run)
 			return usage_error("unknown subcommand '%s'", argv[1]);
+		set_subcommand(run->name);
 		return close_stdout(run->main(argc - 1, argv + 1));
 	}
 	for (size_t i = 0; i < n && !run; i++)
