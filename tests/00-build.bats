@@ -21,10 +21,16 @@ install_build() {
 		O="$NEREUS_BUILD" "${nvcc[@]}" install "$@"
 }
 
-# The C block of the README (its one program) into app.c.
+# The C block of the README (its one program) into app.c, and the sh block
+# that follows it, which builds and runs it, into app.sh.
 readme_program() {
-	sed -n '/^```c$/,/^```$/{/^```/d;p}' "$REPO/README.md" > app.c
-	[ -s app.c ]
+	python3 - "$REPO/README.md" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"^```c\n(.*?)^```\n.*?^```sh\n(.*?)^```$", text, re.S | re.M)
+open("app.c", "w").write(m.group(1))
+open("app.sh", "w").write(m.group(2))
+EOF
 }
 
 @test "make install PREFIX=DIR: nereus.pc names DIR, and the README's program builds and runs with it" {
@@ -34,9 +40,12 @@ readme_program() {
 	run pkg-config --variable=libdir nereus
 	assert_output "$PWD/prefix/lib"
 	readme_program
-	cc -std=c11 -Wall -Wextra -Werror app.c $(pkg-config --cflags nereus) \
-		$(pkg-config --libs --static nereus) -o app
-	run ./app "$EXAMPLES/jobs/ppo-llama3-8b.json" "$EXAMPLES/clusters/h100-8x8.json"
+	# warning-free as the project's own code
+	cc -std=c11 -Wall -Wextra -Wpedantic -Werror app.c $(pkg-config --cflags nereus) \
+		$(pkg-config --libs --static nereus) -o strict-app
+	# as the README has it, from the top of a clone
+	ln -s "$EXAMPLES" examples
+	run bash -e app.sh
 	assert_success
 	assert_output --regexp '^ppo-llama3-8b on h100-8x8: [0-9]+\.[0-9]{2} s a step$'
 	# the step time nereus-plan gives for the same plan
