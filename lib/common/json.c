@@ -295,6 +295,15 @@ int jdoc_load(struct jdoc *d, const char *file, const char *kind, struct err *e)
 	return rc;
 }
 
+int jline_cut(const char *buf, size_t len)
+{
+	json_error_t je;
+	json_t *v = json_loadb(buf, len, 0, &je);
+
+	json_decref(v);
+	return !v && json_error_code(&je) == json_error_premature_end_of_input ? je.column : 0;
+}
+
 void jdoc_free(struct jdoc *d)
 {
 	for (size_t i = 0; i < d->npos; i++)

@@ -41,6 +41,10 @@ int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
 int jdoc_loadb_foreign(struct jdoc *d, const char *name, const char *buf, size_t len,
 		       bool positions, struct err *e);
 void jdoc_free(struct jdoc *d);
+/* The column where buf, a line of a JSON Lines file, ends inside a JSON
+ * value (a pretty-printed document where one object a line is expected, or
+ * a record cut short), or 0 when it does not. */
+int jline_cut(const char *buf, size_t len);
 
 /* The document's "kind", or NULL. */
 const char *jdoc_kind(const struct jdoc *d);
