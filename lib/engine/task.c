@@ -40,25 +40,39 @@ static int read_tokens(json_t *arr, const char *where, const struct prompt_limit
 	return NR_OK;
 }
 
+/* The text's ids: the tokenizer's BOS, when it has one, then its encoding. */
 static int encode_text(json_t *text, const char *where, const struct prompt_limits *lim,
-		       task_encode_fn encode, void *ctx, struct prompt *p, struct err *e)
+		       const struct tokenizer *tok, struct prompt *p, struct err *e)
 {
-	size_t len = json_string_length(text);
+	size_t len = json_string_length(text), n;
+	int32_t *ids;
+	bool bos;
 	int rc;
 
-	if (!encode)
+	if (!tok)
 		return err_set(e, NR_EINPUT, "%s: a \"text\" prompt needs a tokenizer; give "
 			       "\"tokens\" instead", where);
 	p->text = malloc(len + 1);
 	if (!p->text)
 		return err_set(e, NR_EIO, "out of memory");
 	memcpy(p->text, json_string_value(text), len + 1);
-	if ((rc = encode(ctx, p->text, len, &p->tokens, &p->ntokens, e)))
-		return err_prefix(e, "%s: \"text\"", where);
+	if ((rc = tok_encode(tok, p->text, len, &ids, &n, e)))
+		return rc;
+	bos = tok->bos >= 0;
+	p->tokens = malloc((n + bos) * sizeof *p->tokens);
+	if (!p->tokens) {
+		free(ids);
+		return err_set(e, NR_EIO, "out of memory");
+	}
+	if (bos)
+		p->tokens[0] = tok->bos;
+	memcpy(p->tokens + bos, ids, n * sizeof *ids);
+	free(ids);
+	p->ntokens = n + bos;
 	for (size_t i = 0; i < p->ntokens; i++)
-		if (p->tokens[i] < 0 || p->tokens[i] >= lim->vocab)
+		if (p->tokens[i] >= lim->vocab)
 			return err_set(e, NR_EINPUT, "%s: \"text\" encodes to token id %ld, "
-				       "outside the vocabulary of %ld ids", where,
+				       "outside the model's vocabulary of %ld ids", where,
 				       (long)p->tokens[i], lim->vocab);
 	return NR_OK;
 }
@@ -84,7 +98,7 @@ static int read_answer(json_t *v, const char *where, struct prompt *p, struct er
 
 /* One line's object into p; where is "FILE:LINE". */
 static int read_prompt(json_t *o, const char *where, const struct prompt_limits *lim,
-		       task_encode_fn encode, void *ctx, struct prompt *p, struct err *e)
+		       const struct tokenizer *tok, struct prompt *p, struct err *e)
 {
 	json_t *text = json_object_get(o, "text"), *tokens = json_object_get(o, "tokens");
 	json_t *answer = json_object_get(o, "answer");
@@ -104,7 +118,7 @@ static int read_prompt(json_t *o, const char *where, const struct prompt_limits 
 	if (tokens && !json_is_array(tokens))
 		return err_set(e, NR_EINPUT, "%s: \"tokens\": expected an array of token ids",
 			       where);
-	rc = text ? encode_text(text, where, lim, encode, ctx, p, e)
+	rc = text ? encode_text(text, where, lim, tok, p, e)
 		  : read_tokens(tokens, where, lim, p, e);
 	if (rc)
 		return rc;
@@ -129,7 +143,7 @@ static void prompt_free(struct prompt *p)
 }
 
 int prompts_load(struct prompts *p, const char *file, const struct prompt_limits *lim,
-		 task_encode_fn encode, void *ctx, struct err *e)
+		 const struct tokenizer *tok, struct err *e)
 {
 	char *buf, *line, *next, where[600];
 	size_t len, cap = 0;
@@ -178,7 +192,7 @@ int prompts_load(struct prompts *p, const char *file, const struct prompt_limits
 		}
 		memset(&p->v[p->n], 0, sizeof p->v[p->n]);
 		p->v[p->n].line = lineno;
-		rc = read_prompt(o, where, lim, encode, ctx, &p->v[p->n++], e);
+		rc = read_prompt(o, where, lim, tok, &p->v[p->n++], e);
 		json_decref(o);
 		if (rc)
 			break;
@@ -265,8 +279,8 @@ int task_score(enum task_reward r, const struct prompt *p, const char *resp, siz
 	}
 }
 
-int task_target(const struct prompt *p, task_encode_fn encode, void *ctx, int32_t eos,
-		int32_t **ids, size_t *n, struct err *e)
+int task_target(const struct prompt *p, const struct tokenizer *tok, int32_t **ids,
+		size_t *n, struct err *e)
 {
 	int32_t *t, *grown;
 	size_t nt;
@@ -277,14 +291,16 @@ int task_target(const struct prompt *p, task_encode_fn encode, void *ctx, int32_
 	if (!p->answer)
 		return err_set(e, NR_EINPUT, "the prompt on line %ld has no \"answer\" to train "
 			       "towards", p->line);
-	if ((rc = encode(ctx, p->answer, strlen(p->answer), &t, &nt, e)))
-		return err_prefix(e, "the answer on line %ld", p->line);
+	if (tok->eos < 0)
+		return err_set(e, NR_EINPUT, "the tokenizer has no EOS to end a target with");
+	if ((rc = tok_encode(tok, p->answer, strlen(p->answer), &t, &nt, e)))
+		return rc;
 	grown = realloc(t, (nt + 1) * sizeof *t);
 	if (!grown) {
 		free(t);
 		return err_set(e, NR_EIO, "out of memory");
 	}
-	grown[nt] = eos;
+	grown[nt] = tok->eos;
 	*ids = grown;
 	*n = nt + 1;
 	return NR_OK;

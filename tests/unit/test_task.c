@@ -10,19 +10,7 @@
 
 static char root[PATH_MAX];
 
-/* The built-in byte vocabulary, as the tests need it: each byte its id. */
-static int bytes(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n,
-		 struct err *e)
-{
-	(void)ctx;
-	*ids = malloc((len ? len : 1) * sizeof **ids);
-	if (!*ids)
-		return err_set(e, NR_EIO, "out of memory");
-	for (size_t i = 0; i < len; i++)
-		(*ids)[i] = (unsigned char)text[i];
-	*n = len;
-	return NR_OK;
-}
+static struct tokenizer tok; /* the built-in byte vocabulary */
 
 static const struct prompt_limits lim = { .vocab = 258, .max_len = 8, .need_answer = true };
 
@@ -37,7 +25,7 @@ static int load(const char *text, struct prompts *p, const struct prompt_limits 
 	f = fopen(file, "w");
 	fputs(text, f);
 	fclose(f);
-	return prompts_load(p, file, l, bytes, NULL, e);
+	return prompts_load(p, file, l, &tok, e);
 }
 
 static void reads_both_forms(void)
@@ -50,7 +38,9 @@ static void reads_both_forms(void)
 		   "  {\"tokens\": [256, 50, 43, 50, 61], \"answer\": 4}\r\n"
 		   "{\"tokens\": [1]}", &p, &(struct prompt_limits){ 258, 8, false }, &e) == NR_OK);
 	CHECK(p.n == 3);
-	CHECK(p.v[0].ntokens == 4 && p.v[0].tokens[0] == '3' && p.v[0].tokens[3] == '=');
+	/* text after the tokenizer's BOS; tokens as given */
+	CHECK(p.v[0].ntokens == 5 && p.v[0].tokens[0] == 256 && p.v[0].tokens[1] == '3' &&
+	      p.v[0].tokens[4] == '=');
 	CHECK(!strcmp(p.v[0].text, "3+4=") && !strcmp(p.v[0].answer, "7") && p.v[0].line == 1);
 	CHECK(p.v[1].ntokens == 5 && p.v[1].tokens[0] == 256 && !p.v[1].text);
 	CHECK(!strcmp(p.v[1].answer, "4") && p.v[1].line == 3);
@@ -72,9 +62,9 @@ static void bad_lines(void)
 		{ "{\"tokens\": [-1], \"answer\": \"1\"}\n", "token id -1" },
 		{ "{\"tokens\": [1.5], \"answer\": \"1\"}\n", "\"tokens\"[0]: expected a token id" },
 		{ "{\"tokens\": \"12\", \"answer\": \"1\"}\n", "\"tokens\": expected an array" },
-		{ "{\"text\": \"\", \"answer\": \"1\"}\n", ":1: the prompt is empty" },
-		{ "{\"text\": \"123456789\", \"answer\": \"1\"}\n",
+		{ "{\"text\": \"12345678\", \"answer\": \"1\"}\n",
 		  ":1: the prompt has 9 tokens, more than the 8" },
+		{ "{\"tokens\": [], \"answer\": \"1\"}\n", ":1: the prompt is empty" },
 		{ "{\"text\": \"1\"}\n", ":1: no \"answer\"" },
 		{ "{\"text\": \"1\", \"answer\": [1]}\n", "\"answer\": expected a string or an integer" },
 		{ "{\"text\": 5, \"answer\": \"1\"}\n", "\"text\": expected a string" },
@@ -102,13 +92,13 @@ static void text_needs_a_tokenizer(void)
 	CHECK(load("{\"tokens\": [1], \"answer\": \"1\"}\n", &p, &lim, &e) == NR_OK);
 	prompts_free(&p);
 	snprintf(file, sizeof file, "%s/p.jsonl", root);
-	CHECK(prompts_load(&p, file, &lim, NULL, NULL, &e) == NR_OK);
+	CHECK(prompts_load(&p, file, &lim, NULL, &e) == NR_OK);
 	prompts_free(&p);
 	CHECK(load("{\"text\": \"1\", \"answer\": \"1\"}\n", &p, &lim, &e) == NR_OK);
 	prompts_free(&p);
-	CHECK(prompts_load(&p, file, &lim, NULL, NULL, &e) == NR_EINPUT);
+	CHECK(prompts_load(&p, file, &lim, NULL, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, ":1: a \"text\" prompt needs a tokenizer") != NULL);
-	CHECK(prompts_load(&p, "no-such-file.jsonl", &lim, bytes, NULL, &e) == NR_EINPUT);
+	CHECK(prompts_load(&p, "no-such-file.jsonl", &lim, &tok, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "cannot open 'no-such-file.jsonl'") != NULL);
 }
 
@@ -145,18 +135,43 @@ static void rules(void)
 	CHECK(strstr(e.msg, "line 3") != NULL);
 }
 
+/* A tokenizer without BOS (as Qwen2's) encodes text as it is; one whose
+ * ids run past the model's vocabulary is refused at the line. */
+static void tokenizer_conventions(void)
+{
+	char file[PATH_MAX + 32];
+	struct tokenizer t = tok;
+	struct prompts p;
+	struct err e;
+
+	t.bos = -1;
+	CHECK(load("{\"text\": \"3+4=\", \"answer\": \"7\"}\n", &p, &lim, &e) == NR_OK);
+	prompts_free(&p);
+	snprintf(file, sizeof file, "%s/p.jsonl", root);
+	CHECK(prompts_load(&p, file, &lim, &t, &e) == NR_OK);
+	CHECK(p.v[0].ntokens == 4 && p.v[0].tokens[0] == '3');
+	prompts_free(&p);
+	CHECK(load("{\"text\": \"3+4=\", \"answer\": \"7\"}\n", &p,
+		   &(struct prompt_limits){ 200, 8, true }, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, ":1: \"text\" encodes to token id 256, outside the model's "
+		     "vocabulary of 200 ids") != NULL);
+}
+
 static void warmup_target(void)
 {
 	struct prompt p = { .answer = (char *)"12", .line = 1 };
+	struct tokenizer t = tok;
 	int32_t *ids;
 	size_t n;
 	struct err e;
 
-	CHECK(task_target(&p, bytes, NULL, 257, &ids, &n, &e) == NR_OK);
+	CHECK(task_target(&p, &tok, &ids, &n, &e) == NR_OK);
 	CHECK(n == 3 && ids[0] == '1' && ids[1] == '2' && ids[2] == 257);
 	free(ids);
+	t.eos = -1;
+	CHECK(task_target(&p, &t, &ids, &n, &e) == NR_EINPUT && !ids);
 	p.answer = NULL;
-	CHECK(task_target(&p, bytes, NULL, 257, &ids, &n, &e) == NR_EINPUT && !ids);
+	CHECK(task_target(&p, &tok, &ids, &n, &e) == NR_EINPUT && !ids);
 }
 
 /* The shipped tasks read cleanly and their answers are right. */
@@ -167,7 +182,7 @@ static void shipped_tasks(void)
 	struct err e;
 	int seen[10][10] = { { 0 } };
 
-	CHECK(prompts_load(&p, "examples/tasks/add.jsonl", &l, bytes, NULL, &e) == NR_OK);
+	CHECK(prompts_load(&p, "examples/tasks/add.jsonl", &l, &tok, &e) == NR_OK);
 	CHECK(p.n == 100);
 	for (size_t i = 0; i < p.n; i++) {
 		const char *t = p.v[i].text;
@@ -186,7 +201,7 @@ static void shipped_tasks(void)
 			CHECK(seen[a][b] == 1);
 	prompts_free(&p);
 
-	CHECK(prompts_load(&p, "examples/tasks/repeat.jsonl", &l, bytes, NULL, &e) == NR_OK);
+	CHECK(prompts_load(&p, "examples/tasks/repeat.jsonl", &l, &tok, &e) == NR_OK);
 	CHECK(p.n == 4);
 	for (size_t i = 0; i < p.n; i++) {
 		CHECK(strlen(p.v[i].answer) == 8);
@@ -200,18 +215,25 @@ static void shipped_tasks(void)
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
+	struct err e;
 
 	snprintf(root, sizeof root, "%s/nereus-task-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(root)) {
 		perror(root);
 		return 1;
 	}
+	if (tok_bytes(&tok, &e)) {
+		printf("# %s\n", e.msg);
+		return 1;
+	}
 	RUN(reads_both_forms);
 	RUN(bad_lines);
 	RUN(text_needs_a_tokenizer);
 	RUN(rules);
+	RUN(tokenizer_conventions);
 	RUN(warmup_target);
 	RUN(shipped_tasks);
+	tok_free(&tok);
 	rmtree(root);
 	return UNIT_END();
 }
