@@ -123,11 +123,18 @@ static void decay_and_spans(void)
 
 	for (int i = 0; i < lo.ntensors; i++)
 		CHECK(optim_decays(&lo.tensors[i]) == (lo.tensors[i].ndim > 1));
-	{
-		struct gtensor bias = { .name = "decoder.layers.0.self_attention.linear_qkv.bias",
-					.ndim = 2 };
-		CHECK(!optim_decays(&bias));
-	}
+	layout_free(&lo);
+
+	/* Qwen2's q/k/v biases ([groups, rows], 2-D in the layout) do not
+	 * decay; a critic's score head does, as the output layer would. */
+	a.attn_bias = a.score_head = true;
+	CHECK(layout_init(&lo, &a, 1, 1, 1, false, NULL, &e) == NR_OK);
+	CHECK(optim_spans(&lo, KIND_WEIGHT, 0, 0, 0, &s, &n, &e) == NR_OK);
+	CHECK(n == 1 + 2 * 7 + 2);
+	CHECK(!s[3].decay && s[3].len == 2 * 12);            /* linear_qkv.bias */
+	CHECK(!strcmp(lo.tensors[3].name, "decoder.layers.0.self_attention.linear_qkv.bias"));
+	CHECK(s[n - 1].decay && s[n - 1].len == 8);          /* score.weight [1, 8] */
+	free(s);
 	layout_free(&lo);
 }
 
