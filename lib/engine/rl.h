@@ -32,8 +32,19 @@
  * micro-batches hold equally many tokens.)  Gradients are those of that
  * token-mean, so they already carry 1/denom, and are ADDED to the arrays
  * given (the caller zeroes them once, and the policy and KL losses add
- * into the same d/dlogp); any gradient array may be NULL.  Per-token math
- * runs in double. */
+ * into the same d/dlogp); any gradient array may be NULL.  denom > 0.
+ * Per-token math runs in double.
+ *
+ * A step in these calls, as verl makes it:
+ *   PPO   after rollout: rl_shape_rewards(old_logp, ref_logp, scores),
+ *         rl_gae(rewards, the critic's values at rollout) → adv, ret,
+ *         rl_whiten(adv) over the whole batch; then per mini-batch the
+ *         actor's rl_policy_loss(logp, old_logp, adv) (+ rl_kl_loss when
+ *         use_kl_loss, + rl_entropy_bonus) and the critic's
+ *         rl_value_loss(value, value at rollout, ret).
+ *   GRPO  after rollout: rl_grpo_advantages(scores) → adv (no critic, no
+ *         whitening); per mini-batch rl_policy_loss + rl_kl_loss
+ *         (+ rl_entropy_bonus). */
 #ifndef NEREUS_RL_H
 #define NEREUS_RL_H
 
