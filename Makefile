@@ -50,6 +50,9 @@ UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNITS    := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 BENCHES  := $(BENCH_SRC:tests/bench/%.c=$(O)/tests/%)
+# Probes: small programs the bats tests drive (JSON in, JSON out).
+PROBE_SRC := $(sort $(wildcard tests/probe/*.c))
+PROBES   := $(PROBE_SRC:tests/probe/%.c=$(O)/tests/%)
 
 all: $(TOOLS:%=$(O)/%) $(O)/libnereus.a
 
@@ -79,13 +82,17 @@ $(O)/tests/bench_%: tests/bench/bench_%.c $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
 
+$(O)/tests/%: tests/probe/%.c $(O)/libnereus.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
+
 deps:
 	@scripts/install-deps.sh
 
 unit: $(UNITS)
 	@scripts/run-units.sh $(UNITS)
 
-bats: all
+bats: all $(PROBES)
 	@NEREUS_BUILD=$(CURDIR)/$(O) bats tests/
 
 SAN_CC ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo $(CC))
