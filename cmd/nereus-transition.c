@@ -200,8 +200,15 @@ static void draw_progress(void *ctx, uint64_t done, uint64_t total)
 	fflush(stderr);
 }
 
+static void tell(void *ctx, const char *msg)
+{
+	(void)ctx;
+	warnx_("%s", msg);
+}
+
 /* Options for a store call: the interrupt flag (its handler installed
- * here) and a progress bar when stderr is a terminal. */
+ * here), notices on standard error and a progress bar when stderr is a
+ * terminal. */
 static void store_begin(struct store_opts *o, struct progress *p)
 {
 	struct sigaction sa;
@@ -215,6 +222,7 @@ static void store_begin(struct store_opts *o, struct progress *p)
 	p->shown = -1;
 	memset(o, 0, sizeof *o);
 	o->cancel = &interrupted;
+	o->notice = tell;
 	if (show_progress()) {
 		o->progress = draw_progress;
 		o->progress_ctx = p;

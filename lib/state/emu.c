@@ -129,8 +129,6 @@ static int emu_init(const struct env *v, const struct plan *p, int item, struct 
 		u->conf = p->gen;
 		u->conf.pp = 1;
 		u->conf.zero = u->conf.offload = u->conf.fsdp = false;
-		a.dtype_bytes = 2;
-		strcpy(a.dtype, "bf16");
 	} else {
 		u->conf = p->home[m];
 	}

@@ -9,7 +9,8 @@
  * and Adam m and v, the last three split across DP when the plan shards
  * the optimizer (pconf.zero); frozen models hold weights only; with FSDP
  * (pconf.fsdp) weights and optimizer state alike are split across DP, in
- * the layout's DP blocks.  The engines hold bf16 weights only, TP by DP
+ * the layout's DP blocks.  The engines hold the actor's weights only, in
+ * its dtype (as vLLM runs a model in the dtype it was given), TP by DP
  * with no pipeline.
  *
  * DP ranks of a kind that is not split hold the same pieces, so an EMU
@@ -44,8 +45,7 @@ struct emu {
 	int model;               /* whose state: the job's model (the actor for ITEM_GEN) */
 	bool host;               /* offloaded: held in host memory between stages */
 	struct pconf conf;       /* tp, pp, dp, zero, fsdp (pp 1 for the engines) */
-	struct layout lo;        /* its layout (dist_opt: some kind is split across DP);
-				  * lo.arch.dtype_bytes 2 for the engines */
+	struct layout lo;        /* its layout (dist_opt: some kind is split across DP) */
 	int elem_bytes[NKINDS];  /* bytes per element of each kind held, 0 if not held */
 	int nranks;
 	int *rank_gpu;           /* rank → GPU */
