@@ -114,7 +114,8 @@ struct kernels {
 	void (*logits_sums)(float *s, const float *z, const float *mx, const int *target, int T,
 			    int n, int ld, int v0);
 	void (*logits_backward)(float *z, const float *lse, const float *ent, const int *target,
-				const float *dlogp, const float *dent, int T, int n, int ld, int v0);
+				const float *dlogp, const float *dent, int T, int n, int ld,
+				int v0);
 };
 
 /* Scratch floats the attention ops need for sequences of up to maxlen

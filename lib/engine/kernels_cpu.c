@@ -157,100 +157,116 @@ static float softmax_row(float *row, int lim, int width)
 	return m + (float)log(sum);
 }
 
-/* Sequence by sequence, head by head, ATTN_TILE queries at a time: the
- * tile's scores against every key up to its last query (S = Q Kᵀ / √D),
- * the causal softmax row by row, then out = P V. */
+/* Where one query head of one sequence lies: the offsets of its first
+ * rows of q, k and v in qkv (row stride rs), of out (stride os) and of
+ * lse (stride ls); n tokens. */
+struct attn_head {
+	size_t q, k, v, o, l;
+	int n, rs, os, ls, d;
+};
+
+static struct attn_head head_at(const int *start, int b, int g, int j, const struct heads *h)
+{
+	int Q = h->q, D = h->d, rs = h->groups * (Q + 2) * D, nh = h->groups * Q;
+	size_t row = (size_t)start[b] * rs + (size_t)g * (Q + 2) * D;
+	struct attn_head a = {
+		.q = row + (size_t)j * D, .k = row + (size_t)Q * D, .v = row + (size_t)(Q + 1) * D,
+		.o = (size_t)start[b] * nh * D + (size_t)(g * Q + j) * D,
+		.l = (size_t)start[b] * nh + (size_t)(g * Q + j),
+		.n = start[b + 1] - start[b], .rs = rs, .os = nh * D, .ls = nh, .d = D,
+	};
+
+	return a;
+}
+
+/* ATTN_TILE queries at a time: the tile's scores against every key up to
+ * its last query (S = Q Kᵀ / √D), the causal softmax row by row, then
+ * out = P V. */
+static void head_forward(const struct attn_head *a, float *out, float *lse, const float *qkv,
+			 float *S)
+{
+	float scale = 1.0f / sqrtf((float)a->d);
+	int rs = a->rs;
+
+	for (int i0 = 0; i0 < a->n; i0 += ATTN_TILE) {
+		int nb = a->n - i0 < ATTN_TILE ? a->n - i0 : ATTN_TILE, kl = i0 + nb;
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, kl, a->d, scale,
+			    qkv + a->q + (size_t)i0 * rs, rs, qkv + a->k, rs, 0.0f, S, kl);
+		for (int r = 0; r < nb; r++)
+			lse[a->l + (size_t)(i0 + r) * a->ls] =
+				softmax_row(S + (size_t)r * kl, i0 + r + 1, kl);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, a->d, kl, 1.0f, S, kl,
+			    qkv + a->v, rs, 0.0f, out + a->o + (size_t)i0 * a->os, a->os);
+	}
+}
+
 static void attention_forward(float *out, float *lse, const float *qkv, const int *start, int B,
 			      const struct heads *h, float *scratch)
 {
-	int G = h->groups, Q = h->q, D = h->d, nh = G * Q;
-	int rs = G * (Q + 2) * D, os = nh * D;
-	float scale = 1.0f / sqrtf((float)D);
+	for (int b = 0; b < B; b++)
+		for (int g = 0; g < h->groups; g++)
+			for (int j = 0; j < h->q; j++) {
+				struct attn_head a = head_at(start, b, g, j, h);
 
-	for (int b = 0; b < B; b++) {
-		int t0 = start[b], n = start[b + 1] - t0;
-
-		for (int g = 0; g < G; g++)
-			for (int j = 0; j < Q; j++) {
-				int hd = g * Q + j;
-				const float *qb = qkv + (size_t)t0 * rs + (size_t)g * (Q + 2) * D + (size_t)j * D;
-				const float *kb = qkv + (size_t)t0 * rs + (size_t)g * (Q + 2) * D + (size_t)Q * D;
-				const float *vb = kb + D;
-
-				for (int i0 = 0; i0 < n; i0 += ATTN_TILE) {
-					int nb = n - i0 < ATTN_TILE ? n - i0 : ATTN_TILE, kl = i0 + nb;
-					float *S = scratch;
-
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, kl, D, scale,
-						    qb + (size_t)i0 * rs, rs, kb, rs, 0.0f, S, kl);
-					for (int r = 0; r < nb; r++)
-						lse[(size_t)(t0 + i0 + r) * nh + hd] =
-							softmax_row(S + (size_t)r * kl, i0 + r + 1, kl);
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, D, kl, 1.0f,
-						    S, kl, vb, rs, 0.0f, out + (size_t)(t0 + i0) * os + (size_t)hd * D,
-						    os);
-				}
+				head_forward(&a, out, lse, qkv, scratch);
 			}
-	}
 }
 
 /* With P the tile's probabilities (recomputed from lse), dP = dO Vᵀ,
  * dS = P ⊙ (dP - rowsum(dO ⊙ O)); then dQ = dS K / √D, dK = dSᵀ Q / √D and
- * dV = Pᵀ dO, summed over the tiles. */
+ * dV = Pᵀ dO, summed over the tiles into dqkv. */
+static void head_backward(const struct attn_head *a, float *dqkv, const float *dout,
+			  const float *out, const float *lse, const float *qkv, float *P, float *dP)
+{
+	float scale = 1.0f / sqrtf((float)a->d);
+	int rs = a->rs, os = a->os, D = a->d;
+
+	for (int i0 = 0; i0 < a->n; i0 += ATTN_TILE) {
+		int nb = a->n - i0 < ATTN_TILE ? a->n - i0 : ATTN_TILE, kl = i0 + nb;
+		const float *dO = dout + a->o + (size_t)i0 * os, *O = out + a->o + (size_t)i0 * os;
+		const float *qt = qkv + a->q + (size_t)i0 * rs;
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, kl, D, scale, qt, rs,
+			    qkv + a->k, rs, 0.0f, P, kl);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, kl, D, 1.0f, dO, os,
+			    qkv + a->v, rs, 0.0f, dP, kl);
+		for (int r = 0; r < nb; r++) {
+			float *p = P + (size_t)r * kl, *dp = dP + (size_t)r * kl;
+			float l = lse[a->l + (size_t)(i0 + r) * a->ls], di = 0;
+			int lim = i0 + r + 1;
+
+			for (int c = 0; c < D; c++)
+				di += dO[(size_t)r * os + c] * O[(size_t)r * os + c];
+			for (int c = 0; c < lim; c++) {
+				p[c] = expf(p[c] - l);
+				dp[c] = p[c] * (dp[c] - di);
+			}
+			for (int c = lim; c < kl; c++)
+				p[c] = dp[c] = 0;
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, D, kl, scale, dP, kl,
+			    qkv + a->k, rs, 1.0f, dqkv + a->q + (size_t)i0 * rs, rs);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, D, nb, scale, dP, kl, qt,
+			    rs, 1.0f, dqkv + a->k, rs);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, D, nb, 1.0f, P, kl, dO, os,
+			    1.0f, dqkv + a->v, rs);
+	}
+}
+
 static void attention_backward(float *dqkv, const float *dout, const float *out,
 			       const float *lse, const float *qkv, const int *start, int B,
 			       const struct heads *h, float *scratch)
 {
-	int G = h->groups, Q = h->q, D = h->d, nh = G * Q;
-	int rs = G * (Q + 2) * D, os = nh * D;
-	float scale = 1.0f / sqrtf((float)D);
+	memset(dqkv, 0, (size_t)start[B] * h->groups * (h->q + 2) * h->d * sizeof *dqkv);
+	for (int b = 0; b < B; b++)
+		for (int g = 0; g < h->groups; g++)
+			for (int j = 0; j < h->q; j++) {
+				struct attn_head a = head_at(start, b, g, j, h);
 
-	memset(dqkv, 0, (size_t)start[B] * rs * sizeof *dqkv);
-	for (int b = 0; b < B; b++) {
-		int t0 = start[b], n = start[b + 1] - t0;
-		size_t tile = (size_t)ATTN_TILE * n;
-
-		for (int g = 0; g < G; g++)
-			for (int j = 0; j < Q; j++) {
-				int hd = g * Q + j;
-				size_t qoff = (size_t)t0 * rs + (size_t)g * (Q + 2) * D + (size_t)j * D;
-				size_t koff = (size_t)t0 * rs + (size_t)g * (Q + 2) * D + (size_t)Q * D;
-				const float *qb = qkv + qoff, *kb = qkv + koff, *vb = kb + D;
-				float *dq = dqkv + qoff, *dk = dqkv + koff, *dv = dk + D;
-
-				for (int i0 = 0; i0 < n; i0 += ATTN_TILE) {
-					int nb = n - i0 < ATTN_TILE ? n - i0 : ATTN_TILE, kl = i0 + nb;
-					float *P = scratch, *dP = scratch + tile;
-					const float *dO = dout + (size_t)(t0 + i0) * os + (size_t)hd * D;
-					const float *O = out + (size_t)(t0 + i0) * os + (size_t)hd * D;
-
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, kl, D, scale,
-						    qb + (size_t)i0 * rs, rs, kb, rs, 0.0f, P, kl);
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, kl, D, 1.0f,
-						    dO, os, vb, rs, 0.0f, dP, kl);
-					for (int r = 0; r < nb; r++) {
-						float *p = P + (size_t)r * kl, *dp = dP + (size_t)r * kl;
-						float l = lse[(size_t)(t0 + i0 + r) * nh + hd], di = 0;
-						int lim = i0 + r + 1;
-
-						for (int c = 0; c < D; c++)
-							di += dO[(size_t)r * os + c] * O[(size_t)r * os + c];
-						for (int c = 0; c < lim; c++) {
-							p[c] = expf(p[c] - l);
-							dp[c] = p[c] * (dp[c] - di);
-						}
-						for (int c = lim; c < kl; c++)
-							p[c] = dp[c] = 0;
-					}
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, D, kl, scale,
-						    dP, kl, kb, rs, 1.0f, dq + (size_t)i0 * rs, rs);
-					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, D, nb, scale,
-						    dP, kl, qb + (size_t)i0 * rs, rs, 1.0f, dk, rs);
-					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, D, nb, 1.0f,
-						    P, kl, dO, os, 1.0f, dv, rs);
-				}
+				head_backward(&a, dqkv, dout, out, lse, qkv, scratch,
+					      scratch + (size_t)ATTN_TILE * a.n);
 			}
-	}
 }
 
 /* A group's Q query heads together against the slot's keys: S[Q, len] =
@@ -272,12 +288,12 @@ static void attention_decode(float *out, const float *qkv, const float *kc, cons
 			const float *V = vc + (size_t)slot[r] * slot_stride + (size_t)g * D;
 			float *o = out + (size_t)r * os + (size_t)g * Q * D;
 
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Q, L, D, scale, q, D, K,
-				    cs, 0.0f, scratch, L);
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Q, L, D, scale, q, D,
+				    K, cs, 0.0f, scratch, L);
 			for (int j = 0; j < Q; j++)
 				softmax_row(scratch + (size_t)j * L, L, L);
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Q, D, L, 1.0f, scratch, L,
-				    V, cs, 0.0f, o, D);
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Q, D, L, 1.0f,
+				    scratch, L, V, cs, 0.0f, o, D);
 		}
 	}
 }
