@@ -71,6 +71,11 @@ $(O)/tests/%: tests/unit/%.c tests/unit/unit.h $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
 
+# The engine on a checkpoint, for tests/torch/compare_engine.py
+$(O)/tests/engine_probe: tests/probe/engine_probe.c $(O)/libnereus.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
+
 $(O)/tests/bench_%: tests/bench/bench_%.c $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
@@ -86,7 +91,7 @@ deps:
 unit: $(UNITS)
 	@scripts/run-units.sh $(UNITS)
 
-bats: all
+bats: all $(O)/tests/engine_probe
 	@NEREUS_BUILD=$(CURDIR)/$(O) bats tests/
 
 SAN_CC ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo $(CC))
