@@ -268,7 +268,7 @@ static double attn_ref(void *p, const double *qkv)
 
 					for (int k = c->start[b]; k <= i; k++)
 						o += exp(sc[k - c->start[b]] - m) / s *
-						     qkv[k * rs + g * (Q + 2) * D + (Q + 1) * D + l];
+						     qkv[k * rs + (g * (Q + 2) + Q + 1) * D + l];
 					if (c->out)
 						c->out[i * os + a * D + l] = o;
 					L += c->wo[i * os + a * D + l] * o;
@@ -339,7 +339,7 @@ static void test_attention_decode(void)
 		for (int p = 0; p < len[s]; p++)
 			for (int g = 0; g < G; g++)
 				for (int l = 0; l < D; l++) {
-					size_t at = (size_t)slot[s] * n * G * D + p * G * D + g * D + l;
+					size_t at = ((size_t)slot[s] * n + p) * G * D + g * D + l;
 
 					kc[at] = qkv[p * RS + g * (Q + 2) * D + Q * D + l];
 					vc[at] = qkv[p * RS + g * (Q + 2) * D + (Q + 1) * D + l];
@@ -423,7 +423,7 @@ static void test_embedding(void)
 	}
 }
 
-/* --- the LM head's softmax ---------------------------------------------------------------------- */
+/* --- the LM head's softmax ------------------------------------------------------------ */
 
 struct lsm_ctx {
 	int T, n, ld, v0;
