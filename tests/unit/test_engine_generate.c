@@ -259,6 +259,66 @@ static void test_top_k_one_is_greedy(void)
 	tiny_free(&t);
 }
 
+/* Two tensor-parallel ranks on threads generate what one rank does: the
+ * vocabulary-parallel logits gathered, each rank's KV heads cached. */
+struct tp_gen {
+	struct pair_rank pr;
+	struct gen_params p;
+	struct gen out;
+	int rc;
+};
+
+static void *tp_gen_main(void *arg)
+{
+	struct tp_gen *j = arg;
+	struct arch a = gen_arch();
+	struct comm c = pair_comm(&j->pr);
+	struct tiny t;
+	struct tbatch pr;
+
+	j->rc = tiny_init(&t, &a, 2, 1, j->pr.rank, 0, &c, 0.5f);
+	tbatch_make(&pr, prompt_lens, 4, a.vocab, 10);
+	if (j->rc == NR_OK)
+		j->rc = run_gen(&t, &pr, NULL, &j->p, 5, &j->out);
+	tiny_free(&t);
+	return NULL;
+}
+
+static void test_tp2_generation(void)
+{
+	struct arch a = gen_arch();
+	struct tiny t;
+	struct tbatch pr;
+	struct pair pair;
+	struct tp_gen job[2];
+	pthread_t th[2];
+	struct gen_params ps[2] = { params(0, 1, 0), params(1.0f, 0.9f, 0) };
+
+	CHECK(tiny_init(&t, &a, 1, 1, 0, 0, comm_self(), 0.5f) == NR_OK);
+	tbatch_make(&pr, prompt_lens, 4, a.vocab, 10);
+	pthread_barrier_init(&pair.bar, NULL, 2);
+	for (int i = 0; i < 2; i++) {
+		struct gen one;
+
+		CHECK(run_gen(&t, &pr, NULL, &ps[i], 5, &one) == NR_OK);
+		for (int k = 0; k < 2; k++) {
+			job[k] = (struct tp_gen){ .pr = { &pair, k }, .p = ps[i] };
+			pthread_create(&th[k], NULL, tp_gen_main, &job[k]);
+		}
+		for (int k = 0; k < 2; k++)
+			pthread_join(th[k], NULL);
+		for (int k = 0; k < 2; k++) {
+			CHECK(job[k].rc == NR_OK);
+			CHECK(memcmp(job[k].out.tokens, one.tokens, sizeof one.tokens) == 0);
+			CHECK(memcmp(job[k].out.len, one.len, sizeof one.len) == 0);
+			for (int j = 0; j < 8 * MAXNEW; j++)
+				CHECK(fabsf(job[k].out.logprobs[j] - one.logprobs[j]) < 1e-5);
+		}
+	}
+	pthread_barrier_destroy(&pair.bar);
+	tiny_free(&t);
+}
+
 /* --- the sampler ---------------------------------------------------------------------------- */
 
 /* Draws on a grid of N uniform values: token counts match N times the
@@ -365,6 +425,7 @@ int main(void)
 	RUN(test_finished_leave_batch);
 	RUN(test_seeded_sampling);
 	RUN(test_top_k_one_is_greedy);
+	RUN(test_tp2_generation);
 	RUN(test_sampler_truncation);
 	RUN(test_bad_prompts);
 	RUN(test_context_limit);

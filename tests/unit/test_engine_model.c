@@ -9,8 +9,6 @@
 #include "unit.h"
 #include "unitengine.h"
 
-#include <pthread.h>
-
 
 /* loss = sum_t a_t log p_t + b_t H_t + c_t v_t, summed in double */
 struct loss_w {
@@ -245,49 +243,7 @@ static void test_pipeline_split(void)
 	result_free(&whole);
 }
 
-/* --- tensor parallelism on two threads -------------------------------------------------------- */
-
-/* A two-rank group over shared memory: each rank publishes its buffer,
- * every rank reduces rank 0's then rank 1's values in that order (so both
- * get the same bits), and the barriers keep buffers alive until read. */
-struct pair {
-	pthread_barrier_t bar;
-	float *buf[2];
-	float *tmp[2];
-};
-
-struct pair_rank {
-	struct pair *pair;
-	int rank;
-};
-
-static int pair_reduce(void *ctx, float *buf, size_t n, bool max)
-{
-	struct pair_rank *pr = ctx;
-	struct pair *p = pr->pair;
-	float *tmp = malloc(n * sizeof *tmp);
-
-	p->buf[pr->rank] = buf;
-	pthread_barrier_wait(&p->bar);
-	for (size_t i = 0; i < n; i++)
-		tmp[i] = max ? fmaxf(p->buf[0][i], p->buf[1][i]) : p->buf[0][i] + p->buf[1][i];
-	pthread_barrier_wait(&p->bar);
-	memcpy(buf, tmp, n * sizeof *tmp);
-	free(tmp);
-	return NR_OK;
-}
-
-static int pair_sum(void *ctx, float *buf, size_t n, struct err *e)
-{
-	(void)e;
-	return pair_reduce(ctx, buf, n, false);
-}
-
-static int pair_max(void *ctx, float *buf, size_t n, struct err *e)
-{
-	(void)e;
-	return pair_reduce(ctx, buf, n, true);
-}
+/* --- tensor parallelism on two threads ------------------------------------------------ */
 
 struct tp_job {
 	struct arch a;
@@ -361,14 +317,8 @@ static void check_tp2(struct arch a)
 	pthread_barrier_init(&pair.bar, NULL, 2);
 	for (int k = 0; k < 2; k++) {
 		result_alloc(&r[k], &lo);
-		job[k] = (struct tp_job){
-			.a = a,
-			.comm = { .size = 2, .rank = k, .ctx = &job[k].pr,
-				  .allreduce_sum = pair_sum, .allreduce_max = pair_max },
-			.pr = { &pair, k },
-			.r = &r[k],
-			.grad = &r[0],
-		};
+		job[k] = (struct tp_job){ .a = a, .pr = { &pair, k }, .r = &r[k], .grad = &r[0] };
+		job[k].comm = pair_comm(&job[k].pr);
 	}
 	for (int k = 0; k < 2; k++)
 		pthread_create(&th[k], NULL, tp_rank_main, &job[k]);

@@ -1,10 +1,12 @@
 /* Helpers for the engine's unit tests: a small decoder on one rank of a
  * layout, its weights drawn from the counter-based generator by global
  * tensor and element (so every TP or PP split of one model holds the same
- * values), and its tensors gathered back into global order. */
+ * values), its tensors gathered back into global order, and a two-rank
+ * group for threads. */
 #ifndef NEREUS_UNITENGINE_H
 #define NEREUS_UNITENGINE_H
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,6 +154,57 @@ static inline int64_t gtensor_numel(const struct gtensor *t)
 	for (int d = 0; d < t->ndim; d++)
 		n *= t->shape[d];
 	return n;
+}
+
+/* A two-rank group over shared memory: each rank publishes its buffer,
+ * every rank reduces rank 0's then rank 1's values in that order (so both
+ * get the same bits), and the barriers keep buffers alive until read. */
+struct pair {
+	pthread_barrier_t bar;
+	float *buf[2];
+	float *tmp[2];
+};
+
+struct pair_rank {
+	struct pair *pair;
+	int rank;
+};
+
+static inline int pair_reduce(void *ctx, float *buf, size_t n, bool max)
+{
+	struct pair_rank *pr = ctx;
+	struct pair *p = pr->pair;
+	float *tmp = malloc(n * sizeof *tmp);
+
+	p->buf[pr->rank] = buf;
+	pthread_barrier_wait(&p->bar);
+	for (size_t i = 0; i < n; i++)
+		tmp[i] = max ? fmaxf(p->buf[0][i], p->buf[1][i]) : p->buf[0][i] + p->buf[1][i];
+	pthread_barrier_wait(&p->bar);
+	memcpy(buf, tmp, n * sizeof *tmp);
+	free(tmp);
+	return NR_OK;
+}
+
+static inline int pair_sum(void *ctx, float *buf, size_t n, struct err *e)
+{
+	(void)e;
+	return pair_reduce(ctx, buf, n, false);
+}
+
+static inline int pair_max(void *ctx, float *buf, size_t n, struct err *e)
+{
+	(void)e;
+	return pair_reduce(ctx, buf, n, true);
+}
+
+/* The comm of rank k of p. */
+static inline struct comm pair_comm(struct pair_rank *pr)
+{
+	struct comm c = { .size = 2, .rank = pr->rank, .ctx = pr, .allreduce_sum = pair_sum,
+			  .allreduce_max = pair_max };
+
+	return c;
 }
 
 /* A packed batch of random tokens. */
