@@ -69,9 +69,10 @@ struct generator {
 	struct gen_cand { float z; int id; } *cand; /* [Vp] sampling scratch */
 };
 
-/* A generator for up to max_seqs prompts per request, sequences of up to
- * max_len tokens, and prefill groups of up to max_prompt_tokens tokens.
- * m must hold the whole LM (pp 1). */
+/* A generator for up to max_seqs prompts per request and sequences of up
+ * to max_len tokens; prompts are prefilled in groups of up to
+ * max_prompt_tokens tokens (or max_len, if more), which sets the
+ * activations' size.  m must hold the whole LM (pp 1). */
 int generator_init(struct generator *g, struct decoder *m, int max_seqs, int max_len,
 		   int max_prompt_tokens, struct err *e);
 void generator_free(struct generator *g);

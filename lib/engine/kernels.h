@@ -17,7 +17,11 @@
  *
  * Forward ops write their outputs; backward ops accumulate (+=) into
  * parameter gradients and, where the comment says so, into input
- * gradients, so a residual stream's gradient is summed in place. */
+ * gradients, so a residual stream's gradient is summed in place.
+ *
+ * Besides these, model.c moves activations with memcpy and memset (a
+ * stage's input, rows into the KV cache, a prompt's last row, logits
+ * into their gathered row): a device table will need a copy op for them. */
 #ifndef NEREUS_ENGINE_KERNELS_H
 #define NEREUS_ENGINE_KERNELS_H
 

@@ -391,8 +391,8 @@ static int layer_forward(struct decoder *m, struct model_acts *a, int l, const s
 	struct layer_acts *la = acts_of(m, a, l);
 	struct heads hd = local_heads(c);
 	int T = b->T, H = c->hidden, Rq = qkv_rows(c), AD = c->Al * c->head_dim, Fl = c->Fl;
-	float *x = layer_input(m, a, l), *xm = a->training ? la->xm : x;
-	float *xn = layer_input(m, a, l + 1);
+	/* not training, x, xm and xn are all the stage's output buffer */
+	float *x = layer_input(m, a, l), *xm = la->xm, *xn = layer_input(m, a, l + 1);
 	int rc;
 
 	/* attention block: xm = x + proj(attn(rope(qkv(norm(x))))) */
