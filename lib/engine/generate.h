@@ -30,8 +30,8 @@
 #define GEN_MAX_EOS 8
 
 struct gen_params {
-	float temperature;      /* 0: greedy */
-	float top_p;            /* in (0, 1]; 1: off */
+	float temperature;      /* 0 (or less): greedy */
+	float top_p;            /* in (0, 1); 0 or 1: off */
 	int top_k;              /* 0: off */
 	int max_new;            /* tokens generated per sequence, at most */
 	int neos;               /* stop tokens (kept in the output) */

@@ -32,7 +32,7 @@
  * and once T (5 H + Rq + Al D + 3 Fl + D + 10) + Tc Vl + 128 n, where Tc,
  * the LM head's chunk of tokens, is the most that keeps Tc Vl under
  * MODEL_HEAD_CHUNK_FLOATS (the head terms, T (H + 6) + Tc Vl, on the
- * last stage only).  Inference keeps one layer's worth, less its two
+ * last stage only; no Tc Vl for a score head).  Inference keeps one layer's worth, less its two
  * residual copies: T (2 H + Rq + Al D + Al + 3 Fl + 2), and once
  * T (3 H + D + 10) + Tc Vl + 128 n.  model_acts_floats() is exact (each
  * buffer is padded to 64 bytes). */
