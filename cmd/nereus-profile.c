@@ -139,32 +139,6 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 	return NR_OK;
 }
 
-/* Fail before measuring when the output could not be written anyway. */
-static int check_output(const char *out, struct err *e)
-{
-	char dir[PATH_MAX];
-	const char *slash = strrchr(out, '/');
-	struct stat st;
-
-	if (strcmp(out, "-") == 0)
-		return NR_OK;
-	if (!slash)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == out)
-		snprintf(dir, sizeof dir, "/");
-	else
-		snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
-	if (stat(dir, &st) != 0)
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(ENOTDIR));
-	if (access(dir, W_OK) != 0)
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
-	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(EISDIR));
-	return NR_OK;
-}
-
 /* Run this very command again as N ranks under mpirun; its rank 0 writes
  * the document.  Returns the exit status to use. */
 static int respawn(long ranks, int argc, char **argv)
@@ -413,7 +387,7 @@ static int cmd_bench(int argc, char **argv)
 	if ((rc = parse_bench(argc, argv, &a, &done)) != NR_OK)
 		return rc < 0 ? done : rc;
 	if (!mpi && a.ranks >= 2) {
-		if ((rc = check_output(a.out, &e)) != NR_OK)
+		if ((rc = out_check(a.out, &e)) != NR_OK)
 			return report(&e);
 		return close_stdout(respawn(a.ranks, argc, argv));
 	}
@@ -424,7 +398,7 @@ static int cmd_bench(int argc, char **argv)
 	m = calloc(1, sizeof *m);
 	rc = m ? NR_OK : err_set(&e, NR_EIO, "out of memory");
 	if (rank == 0 && rc == NR_OK)
-		rc = check_output(a.out, &e);
+		rc = out_check(a.out, &e);
 	if (mpi)
 		rc = mpib_agree(rc); /* one rank's failure stops them all */
 	if (rc == NR_OK && size > 1)
@@ -642,7 +616,7 @@ static int cmd_fit(int argc, char **argv)
 	fit_prior_defaults(&prior);
 	if ((rc = job_load(job, a.job, &e)) || (rc = cluster_load(cl, a.cluster, &e)) ||
 	    (a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
-	    (rc = check_output(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)) ||
+	    (rc = out_check(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)) ||
 	    (rc = read_trace(&a, job, cl, f, &lines, &skipped, &e)))
 		goto fail;
 	if (skipped)

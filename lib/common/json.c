@@ -3,15 +3,12 @@
 #include "common/json.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_PATH 512
 
@@ -494,53 +491,7 @@ int jget_arr(const struct jdoc *d, json_t *obj, const char *path, const char *ke
 	return jget_typed(d, obj, path, key, required, out, JSON_ARRAY, "an array", e);
 }
 
-/* --- atomic writes ------------------------------------------------------ */
-
-int write_file_atomic(const char *file, const void *buf, size_t len, struct err *e)
-{
-	char tmp[PATH_MAX];
-	const char *p = buf;
-	int fd;
-
-	if (strcmp(file, "-") == 0) {
-		if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0)
-			return err_set(e, NR_EIO, "cannot write standard output: %s",
-				       strerror(errno));
-		return NR_OK;
-	}
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", file) >= (int)sizeof tmp)
-		return err_set(e, NR_EINPUT, "output name too long: '%s'", file);
-	fd = mkstemp(tmp);
-	if (fd < 0)
-		return err_set(e, NR_EIO, "cannot create '%s': %s", tmp, strerror(errno));
-	while (len > 0) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	if (fchmod(fd, 0644) != 0 || fsync(fd) != 0)
-		goto fail;
-	if (close(fd) != 0) {
-		fd = -1;
-		goto fail;
-	}
-	if (rename(tmp, file) != 0) {
-		fd = -1;
-		goto fail;
-	}
-	return NR_OK;
-fail:
-	err_set(e, NR_EIO, "cannot write '%s': %s", file, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return NR_EIO;
-}
+/* --- writing ------------------------------------------------------------ */
 
 int jdoc_write(json_t *doc, const char *file, size_t flags, struct err *e)
 {

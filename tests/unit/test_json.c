@@ -1,6 +1,6 @@
 /* The JSON loader: located syntax errors, field positions for messages,
  * unknown keys, the typed readers' exact messages, the document header
- * ("nereus", "kind") and atomic writes.
+ * ("nereus", "kind") and writes.
  *
  * Columns count characters, not bytes, starting at 1; lines start at 1.
  * Each position below is counted by hand in the comment next to it. */
@@ -536,18 +536,20 @@ static void test_write_atomic(void)
 	free(buf);
 	CHECK(count_entries(dir) == 1);
 
-	/* a target that cannot be replaced (a directory): an I/O error, the old
-	 * entry untouched, and the temporary file removed */
+	/* a directory where a file is expected: bad input, the directory
+	 * untouched, no temporary made */
 	snprintf(sub, sizeof sub, "%s/adir", dir);
 	CHECK(mkdir(sub, 0755) == 0);
-	CHECK(write_file_atomic(sub, "x", 1, &e) == NR_EIO);
+	CHECK(write_file_atomic(sub, "x", 1, &e) == NR_EINPUT);
 	CHECK(strncmp(e.msg, "cannot write '", 14) == 0);
 	CHECK(count_entries(dir) == 2);
 	CHECK(stat(sub, &st) == 0 && S_ISDIR(st.st_mode));
-	/* a directory that does not exist */
+	/* a folder that does not exist: the message names the output, not a
+	 * temporary */
 	snprintf(sub, sizeof sub, "%s/no/such/out.json", dir);
 	CHECK(write_file_atomic(sub, "x", 1, &e) == NR_EIO);
-	CHECK(strncmp(e.msg, "cannot create '", 15) == 0);
+	CHECK(strncmp(e.msg, "cannot write '", 14) == 0 && strstr(e.msg, "out.json':") != NULL);
+	CHECK(strstr(e.msg, ".tmp.") == NULL);
 	rmtree(dir);
 }
 
