@@ -522,29 +522,25 @@ static int read_trace(const struct fit_args *a, const struct job *job, const str
 		      struct fit *f, long *lines, long *skipped, struct err *e)
 {
 	struct step_record *r = malloc(sizeof *r);
-	char *buf, *line, *end;
+	struct lines in;
+	char *line;
 	size_t len;
 	int rc;
 
 	if (!r)
 		return err_set(e, NR_EIO, "out of memory");
-	if ((rc = read_file(a->trace, &buf, &len, e))) {
+	if ((rc = lines_open(&in, a->trace, e))) {
 		free(r);
 		return rc;
 	}
 	*lines = *skipped = 0;
-	for (line = buf; line < buf + len; line = end + 1) {
-		bool malformed, blank = true;
-		end = memchr(line, '\n', (size_t)(buf + len - line));
-		if (!end)
-			end = buf + len;
-		++*lines;
-		for (const char *q = line; q < end && blank; q++)
-			blank = strchr(" \t\r", *q) != NULL;
-		if (blank)
+	while ((rc = lines_next(&in, &line, &len, NULL, e)) == NR_OK && line) {
+		bool malformed;
+
+		*lines = in.lineno;
+		if (strspn(line, " \t\r") >= len)
 			continue;
-		rc = steprec_parse(a->trace, *lines, line, (size_t)(end - line), job, cl, r,
-				   &malformed, e);
+		rc = steprec_parse(a->trace, *lines, line, len, job, cl, r, &malformed, e);
 		if (rc == NR_OK)
 			rc = fit_add(f, r, e);
 		else if (malformed && a->skip_bad) {
@@ -555,7 +551,7 @@ static int read_trace(const struct fit_args *a, const struct job *job, const str
 		if (rc)
 			break;
 	}
-	free(buf);
+	lines_close(&in);
 	free(r);
 	return rc;
 }

@@ -2,7 +2,6 @@
  * typed field readers that report file:line:column and the field path. */
 #include "common/json.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -15,49 +14,6 @@
 static const char *shown(const char *file)
 {
 	return strcmp(file, "-") == 0 ? "<stdin>" : file;
-}
-
-int read_file(const char *file, char **buf, size_t *len, struct err *e)
-{
-	FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
-	size_t cap = 1 << 16, n = 0;
-	char *b;
-
-	if (!f)
-		return err_set(e, NR_EINPUT, "cannot open '%s': %s", file, strerror(errno));
-	b = malloc(cap);
-	for (;;) {
-		size_t r;
-		if (!b)
-			break;
-		if (n + 1 >= cap) {
-			char *nb = realloc(b, cap *= 2);
-			if (!nb) {
-				free(b);
-				b = NULL;
-				break;
-			}
-			b = nb;
-		}
-		r = fread(b + n, 1, cap - n - 1, f);
-		n += r;
-		if (r == 0)
-			break;
-	}
-	if (!b || ferror(f)) {
-		int saved = errno;
-		free(b);
-		if (f != stdin)
-			fclose(f);
-		return err_set(e, NR_EINPUT, "cannot read '%s': %s", shown(file),
-			       b ? strerror(saved) : "out of memory");
-	}
-	if (f != stdin)
-		fclose(f);
-	b[n] = '\0';
-	*buf = b;
-	*len = n;
-	return NR_OK;
 }
 
 /* --- the position index ------------------------------------------------ */
@@ -209,17 +165,24 @@ const char *jdoc_kind(const struct jdoc *d)
 int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
 	       const char *kind, struct err *e)
 {
+	size_t bom = utf8_bom(buf, len);
 	json_error_t je;
-	struct scan sc = { buf, 0, len, 1, 1, d, 0 };
+	struct scan sc = { buf + bom, 0, len - bom, 1, 1, d, 0 };
 	json_t *v;
 
 	memset(d, 0, sizeof *d);
 	d->file = strdup(shown(name));
 	if (!d->file)
 		return err_set(e, NR_EIO, "out of memory");
-	d->root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	d->root = json_loadb(buf + bom, len - bom, JSON_REJECT_DUPLICATES, &je);
 	if (!d->root) {
-		err_set(e, NR_EINPUT, "%s:%d:%d: %s", d->file, je.line, je.column, je.text);
+		/* jansson says column 0 at the start of a line; ours start at 1 */
+		if (len == bom)
+			err_set(e, NR_EINPUT, "%s:1:1: empty: expected a JSON object (a Nereus "
+				"document)", d->file);
+		else
+			err_set(e, NR_EINPUT, "%s:%d:%d: %s", d->file, je.line > 0 ? je.line : 1,
+				je.column > 0 ? je.column : 1, je.text);
 		jdoc_free(d);
 		return NR_EINPUT;
 	}

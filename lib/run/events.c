@@ -134,24 +134,19 @@ static int load_event(const struct jdoc *d, const struct cluster *cl, long steps
 int events_load(struct events *ev, const char *file, const struct cluster *cl, long steps,
 		struct err *e)
 {
-	char *buf, *line, *next, shown[512];
-	size_t len, cap = 0;
-	long lineno = 0, prev = 0;
-	int rc = NR_OK;
+	struct lines in;
+	char *line;
+	size_t n, cap = 0;
+	long prev = 0;
+	int rc;
 
 	memset(ev, 0, sizeof *ev);
-	if ((rc = read_file(file, &buf, &len, e)))
+	if ((rc = lines_open(&in, file, e)))
 		return rc;
-	snprintf(shown, sizeof shown, "%s", strcmp(file, "-") ? file : "<stdin>");
-	for (line = buf; line && line < buf + len; line = next) {
+	while ((rc = lines_next(&in, &line, &n, NULL, e)) == NR_OK && line) {
 		struct jdoc d;
 		struct event *x;
-		size_t n;
-		next = memchr(line, '\n', (size_t)(buf + len - line));
-		n = next ? (size_t)(next - line) : strlen(line);
-		if (next)
-			next++;
-		lineno++;
+
 		if (strspn(line, " \t\r") >= n)
 			continue; /* blank lines separate nothing but are allowed */
 		if (ev->n == cap) {
@@ -164,21 +159,21 @@ int events_load(struct events *ev, const char *file, const struct cluster *cl, l
 		}
 		x = &ev->v[ev->n];
 		memset(x, 0, sizeof *x);
-		x->line = lineno;
+		x->line = in.lineno;
 		if ((rc = jdoc_loadb(&d, file, line, n, NULL, e))) {
-			relocate(e, shown, lineno);
+			relocate(e, in.name, in.lineno);
 			break;
 		}
 		ev->n++; /* counted now so events_free releases its GPU list */
 		rc = load_event(&d, cl, steps, prev, x, e);
 		jdoc_free(&d);
 		if (rc) {
-			relocate(e, shown, lineno);
+			relocate(e, in.name, in.lineno);
 			break;
 		}
 		prev = x->step;
 	}
-	free(buf);
+	lines_close(&in);
 	if (rc)
 		events_free(ev);
 	return rc;

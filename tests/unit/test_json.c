@@ -1,6 +1,6 @@
 /* The JSON loader: located syntax errors, field positions for messages,
  * unknown keys, the typed readers' exact messages, the document header
- * ("nereus", "kind") and writes.
+ * ("nereus", "kind"), empty documents and byte-order marks, and writes.
  *
  * Columns count characters, not bytes, starting at 1; lines start at 1.
  * Each position below is counted by hand in the comment next to it. */
@@ -75,6 +75,32 @@ static void test_syntax_error_position(void)
 	      NR_EINPUT);
 	CHECK(strstr(e.msg, "duplicate object key") != NULL);
 	CHECK(strncmp(e.msg, "t.json:1:", 9) == 0);
+}
+
+/* An empty document is located at 1:1 (columns start at 1, where jansson
+ * says 0); a UTF-8 byte-order mark is passed over, and columns count from
+ * the character after it. */
+static void test_empty_and_bom(void)
+{
+	struct jdoc d;
+	struct err e;
+
+	CHECK(load(&d, "", NULL, &e) == NR_EINPUT);
+	CHECK(strcmp(e.msg, "t.json:1:1: empty: expected a JSON object (a Nereus document)") == 0);
+	CHECK(load(&d, "\xEF\xBB\xBF", NULL, &e) == NR_EINPUT);
+	CHECK(strncmp(e.msg, "t.json:1:1: empty", 17) == 0);
+	/* "\n\n" ends on line 3 before any character: 3:1, not 3:0 */
+	CHECK(load(&d, "\n\n", NULL, &e) == NR_EINPUT);
+	CHECK(strncmp(e.msg, "t.json:3:1: ", 12) == 0);
+
+	CHECK(load(&d, "\xEF\xBB\xBF{\"nereus\": 1, \"kind\": \"job\"}", "job", &e) == NR_OK);
+	CHECK(strcmp(jdoc_kind(&d), "job") == 0);
+	jdoc_free(&d);
+	/* after the mark, `{"nereus": 1, "kind": 7}`: '{'=1 ... '7'=23 */
+	CHECK(load(&d, "\xEF\xBB\xBF{\"nereus\": 1, \"kind\": 7}", NULL, &e) == NR_EINPUT);
+	CHECK(strcmp(e.msg, "t.json:1:23: kind: expected a \"kind\" string") == 0);
+	/* a mark anywhere else is not whitespace */
+	CHECK(load(&d, " \xEF\xBB\xBF{}", NULL, &e) == NR_EINPUT);
 }
 
 /* The standard-input name is shown as <stdin>. */
@@ -556,6 +582,7 @@ static void test_write_atomic(void)
 int main(void)
 {
 	RUN(test_syntax_error_position);
+	RUN(test_empty_and_bom);
 	RUN(test_stdin_name);
 	RUN(test_fail_positions_objects);
 	RUN(test_fail_positions_arrays);
