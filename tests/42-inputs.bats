@@ -57,7 +57,7 @@ setup() {
 	run -2 --separate-stderr nereus-plan --job empty.json --cluster "$CLUSTER"
 	assert_equal "$stderr" \
 		"nereus-plan: empty.json:1:1: empty: expected a JSON object (a Nereus document)"
-	run -2 --separate-stderr nereus-plan --job "$JOB" --cluster - < /dev/null
+	run -2 --separate-stderr nereus-plan --job "$JOB" --cluster - < empty.json
 	[[ $stderr == *"<stdin>:1:1: empty"* ]]
 }
 
