@@ -123,3 +123,11 @@ intact() {
 		[ -L link ] && [ -p fifo ]
 	! compgen -G "*.tmp.*" > /dev/null || fail "a temporary is left"
 }
+
+@test "an output in a folder that does not exist is exit 4 naming the output, not a temporary" {
+	run --separate-stderr nereus-transition apply --state "$F/s0.tar" --to "$F/tp2pp2.json" \
+		--job "$F/job.json" --cluster "$F/node.json" -o no/such/out.tar
+	[ "$status" -eq 4 ] || fail "exit $status"
+	[[ $stderr == *"'no/such/out.tar': No such file or directory"* ]] || fail "$stderr"
+	[[ $stderr != *.tmp.* ]] || fail "$stderr"
+}
