@@ -159,6 +159,9 @@ static int run(const struct args *a)
 		return report(&e);
 	if (a->current && (rc = plan_load(&v, &cur, a->current, &e)))
 		return report(&e);
+	/* both outputs or neither: one that cannot be written fails first */
+	if ((a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)))
+		return report(&e);
 	space_init(&sp);
 	if ((rc = layout_space(&v, (enum plan_layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
 		return report(&e);

@@ -138,32 +138,6 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 	return NR_OK;
 }
 
-/* Fail before measuring when the output could not be written anyway. */
-static int check_output(const char *out, struct err *e)
-{
-	char dir[PATH_MAX];
-	const char *slash = strrchr(out, '/');
-	struct stat st;
-
-	if (strcmp(out, "-") == 0)
-		return NR_OK;
-	if (!slash)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == out)
-		snprintf(dir, sizeof dir, "/");
-	else
-		snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
-	if (stat(dir, &st) != 0)
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(ENOTDIR));
-	if (access(dir, W_OK) != 0)
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
-	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(EISDIR));
-	return NR_OK;
-}
-
 /* Run this very command again as N ranks under mpirun; its rank 0 writes
  * the document.  Returns the exit status to use. */
 static int respawn(long ranks, int argc, char **argv)
@@ -422,7 +396,7 @@ static int cmd_bench(int argc, char **argv)
 	if ((rc = parse_bench(argc, argv, &a, &done)) != NR_OK)
 		return rc < 0 ? done : rc;
 	if (!mpi && a.ranks >= 2) {
-		if ((rc = check_output(a.out, &e)) != NR_OK)
+		if ((rc = out_check(a.out, &e)) != NR_OK)
 			return report(&e);
 		return close_stdout(respawn(a.ranks, argc, argv));
 	}
@@ -433,7 +407,7 @@ static int cmd_bench(int argc, char **argv)
 	m = calloc(1, sizeof *m);
 	rc = m ? NR_OK : err_set(&e, NR_EIO, "out of memory");
 	if (rank == 0 && rc == NR_OK)
-		rc = check_output(a.out, &e);
+		rc = out_check(a.out, &e);
 	if (mpi)
 		rc = mpib_agree(rc); /* one rank's failure stops them all */
 	if (rc == NR_OK && size > 1)
@@ -553,29 +527,25 @@ static int read_trace(const struct fit_args *a, const struct job *job, const str
 		      struct fit *f, long *lines, long *skipped, struct err *e)
 {
 	struct step_record *r = malloc(sizeof *r);
-	char *buf, *line, *end;
+	struct lines in;
+	char *line;
 	size_t len;
 	int rc;
 
 	if (!r)
 		return err_set(e, NR_EIO, "out of memory");
-	if ((rc = read_file(a->trace, &buf, &len, e))) {
+	if ((rc = lines_open(&in, a->trace, e))) {
 		free(r);
 		return rc;
 	}
 	*lines = *skipped = 0;
-	for (line = buf; line < buf + len; line = end + 1) {
-		bool malformed, blank = true;
-		end = memchr(line, '\n', (size_t)(buf + len - line));
-		if (!end)
-			end = buf + len;
-		++*lines;
-		for (const char *q = line; q < end && blank; q++)
-			blank = strchr(" \t\r", *q) != NULL;
-		if (blank)
+	while ((rc = lines_next(&in, &line, &len, NULL, e)) == NR_OK && line) {
+		bool malformed;
+
+		*lines = in.lineno;
+		if (strspn(line, " \t\r") >= len)
 			continue;
-		rc = steprec_parse(a->trace, *lines, line, (size_t)(end - line), job, cl, r,
-				   &malformed, e);
+		rc = steprec_parse(a->trace, *lines, line, len, job, cl, r, &malformed, e);
 		if (rc == NR_OK)
 			rc = fit_add(f, r, e);
 		else if (malformed && a->skip_bad) {
@@ -586,7 +556,7 @@ static int read_trace(const struct fit_args *a, const struct job *job, const str
 		if (rc)
 			break;
 	}
-	free(buf);
+	lines_close(&in);
 	free(r);
 	return rc;
 }
@@ -647,7 +617,7 @@ static int cmd_fit(int argc, char **argv)
 	fit_prior_defaults(&prior);
 	if ((rc = job_load(job, a.job, &e)) || (rc = cluster_load(cl, a.cluster, &e)) ||
 	    (a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
-	    (rc = check_output(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)) ||
+	    (rc = out_check(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)) ||
 	    (rc = read_trace(&a, job, cl, f, &lines, &skipped, &e)))
 		goto fail;
 	if (skipped)

@@ -140,6 +140,7 @@ static int graph_run(const struct graph_args *a)
 	if ((rc = job_load(&job, a->job, &e)) || (rc = cluster_load(&cl, a->cluster, &e)) ||
 	    (a->cost && (rc = cost_load(&k, a->cost, &e))) ||
 	    (rc = plan_load(&v, &from, a->from, &e)) || (rc = plan_load(&v, &to, a->to, &e)) ||
+	    (a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)) ||
 	    (rc = tgraph_build(&v, &from, &to, &g, &e)))
 		return report(&e);
 	if (a->svg)
