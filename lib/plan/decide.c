@@ -1,12 +1,9 @@
-/* The switch decision and the baseline layouts (see decide.h). */
+/* The switch decision (see decide.h). */
 #include "plan/decide.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-const char *const layout_names[NLAYOUTS + 1] = { "adaptive", "verl", "openrlhf", "fixed",
-						 NULL };
 
 void plan_decide(const struct env *v, const struct plan *cur, const struct plan *next,
 		 long remaining_steps, double min_gain, struct decision *d)
@@ -83,126 +80,4 @@ json_t *decision_to_json(const struct decision *d)
 	json_object_set_new(o, "min_gain", json_real(d->min_gain));
 	json_object_set_new(o, "reason", json_string(d->reason));
 	return o;
-}
-
-/* verl and OpenRLHF size their rollout engines' TP by model size in their
- * example configurations: 1 for small models, 2 around 7–8B, up to 8 for
- * 70B. */
-static int rollout_tp(const struct arch *a, int gpn)
-{
-	double p = arch_params(a);
-	int t = p < 3e9 ? 1 : p < 14e9 ? 2 : p < 40e9 ? 4 : 8;
-
-	while (t > 1 && (t > gpn || a->kv_heads % t || a->heads % t))
-		t /= 2;
-	return t;
-}
-
-/* FSDP / ZeRO-3 for every model: TP1, PP1, everything sharded over DP
- * (a pool of one GPU has nothing to shard over). */
-static void fully_sharded(const struct job *j, struct space *sp)
-{
-	for (int m = 0; m < j->nmodels; m++) {
-		sp->home[m].tp = sp->home[m].pp = 1;
-		sp->home[m].zero = model_trainable(&j->models[m]);
-		sp->home[m].fsdp = -1;
-	}
-}
-
-static int layout_verl(const struct env *v, struct space *sp)
-{
-	const struct job *j = v->job;
-	int gpn = v->cl->gpus_per_node;
-
-	/* everything colocated on every GPU; every model on FSDP (TP1, PP1,
-	 * weights, gradients and optimizer sharded); recompute, micro-batch and
-	 * offload left to the search */
-	sp->npools = 1;
-	sp->pool_items[0] = (1u << (1 + j->nmodels)) - 1;
-	fully_sharded(j, sp);
-	sp->gen.tp = rollout_tp(&j->models[job_actor(j)].arch, gpn);
-	return NR_OK;
-}
-
-/* Largest size ≤ want a pool may take: whole nodes, or a power of two
- * inside one. */
-static int round_size(int want, int gpn)
-{
-	int z = 1;
-
-	if (want >= gpn)
-		return want / gpn * gpn;
-	while (z * 2 <= want)
-		z *= 2;
-	return z;
-}
-
-static int layout_openrlhf(const struct env *v, struct space *sp, struct err *e)
-{
-	const struct job *j = v->job;
-	int gpn = v->cl->gpus_per_node, n = cluster_gpus_up(v->cl);
-	double share[MAX_ITEMS], sum = 2; /* the vLLM engines weigh as the actor */
-
-	/* a pool per model and one for the vLLM engines; models on DeepSpeed
-	 * ZeRO-3 (TP1, PP1, everything sharded); pools sized actor = critic =
-	 * engines = 2 × reference = 2 × reward, as its example scripts do */
-	sp->npools = 1 + j->nmodels;
-	share[0] = 2;
-	for (int m = 0; m < j->nmodels; m++) {
-		share[1 + m] = j->models[m].role == ROLE_ACTOR || j->models[m].role == ROLE_CRITIC ?
-			       2 : 1;
-		sum += share[1 + m];
-	}
-	for (int i = 0; i < sp->npools; i++) {
-		sp->pool_items[i] = 1u << i;
-		sp->pool_size[i] = round_size((int)(n * share[i] / sum), gpn);
-		if (sp->pool_size[i] < 1)
-			return err_set(e, NR_EINFEASIBLE, "the OpenRLHF layout needs a GPU per "
-				       "model and one for the engines: %d GPUs are up", n);
-	}
-	fully_sharded(j, sp);
-	sp->gen.tp = rollout_tp(&j->models[job_actor(j)].arch, gpn);
-	while (sp->gen.tp > sp->pool_size[0])
-		sp->gen.tp /= 2;
-	return NR_OK;
-}
-
-static int layout_fixed(const struct env *v, const struct plan *cur, struct space *sp,
-			struct err *e)
-{
-	const struct job *j = v->job;
-
-	if (!cur)
-		return err_set(e, NR_EINPUT, "--layout fixed keeps the TP/PP of a plan: give "
-			       "it with --current");
-	/* the same pools and TP/PP; only DP (the pool sizes) follows the GPUs */
-	sp->npools = cur->npools;
-	for (int i = 0; i < cur->npools; i++)
-		sp->pool_items[i] = cur->pools[i].items;
-	for (int m = 0; m < j->nmodels; m++) {
-		sp->home[m].tp = cur->home[m].tp;
-		sp->home[m].pp = cur->home[m].pp;
-		sp->home[m].mb = cur->home[m].mb;
-		sp->home[m].rc = (int)cur->home[m].rc;
-		sp->home[m].zero = cur->home[m].zero;
-		sp->home[m].offload = cur->home[m].offload;
-		sp->home[m].fsdp = cur->home[m].fsdp;
-	}
-	sp->gen.tp = cur->gen.tp;
-	return NR_OK;
-}
-
-int layout_space(const struct env *v, enum plan_layout l, const struct plan *current,
-		 struct space *sp, struct err *e)
-{
-	switch (l) {
-	case LAYOUT_VERL:
-		return layout_verl(v, sp);
-	case LAYOUT_OPENRLHF:
-		return layout_openrlhf(v, sp, e);
-	case LAYOUT_FIXED:
-		return layout_fixed(v, current, sp, e);
-	default:
-		return NR_OK;
-	}
 }

@@ -1,10 +1,8 @@
-/* The switch decision and the baseline layouts.
+/* The switch decision.
  *
  * A switch pays when the step time it saves, over the steps left, exceeds
  * what the transition costs.  A current plan that no longer fits forces a
- * switch.  The baselines (verl, OpenRLHF, fixed TP/PP) are restricted
- * searches in the same plan format and cost model, so every comparison is
- * like for like. */
+ * switch. */
 #ifndef NEREUS_DECIDE_H
 #define NEREUS_DECIDE_H
 
@@ -36,13 +34,5 @@ void plan_decide_with(const struct env *v, const struct plan *cur, const struct 
 		      long remaining_steps, double min_gain, double transition_s,
 		      struct decision *d);
 json_t *decision_to_json(const struct decision *d);
-
-enum plan_layout { LAYOUT_ADAPTIVE, LAYOUT_VERL, LAYOUT_OPENRLHF, LAYOUT_FIXED, NLAYOUTS };
-extern const char *const layout_names[NLAYOUTS + 1];
-
-/* Restrict sp to a baseline's layout.  LAYOUT_FIXED needs the current plan
- * (its partition and each model's TP/PP; DP scales to the GPUs up). */
-int layout_space(const struct env *v, enum plan_layout l, const struct plan *current,
-		 struct space *sp, struct err *e);
 
 #endif

@@ -22,6 +22,7 @@
 #ifndef NEREUS_CONTROLLER_H
 #define NEREUS_CONTROLLER_H
 
+#include "plan/baseline.h"
 #include "plan/decide.h"
 #include "run/cond.h"
 

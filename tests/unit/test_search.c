@@ -2,6 +2,7 @@
  * the plan it returns fits every GPU, and pins and layouts restrict it. */
 #include <string.h>
 
+#include "plan/baseline.h"
 #include "plan/decide.h"
 #include "plan/search.h"
 #include "unit.h"
