@@ -13,7 +13,7 @@
 #include "plan/decide.h"
 #include "plan/render.h"
 #include "plan/search.h"
-#include "state/tgraph.h"
+#include "run/charge.h"
 
 const char *progname = "nereus-plan";
 
@@ -178,13 +178,11 @@ static int run(const struct args *a)
 		return report(&e);
 	out = &best;
 	if (a->current) {
-		double secs = -1;
-		struct err ge;
+		struct switch_cost sc;
 		/* the graph's schedule when it can be built (both plans placed on
 		 * GPUs that are up), else the lower bound */
-		if (cur.feasible && tgraph_transition_seconds(&v, &cur, &best, &secs, &ge))
-			secs = -1;
-		plan_decide_with(&v, &cur, &best, a->remaining, a->min_gain, secs, &d);
+		charge_transition(&v, &cur, &best, cur.feasible, &sc);
+		plan_decide_with(&v, &cur, &best, a->remaining, a->min_gain, &sc, &d);
 		if (!d.do_switch)
 			out = &cur;
 	}

@@ -346,9 +346,11 @@ static void print_summary(const struct run *r, const struct run_summary *s)
 {
 	fprintf(stderr, "%s: %s %ld of %ld steps (%ld ok, %ld paused, %ld oom); step time mean "
 		"%.3f s, p50 %.3f s, p99 %.3f s; total %.1f s; %ld transitions, %.1f s (%.4f%% "
-		"of the total)", progname, s->complete ? "ran" : "stopped after", s->done,
-		s->steps, s->ok, s->paused, s->oom, s->mean_s, s->p50_s, s->p99_s, s->total_s,
-		s->transitions, s->transition_s, 100 * s->transition_share);
+		"of the total: moving state %.1f s, reading the store %.1f s, communicators "
+		"%.1f s, engines %.1f s)", progname, s->complete ? "ran" : "stopped after",
+		s->done, s->steps, s->ok, s->paused, s->oom, s->mean_s, s->p50_s, s->p99_s,
+		s->total_s, s->transitions, s->transition_s, 100 * s->transition_share, s->move_s,
+		s->store_s, s->comm_s, s->engine_s);
 	if (r->ctl)
 		fprintf(stderr, "; controller %ld decisions, %ld searches, %.3f s", r->ctl->st.replans,
 			r->ctl->st.searches, r->ctl->st.seconds);

@@ -241,9 +241,11 @@ JSON
 	"${RUN[@]}" --steps 3 --policy verl -q > verl.jsonl
 	holds verl.jsonl - \
 		'set(m["pool"] for m in recs[0]["model_stages"]) == {0}' \
-		'set(m["tp"] for m in recs[0]["model_stages"] if m["stage"] != "generation") == {1}'
+		'set(m["tp"] for m in recs[0]["model_stages"] if m["stage"] != "generation") == {1}' \
+		'[m["tp"] for m in recs[0]["model_stages"] if m["stage"] == "generation"] == [2]'
 	"${RUN[@]}" --steps 3 --policy openrlhf --summary s.json -q > o.jsonl
-	holds o.jsonl s.json 'len(set(m["pool"] for m in recs[0]["model_stages"])) == 5' \
+	holds o.jsonl s.json 'len(set(m["pool"] for m in recs[0]["model_stages"])) == 3' \
+		'len(set(m["pool"] for m in recs[0]["model_stages"] if m["model"] in ("actor", "reference") and m["stage"] != "generation")) == 1' \
 		's["policy"] == "openrlhf"'
 }
 

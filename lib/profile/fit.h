@@ -59,6 +59,10 @@ struct fit_coef {
 	double se;        /* standard error; NAN when unknown */
 	bool fitted;      /* false: the prior is kept, for the reason in why */
 	char why[200];
+	/* the coefficient the records could not tell this one from, held at
+	 * its prior ("" none): this one's value takes up what that one's does,
+	 * and se includes that one's prior uncertainty */
+	char absorbs[32];
 };
 
 struct fit_result {
@@ -66,6 +70,8 @@ struct fit_result {
 	struct coef k;          /* the values of c, as the models take them */
 	long records, fit_records, held_records; /* with status ok */
 	long not_ok;            /* records with status oom or paused: no times */
+	long before_prior;      /* records at or before the prior's last step, skipped */
+	long switches;          /* switches the switch coefficients were fitted to */
 	long rows, fit_rows, held_rows;  /* model-stage times */
 	long peak_rows;                  /* of them, with a measured peak */
 	long first_step, last_step;

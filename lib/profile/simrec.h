@@ -27,6 +27,7 @@ struct simrec_opts {
 	bool fsdp;           /* plans may shard weights over DP (FSDP) */
 	int max_tp;          /* largest TP; 0: a node's GPUs */
 	bool apart;          /* generation engines may have GPUs of their own */
+	double switch_rate;  /* fraction of steps with a switch before them */
 };
 
 struct simrec;

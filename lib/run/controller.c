@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "run/charge.h"
 
 const char *const ctl_act_names[] = { "keep", "start", "switch", "pause", NULL };
 
@@ -27,6 +26,7 @@ void ctl_init(struct controller *c, enum plan_layout policy, double min_gain, co
 	c->refit_tol = 0.01;
 	c->price_graph = true;
 	c->k = *k;
+	charge_init(&c->charge, true);
 }
 
 void ctl_free(struct controller *c)
@@ -34,6 +34,7 @@ void ctl_free(struct controller *c)
 	for (int i = 0; i < CTL_MEMO; i++)
 		free(c->memo[i].key);
 	memset(c->memo, 0, sizeof c->memo);
+	charge_free(&c->charge);
 }
 
 /* --- the space of each policy -------------------------------------------- */
@@ -243,28 +244,37 @@ static void forget_lost(struct plan *held, const struct cond *w)
 			held->gpu_pool[g] = lost;
 }
 
-/* The seconds a switch from a to b is charged (charge.h). */
-static double price(struct controller *c, const struct env *v, const struct plan *a,
-		    const struct plan *b, bool *bound)
+/* The cost of a switch from a to b (charge.h). */
+static int price(struct controller *c, const struct env *v, const struct plan *a,
+		 const struct plan *b, struct switch_cost *sc, struct err *e)
 {
-	double t0 = now_s(), s = charge_transition(v, a, b, c->price_graph, bound);
+	long built = c->charge.built;
+	double t0 = c->charge.seconds;
+	int rc;
 
-	c->st.charge_s += now_s() - t0;
+	c->charge.graph = c->price_graph;
+	if ((rc = charge_price(&c->charge, v, a, b, sc, e)))
+		return rc;
+	c->st.charge_s += c->charge.seconds - t0;
+	c->st.built += c->charge.built - built;
 	c->st.charged++;
-	c->st.by_bound += *bound;
-	return s;
+	c->st.by_bound += !sc->graph;
+	return NR_OK;
 }
 
 /* plan_decide weighed the switch with plan_move's lower bound; a switch it
  * lets through is priced and decided again at that price: it must still
  * pay back before the run ends. */
-static void charge(struct controller *c, const struct env *v, const struct plan *cur,
-		   const struct plan *next, long remaining, struct decision *d)
+static int charge(struct controller *c, const struct env *v, const struct plan *cur,
+		  const struct plan *next, long remaining, struct decision *d, struct err *e)
 {
-	bool bound;
-	double s = price(c, v, cur, next, &bound);
+	struct switch_cost sc;
+	int rc;
 
-	plan_decide_with(v, cur, next, remaining, c->min_gain, bound ? -1 : s, d);
+	if ((rc = price(c, v, cur, next, &sc, e)))
+		return rc;
+	plan_decide_with(v, cur, next, remaining, c->min_gain, &sc, d);
+	return NR_OK;
 }
 
 /* The plan of the fixed baseline: the one adaptive picks first. */
@@ -321,8 +331,10 @@ static int decide(struct controller *c, const struct cond *w, long remaining,
 	if (!c->running) {
 		out->act = CTL_START;
 		if (c->have_held) {
-			bool bound;
-			out->transition_s = price(c, &v, &c->held, best, &bound);
+			if ((rc = price(c, &v, &c->held, best, &out->cost, e)))
+				return rc;
+			out->transition_s = out->cost.total_s;
+			switch_cost_add(&c->st.spent, &out->cost);
 		}
 		memcpy(&c->cur, best, sizeof c->cur);
 		c->running = true;
@@ -341,11 +353,14 @@ static int decide(struct controller *c, const struct cond *w, long remaining,
 	memcpy(&scratch[1], best, sizeof scratch[1]);
 	scratch[1].step_time = cond_step_time(w, &c->k, &scratch[1], NULL);
 	plan_decide(&v, &scratch[0], &scratch[1], remaining, c->min_gain, &out->d);
-	if (out->d.do_switch)
-		charge(c, &v, &scratch[0], &scratch[1], remaining, &out->d);
+	if (out->d.do_switch && (rc = charge(c, &v, &scratch[0], &scratch[1], remaining, &out->d,
+					     e)))
+		return rc;
 	if (out->d.do_switch) {
 		out->act = CTL_SWITCH;
 		out->transition_s = out->d.transition_s;
+		out->cost = out->d.cost;
+		switch_cost_add(&c->st.spent, &out->cost);
 		memcpy(&c->prev, &c->cur, sizeof c->prev);
 		memcpy(&c->cur, &scratch[1], sizeof c->cur);
 		c->epoch++;

@@ -16,14 +16,17 @@
  * nothing changed costs a lookup, not a search.
  *
  * Transitions are weighed in two passes: plan_decide screens with
- * plan_move's lower bound, which is cheap; a switch that passes is priced
- * with the transition graph (charge.h) and must still pay back at that
- * price.  The graph is built only for switches about to happen. */
+ * plan_move's lower bound and the switch's fixed costs (communicators,
+ * engines), which is cheap; a switch that passes is priced with the
+ * transition graph (charge.h) and must still pay back at that price.  The
+ * graph is built only for switches about to happen, once for each pair of
+ * plans and conditions. */
 #ifndef NEREUS_CONTROLLER_H
 #define NEREUS_CONTROLLER_H
 
 #include "plan/baseline.h"
 #include "plan/decide.h"
+#include "run/charge.h"
 #include "run/cond.h"
 
 enum ctl_act {
@@ -42,11 +45,13 @@ struct ctl_stats {
 	long pauses, starts;
 	long charged;      /* transitions priced (switches, and starts after a pause) */
 	long by_bound;     /* of which by plan_move's lower bound */
+	long built;        /* transition graphs built for them (the rest were remembered) */
 	long refits;       /* refits that moved a coefficient by more than refit_tol */
 	double seconds;    /* wall-clock time spent deciding, searches included */
 	double search_s;   /* of which searching */
 	double refit_s;    /* refitting */
 	double charge_s;   /* pricing transitions with the transition graph */
+	struct switch_cost spent; /* the parts of the transitions made, summed */
 };
 
 /* Refit the cost model on what the job did lately: update *k, or leave it.
@@ -83,6 +88,7 @@ struct controller {
 	struct plan held;
 	long epoch;          /* bumped whenever cur changes */
 	struct ctl_memo memo[CTL_MEMO];
+	struct charge charge; /* the switches priced, remembered */
 	struct plan scratch[2];
 	long clock;
 	struct ctl_stats st;
@@ -92,6 +98,7 @@ struct ctl_out {
 	enum ctl_act act;
 	struct decision d;   /* CTL_SWITCH and CTL_KEEP with a plan running */
 	double transition_s; /* predicted; charged to the run for START (after a pause) and SWITCH */
+	struct switch_cost cost; /* its parts */
 	char why[1100];      /* what was decided, in words */
 };
 

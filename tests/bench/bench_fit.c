@@ -45,7 +45,8 @@ static double now(void)
 static struct step_record *simulate(long n, double noise, double stall_rate, uint64_t seed)
 {
 	struct simrec_opts o = { .seed = seed, .noise = noise, .stall_rate = stall_rate,
-				 .stall_factor = 10, .offload = true, .apart = true };
+				 .stall_factor = 10, .offload = true, .apart = true,
+				 .switch_rate = 0.1 };
 	const struct env v = { &job, &cl, &truth };
 	struct step_record *r = malloc(sizeof *r * (size_t)n);
 	struct simrec *s;
