@@ -289,7 +289,9 @@ static json_t *mpi_json(const struct mpib_result *m)
 		   put(o, "library", json_string(m->library)) &&
 		   put(o, "sendrecv_busbw", hw_series_json(&m->sendrecv)) &&
 		   put(o, "allreduce_busbw", hw_series_json(&m->allreduce)) &&
-		   put(o, "allgather_busbw", hw_series_json(&m->allgather))) {
+		   put(o, "allgather_busbw", hw_series_json(&m->allgather)) &&
+		   put(o, "communicator_create", hw_figure_json(&m->comm_dup)) &&
+		   put(o, "communicator_split", hw_figure_json(&m->comm_split))) {
 		return o;
 	}
 	json_decref(o);
@@ -321,7 +323,10 @@ static json_t *nccl_json(const struct gpub_result *g)
 		   put(o, "allreduce_busbw", hw_series_json(&g->allreduce)) &&
 		   put(o, "allgather_busbw", hw_series_json(&g->allgather)) &&
 		   put(o, "reducescatter_busbw", hw_series_json(&g->reducescatter)) &&
-		   put(o, "sendrecv_busbw", hw_series_json(&g->sendrecv))) {
+		   put(o, "sendrecv_busbw", hw_series_json(&g->sendrecv)) &&
+		   put(o, "communicator_create", hw_figure_json(&g->comm_init)) &&
+		   (g->comm_split.runs == 0 ||
+		    put(o, "communicator_split", hw_figure_json(&g->comm_split)))) {
 		return o;
 	}
 	json_decref(o);
