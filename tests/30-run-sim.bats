@@ -262,7 +262,7 @@ JSON
 	done
 	[ "$n" -eq 12 ]
 	[ -s steps.jsonl ] && [ -s summary.json ] && [ "$(head -c 4 run.svg)" = '<svg' ]
-	[ "$(ls policies | wc -l)" -eq 8 ]
+	[ "$(ls policies | wc -l)" -eq 18 ]
 	[ "$(wc -l < half.jsonl)" -eq 200 ]
 	[ -s a100-trace.jsonl ] && [ -s remaining-steps ]
 }

@@ -34,9 +34,8 @@ static bool same_gpus(const struct plan *a, const struct plan *b, int n, int ite
 	return true;
 }
 
-/* The communicators and engines b needs that a does not have. */
-static void overheads(const struct env *v, const struct plan *a, const struct plan *b,
-		      struct switch_cost *c)
+void switch_fixed(const struct env *v, const struct plan *a, const struct plan *b,
+		  struct switch_cost *c)
 {
 	const struct job *j = v->job;
 	int n = cluster_gpus(v->cl);
@@ -69,6 +68,7 @@ static void overheads(const struct env *v, const struct plan *a, const struct pl
 	}
 	c->comm_s = (c->world ? v->k->comm_init_s : 0) + c->groups * v->k->comm_group_s;
 	c->engine_s = c->engines ? v->k->engine_init_s : 0;
+	c->total_s = c->move_s + c->store_s + c->comm_s + c->engine_s;
 }
 
 void switch_cost(const struct env *v, const struct plan *a, const struct plan *b,
@@ -85,8 +85,7 @@ void switch_cost(const struct env *v, const struct plan *a, const struct plan *b
 	/* every reader shares the store: its bandwidth, not each GPU's host
 	 * link, bounds how soon the last lost piece arrives */
 	c->store_s = fmax(0, c->store_bytes / (v->k->store_gbps * 1e9) - c->move_s);
-	overheads(v, a, b, c);
-	c->total_s = c->move_s + c->store_s + c->comm_s + c->engine_s;
+	switch_fixed(v, a, b, c);
 }
 
 void switch_cost_add(struct switch_cost *sum, const struct switch_cost *c)

@@ -34,6 +34,12 @@ struct switch_cost {
  * graph, or move_s < 0 for plan_move's bound (no store reads known). */
 void switch_cost(const struct env *v, const struct plan *a, const struct plan *b,
 		 double move_s, double store_bytes, struct switch_cost *c);
+/* The part of switch_cost that depends on the plans' shapes alone: the
+ * communicators and engines b needs that a does not have, into c (whose
+ * move_s and store_s stay; total_s is made again).  A lower bound of a
+ * switch's cost, for searches that price few of many. */
+void switch_fixed(const struct env *v, const struct plan *a, const struct plan *b,
+		  struct switch_cost *c);
 /* Add c's seconds, bytes and groups to sum's (a run's transitions). */
 void switch_cost_add(struct switch_cost *sum, const struct switch_cost *c);
 json_t *switch_cost_to_json(const struct switch_cost *c);

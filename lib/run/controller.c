@@ -119,6 +119,16 @@ static int search_now(struct controller *c, const struct cond *w, struct plan *b
 	return rc;
 }
 
+int ctl_best(struct controller *c, const struct cond *w, struct plan *best, struct err *e)
+{
+	return search_now(c, w, best, &c->scratch[1], e);
+}
+
+const char *ctl_name(const struct controller *c)
+{
+	return c->label ? c->label : layout_names[c->policy];
+}
+
 /* --- memoized searches ------------------------------------------------------ */
 
 struct buf {
@@ -294,6 +304,86 @@ static int fixed_ref(struct controller *c, const struct cond *w, struct err *e)
 	return rc;
 }
 
+/* Nothing runs from now on: the plan running, if any, is held. */
+static void pause_now(struct controller *c, const struct cond *w, struct ctl_out *out,
+		      const char *why)
+{
+	if (c->running) {
+		memcpy(&c->held, &c->cur, sizeof c->held);
+		c->have_held = true;
+		c->running = false;
+		c->epoch++;
+	} else if (c->st.pauses || c->st.starts) {
+		if (c->have_held)
+			forget_lost(&c->held, w);
+		snprintf(out->why, sizeof out->why, "stay paused: %s", why);
+		return;
+	}
+	if (c->have_held)
+		forget_lost(&c->held, w);
+	out->act = CTL_PAUSE;
+	c->st.pauses++;
+	snprintf(out->why, sizeof out->why, "pause: %s", why);
+}
+
+/* Follow the script: its plan for this step, switching when it changes. */
+static int decide_scripted(struct controller *c, const struct cond *w, long remaining,
+			   struct ctl_out *out, struct plan *scratch, struct err *e)
+{
+	const struct ctl_script *sc = c->script;
+	struct env v = { &w->job, &w->cl, &c->k };
+	long step = sc->steps - remaining;
+	const struct plan *want;
+	int i = 0, rc;
+
+	while (i + 1 < sc->n && sc->from[i + 1] <= step)
+		i++;
+	want = sc->plans[i];
+	if (!want) {
+		pause_now(c, w, out, "nothing fits, as the schedule knew");
+		return NR_OK;
+	}
+	if (c->running && want == c->script_cur)
+		return NR_OK;
+	memcpy(&scratch[1], want, sizeof scratch[1]);
+	plan_evaluate(&v, &scratch[1]);
+	scratch[1].step_time = cond_step_time(w, &c->k, &scratch[1], NULL);
+	if (!c->running) {
+		out->act = CTL_START;
+		if (c->have_held) {
+			if ((rc = price(c, &v, &c->held, &scratch[1], &out->cost, e)))
+				return rc;
+			out->transition_s = out->cost.total_s;
+			switch_cost_add(&c->st.spent, &out->cost);
+		}
+		c->have_held = false;
+		c->st.starts++;
+		snprintf(out->why, sizeof out->why, "start: %.3f s per step, as scheduled",
+			 scratch[1].step_time);
+	} else {
+		memcpy(&scratch[0], &c->cur, sizeof scratch[0]);
+		plan_evaluate(&v, &scratch[0]);
+		if (scratch[0].feasible)
+			scratch[0].step_time = cond_step_time(w, &c->k, &scratch[0], NULL);
+		if ((rc = price(c, &v, &scratch[0], &scratch[1], &out->cost, e)))
+			return rc;
+		plan_decide_with(&v, &scratch[0], &scratch[1], remaining, 0, &out->cost, &out->d);
+		out->d.do_switch = true;
+		out->act = CTL_SWITCH;
+		out->transition_s = out->cost.total_s;
+		switch_cost_add(&c->st.spent, &out->cost);
+		memcpy(&c->prev, &c->cur, sizeof c->prev);
+		c->st.switches++;
+		snprintf(out->why, sizeof out->why, "switch, as scheduled: %.3f s per step, a "
+			 "%.1f s switch", scratch[1].step_time, out->transition_s);
+	}
+	memcpy(&c->cur, &scratch[1], sizeof c->cur);
+	c->script_cur = want;
+	c->running = true;
+	c->epoch++;
+	return NR_OK;
+}
+
 static int decide(struct controller *c, const struct cond *w, long remaining,
 		  struct ctl_out *out, struct plan *scratch, struct err *e)
 {
@@ -302,6 +392,8 @@ static int decide(struct controller *c, const struct cond *w, long remaining,
 	char why[1024];
 	int rc;
 
+	if (c->script)
+		return decide_scripted(c, w, remaining, out, scratch, e);
 	if (c->refit) {
 		struct coef k = c->k;
 		double t0 = now_s();
@@ -380,21 +472,12 @@ nothing_fits:
 			snprintf(out->why, sizeof out->why, "keep: no other plan fits (%s)", why);
 			return NR_OK;
 		}
-		memcpy(&c->held, &c->cur, sizeof c->held);
-		c->have_held = true;
-		c->running = false;
-		c->epoch++;
-	} else if (c->st.pauses || c->st.starts) {
-		if (c->have_held)
-			forget_lost(&c->held, w);
-		snprintf(out->why, sizeof out->why, "stay paused: nothing fits: %s", why);
-		return NR_OK;
 	}
-	if (c->have_held)
-		forget_lost(&c->held, w);
-	out->act = CTL_PAUSE;
-	c->st.pauses++;
-	snprintf(out->why, sizeof out->why, "pause: nothing fits: %s", why);
+	{
+		char what[1100];
+		snprintf(what, sizeof what, "nothing fits: %s", why);
+		pause_now(c, w, out, what);
+	}
 	return NR_OK;
 }
 

@@ -60,6 +60,16 @@ typedef int (*ctl_refit_fn)(void *arg, struct coef *k, struct err *e);
 
 #define CTL_MEMO 4
 
+/* A plan for each stretch of a run, known in advance (compare's oracle,
+ * run/oracle.h): from step from[i] on, plans[i] runs; nothing when NULL.
+ * The controller follows it, pricing each change as any switch. */
+struct ctl_script {
+	long steps;          /* the run's length: the step is steps - remaining */
+	int n;
+	const long *from;    /* rising, from[0] = 0 */
+	const struct plan *const *plans;
+};
+
 struct ctl_memo {
 	unsigned char *key;  /* the search's inputs, serialized */
 	size_t len;
@@ -71,6 +81,9 @@ struct ctl_memo {
 
 struct controller {
 	enum plan_layout policy;
+	const char *label;   /* its name in summaries; NULL: the policy's */
+	const struct ctl_script *script; /* follow this instead of searching */
+	const struct plan *script_cur;   /* the script's plan running */
 	double min_gain;     /* hysteresis: the fraction of step time a switch must save */
 	double refit_tol;    /* a refit moving no coefficient by more than this is ignored */
 	bool price_graph;    /* price switches with the transition graph, else the bound */
@@ -106,6 +119,15 @@ struct ctl_out {
  * or on the heap. */
 void ctl_init(struct controller *c, enum plan_layout policy, double min_gain, const struct coef *k);
 void ctl_free(struct controller *c);
+
+/* The controller's name: its label, else its policy's. */
+const char *ctl_name(const struct controller *c);
+
+/* The best plan of c's policy for conditions w, searched as a decision
+ * searches it (on the cluster as it is and, when GPUs run slow, also
+ * without them), with c's coefficients; nothing of c's state changes but
+ * its counts.  NR_OK, NR_EINFEASIBLE with the reason in e, or an error. */
+int ctl_best(struct controller *c, const struct cond *w, struct plan *best, struct err *e);
 
 /* Decide at a boundary, under conditions w with remaining steps left.  On
  * CTL_START and CTL_SWITCH, c->cur is the plan to run next; on CTL_PAUSE

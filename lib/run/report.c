@@ -81,8 +81,7 @@ json_t *run_summary_json(const struct run *r, const struct run_summary *s)
 	json_object_set_new(o, "nereus", json_integer(NR_FORMAT));
 	json_object_set_new(o, "kind", json_string("run-summary"));
 	json_object_set_new(o, "engine", json_string(r->eng->name));
-	json_object_set_new(o, "policy", json_string(r->ctl ? layout_names[r->ctl->policy] :
-						      "follow"));
+	json_object_set_new(o, "policy", json_string(r->ctl ? ctl_name(r->ctl) : "follow"));
 	json_object_set_new(o, "steps", json_integer(s->steps));
 	json_object_set_new(o, "steps_done", json_integer(s->done));
 	json_object_set_new(o, "complete", json_boolean(s->complete));
