@@ -15,14 +15,20 @@
  *   (Cauchy weights), then Newton steps; a large fit solves on a sample of
  *   the rows first and finishes on all of them.
  * - step_s comes from each step's time less its stages' times; act_factor,
- *   workspace_gib and frag from the peak memory the records measured.
+ *   workspace_gib and frag from the peak memory the records measured; the
+ *   switch coefficients (comm_init_s, comm_group_s, engine_init_s,
+ *   store_gbps) from the transition_s of the records whose "switch" says
+ *   what their switch involved.
  * - A coefficient no record exercises, or one the records determine only
  *   loosely (standard error above FIT_MAX_RSE of its size), is not fitted:
- *   it keeps its prior value and the result says why.
+ *   it keeps its prior value and the result says why.  Those it is
+ *   correlated with carry its prior's uncertainty in their standard
+ *   errors, and the one it could not be told from says it absorbs it.
  * - The prior enters as one pseudo-observation per coefficient, weighted by
  *   its standard error (from the previous fit, else FIT_PRIOR_RSE of its
  *   value); with a half-life, records and prior alike are weighted by
- *   0.5^(age in steps / half-life).
+ *   0.5^(age in steps / half-life).  Records at or before the newest step
+ *   the prior saw are skipped: the prior holds them already.
  *
  * Records are added one by one (fit_add) and kept as compact rows, so the
  * step records themselves need not stay in memory; fit_run evaluates the

@@ -2,9 +2,11 @@
 #include "profile/fitread.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The records taken so far: their steps, rising, and their lines. */
 struct taken {
@@ -85,31 +87,41 @@ struct reader {
 	const struct job *job;
 	const struct cluster *cl;
 	struct fit_read *rd;
-	struct step_record *r;
 	struct taken taken;
+	/* a block's lines, parsed on every core */
+	long n, cap;
+	const char **text;
+	size_t *len;
+	struct step_record *rec;
+	int *rc;
 };
 
-/* One line (no newline), number rd->lines. */
-static int one_line(struct reader *x, const char *text, size_t len, struct err *e)
+#define BLOCK (16 << 20)   /* bytes read and parsed at once */
+#define PARSE_THREADS 8
+
+/* A record that parsed, or a line that did not, in the trace's order. */
+static int take_line(struct reader *x, long i, struct err *e)
 {
 	struct fit_read *rd = x->rd;
-	bool malformed = false, blank = true;
-	int rc;
+	struct step_record *r = &x->rec[i];
+	bool malformed = false;
+	int rc = x->rc[i];
 
-	for (size_t i = 0; i < len && blank; i++)
-		blank = strchr(" \t\r", text[i]) != NULL;
-	if (blank)
-		return NR_OK;
-	rc = steprec_parse(x->file, rd->lines, text, len, x->job, x->cl, x->r, &malformed, e);
+	rd->lines++;
+	if (x->len[i] == 0 && rc == -1)
+		return NR_OK; /* blank */
+	if (rc != NR_OK) /* again, alone, for the message */
+		rc = steprec_parse(x->file, rd->lines, x->text[i], x->len[i], x->job, x->cl, r,
+				   &malformed, e);
 	if (rc == NR_OK) {
-		rc = check_in_trace(&x->taken, x->file, rd->lines, x->r, x->job, x->cl, e);
+		rc = check_in_trace(&x->taken, x->file, rd->lines, r, x->job, x->cl, e);
 		malformed = rc != NR_OK;
 	}
 	if (rc == NR_OK) {
-		if (take(&x->taken, x->r->step, rd->lines))
+		if (take(&x->taken, r->step, rd->lines))
 			return err_set(e, NR_EIO, "out of memory");
 		rd->records++;
-		return fit_add(x->f, x->r, e);
+		return fit_add(x->f, r, e);
 	}
 	if (!malformed || !rd->skip_bad)
 		return rc;
@@ -119,13 +131,94 @@ static int one_line(struct reader *x, const char *text, size_t len, struct err *
 	return NR_OK;
 }
 
+struct part {
+	struct reader *x;
+	long lo, hi;
+};
+
+static void *parse_part(void *arg)
+{
+	struct part *p = arg;
+	struct reader *x = p->x;
+	struct err e;
+
+	for (long i = p->lo; i < p->hi; i++) {
+		bool blank = true;
+		for (size_t k = 0; k < x->len[i] && blank; k++)
+			blank = strchr(" \t\r", x->text[i][k]) != NULL;
+		/* the line number is fixed later, with the message */
+		x->rc[i] = blank ? -1 : steprec_parse(x->file, 0, x->text[i], x->len[i], x->job,
+						       x->cl, &x->rec[i], NULL, &e);
+		if (blank)
+			x->len[i] = 0;
+	}
+	return NULL;
+}
+
+/* Parse the block's lines on every core, then take them in order. */
+static int take_block(struct reader *x, struct err *e)
+{
+	struct part part[PARSE_THREADS];
+	pthread_t tid[PARSE_THREADS];
+	bool started[PARSE_THREADS] = { false };
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int nt = x->n < 1024 || cores < 2 ? 1 : cores > PARSE_THREADS ? PARSE_THREADS : (int)cores;
+	int rc = NR_OK;
+
+	for (int t = 0; t < nt; t++) {
+		part[t] = (struct part){ x, x->n * t / nt, x->n * (t + 1) / nt };
+		if (t > 0)
+			started[t] = pthread_create(&tid[t], NULL, parse_part, &part[t]) == 0;
+	}
+	parse_part(&part[0]);
+	for (int t = 1; t < nt; t++) {
+		if (started[t])
+			pthread_join(tid[t], NULL);
+		else
+			parse_part(&part[t]); /* no thread to be had: here */
+	}
+	for (long i = 0; i < x->n && rc == NR_OK; i++)
+		rc = take_line(x, i, e);
+	x->n = 0;
+	return rc;
+}
+
+static int add_line(struct reader *x, const char *text, size_t len)
+{
+	if (x->n == x->cap) {
+		long cap = x->cap ? 2 * x->cap : 4096;
+		const char **t = realloc(x->text, (size_t)cap * sizeof *t);
+		size_t *l;
+		struct step_record *r;
+		int *rc;
+		if (t)
+			x->text = t;
+		l = realloc(x->len, (size_t)cap * sizeof *l);
+		if (l)
+			x->len = l;
+		r = realloc(x->rec, (size_t)cap * sizeof *r);
+		if (r)
+			x->rec = r;
+		rc = realloc(x->rc, (size_t)cap * sizeof *rc);
+		if (rc)
+			x->rc = rc;
+		if (!t || !l || !r || !rc)
+			return -1;
+		x->cap = cap;
+	}
+	x->text[x->n] = text;
+	x->len[x->n++] = len;
+	return 0;
+}
+
 int fit_read_trace(struct fit *f, const char *file, const struct job *job,
 		   const struct cluster *cl, struct fit_read *rd, struct err *e)
 {
-	struct reader x = { f, file, job, cl, rd, malloc(sizeof *x.r), { 0 } };
+	struct reader x = { f, file, job, cl, rd, { 0 }, 0, 0, NULL, NULL, NULL, NULL };
 	FILE *in = strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
-	size_t cap = FIT_LINE_MAX + (1 << 16), have = 0, start = 0;
+	size_t cap = BLOCK + FIT_LINE_MAX, have = 0;
 	char *buf = malloc(cap);
+	bool end = false;
 	int rc = NR_OK;
 
 	rd->lines = rd->records = rd->skipped_lines = 0;
@@ -133,39 +226,36 @@ int fit_read_trace(struct fit *f, const char *file, const struct job *job,
 		rc = err_set(e, NR_EINPUT, "cannot open '%s': %s", file, strerror(errno));
 		goto out;
 	}
-	if (!buf || !x.r) {
+	if (!buf) {
 		rc = err_set(e, NR_EIO, "out of memory");
 		goto out;
 	}
-	/* lines from a buffer refilled as it empties: memory stays bounded
-	 * whatever the file holds */
-	while (rc == NR_OK) {
-		char *nl = memchr(buf + start, '\n', have - start);
-		size_t got;
-		if (nl) {
-			rd->lines++;
-			rc = one_line(&x, buf + start, (size_t)(nl - buf - start), e);
-			start = (size_t)(nl - buf) + 1;
-			continue;
+	/* blocks of whole lines from a buffer refilled as it empties: memory
+	 * stays bounded whatever the file holds */
+	while (rc == NR_OK && !end) {
+		size_t got, start = 0;
+		char *nl;
+		while (have < cap && (got = fread(buf + have, 1, cap - have, in)) > 0)
+			have += got;
+		if (ferror(in)) {
+			rc = err_set(e, NR_EIO, "cannot read '%s': %s", shown(file), strerror(errno));
+			break;
 		}
-		memmove(buf, buf + start, have - start);
-		have -= start;
-		start = 0;
-		if (have >= FIT_LINE_MAX) {
+		end = have < cap;
+		while ((nl = memchr(buf + start, '\n', have - start)) && rc == NR_OK) {
+			if (add_line(&x, buf + start, (size_t)(nl - buf - start)))
+				rc = err_set(e, NR_EIO, "out of memory");
+			start = (size_t)(nl - buf) + 1;
+		}
+		if (rc == NR_OK && end && start < have && add_line(&x, buf + start, have - start))
+			rc = err_set(e, NR_EIO, "out of memory");
+		if (rc == NR_OK)
+			rc = take_block(&x, e);
+		if (rc == NR_OK && !end && have - start >= FIT_LINE_MAX)
 			rc = err_set(e, NR_EINPUT, "%s:%ld: a line longer than %d bytes: not a step "
 				     "record", shown(file), rd->lines + 1, FIT_LINE_MAX);
-			break;
-		}
-		got = fread(buf + have, 1, cap - have, in);
-		if (got == 0) {
-			if (ferror(in))
-				rc = err_set(e, NR_EIO, "cannot read '%s': %s", shown(file),
-					     strerror(errno));
-			else if (have > 0 && ++rd->lines)
-				rc = one_line(&x, buf, have, e);
-			break;
-		}
-		have += got;
+		memmove(buf, buf + start, have - start);
+		have -= start;
 	}
 	if (rc == NR_OK && rd->records == 0)
 		rc = err_set(e, NR_EINPUT, rd->skipped_lines ? "'%s': every line was skipped: no "
@@ -175,7 +265,10 @@ out:
 	if (in && in != stdin)
 		fclose(in);
 	free(buf);
-	free(x.r);
+	free(x.text);
+	free(x.len);
+	free(x.rec);
+	free(x.rc);
 	free(x.taken.step);
 	free(x.taken.line);
 	return rc;
