@@ -43,7 +43,7 @@
 #include "doc/cluster.h"
 #include "doc/costdoc.h"
 #include "doc/job.h"
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 #define FIT_MAX_RSE 0.25   /* relative standard error above which a coefficient is not fitted */
 #define FIT_PRIOR_RSE 0.50 /* a prior's relative standard error when it has none */

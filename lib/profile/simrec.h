@@ -12,7 +12,7 @@
 
 #include "common/err.h"
 #include "doc/costdoc.h"
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 struct env;
 

@@ -1,7 +1,7 @@
 /* Step records (nereus-steps(5)): parsing one line, checking it against the
  * job, writing it back.  One check serves both directions, so what a writer
  * may produce and what a reader accepts cannot drift apart. */
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 #include <errno.h>
 #include <float.h>
