@@ -9,17 +9,18 @@
 #include "doc/cluster.h"
 #include "doc/costdoc.h"
 #include "doc/job.h"
+#include "plan/baseline.h"
 #include "plan/decide.h"
 #include "plan/render.h"
 #include "plan/search.h"
-#include "state/tgraph.h"
+#include "run/charge.h"
 
 const char *progname = "nereus-plan";
 
 static const char usage[] =
 	"usage: nereus-plan --job FILE --cluster FILE [--cost FILE] [--current FILE]\n"
 	"                   [--remaining-steps N] [--min-gain F] [--pin MODEL@STAGE=CONF]...\n"
-	"                   [--layout adaptive|verl|openrlhf|fixed] [--exhaustive]\n"
+	"                   [--layout L] [--exhaustive]\n"
 	"                   [--format json|table] [--svg FILE] [--stats] [-o FILE]\n"
 	"\n"
 	"  --job FILE             the job document (- for standard input)\n"
@@ -30,7 +31,8 @@ static const char usage[] =
 	"  --min-gain F           fraction of step time a switch must save (0.01)\n"
 	"  --pin MODEL@STAGE=CONF fix a model-stage's configuration, e.g.\n"
 	"                         actor@training=tp4,pp2,dp2 (repeatable)\n"
-	"  --layout L             adaptive (default), or a baseline: verl, openrlhf,\n"
+	"  --layout L             adaptive (default), or a baseline: verl, verl-tuned,\n"
+	"                         verl-megatron, openrlhf, openrlhf-hybrid,\n"
 	"                         fixed (the current plan's TP/PP, DP scaled)\n"
 	"  --exhaustive           enumerate the whole space (slow; for checking)\n"
 	"  --format F             json (default) or table\n"
@@ -166,7 +168,7 @@ static int run(const struct args *a)
 	if ((rc = layout_space(&v, (enum plan_layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
 		return report(&e);
 	for (int i = 0; i < a->npins; i++)
-		if ((rc = pin_parse(&job, a->pins[i], &sp, &e)))
+		if ((rc = layout_pin(&job, (enum plan_layout)a->layout, a->pins[i], &sp, &e)))
 			return report(&e);
 	snprintf(best.layout, sizeof best.layout, "%s",
 		 a->npins && a->layout == LAYOUT_ADAPTIVE ? "pinned" : layout_names[a->layout]);
@@ -179,13 +181,11 @@ static int run(const struct args *a)
 		return report(&e);
 	out = &best;
 	if (a->current) {
-		double secs = -1;
-		struct err ge;
+		struct switch_cost sc;
 		/* the graph's schedule when it can be built (both plans placed on
 		 * GPUs that are up), else the lower bound */
-		if (cur.feasible && tgraph_transition_seconds(&v, &cur, &best, &secs, &ge))
-			secs = -1;
-		plan_decide_with(&v, &cur, &best, a->remaining, a->min_gain, secs, &d);
+		charge_transition(&v, &cur, &best, cur.feasible, &sc);
+		plan_decide_with(&v, &cur, &best, a->remaining, a->min_gain, &sc, &d);
 		if (!d.do_switch)
 			out = &cur;
 	}

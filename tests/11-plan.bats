@@ -119,7 +119,7 @@ json() {
 	local c=$EXAMPLES/clusters/h200-4x8.json l
 	run nereus-plan --job "$JOB8" --cluster "$c" -o adaptive.json
 	assert_success
-	for l in verl openrlhf; do
+	for l in verl verl-tuned verl-megatron openrlhf openrlhf-hybrid; do
 		run nereus-plan --job "$JOB8" --cluster "$c" --layout $l -o $l.json
 		assert_success
 		[ "$(json $l.json 'd["layout"]')" = $l ]
@@ -127,8 +127,25 @@ json() {
 a, b = (json.load(open(f))["step_time_s"] for f in sys.argv[1:])
 sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adaptive"
 	done
-	[ "$(json openrlhf.json 'len(d["pools"])')" = 5 ]
+	[ "$(json openrlhf.json 'len(d["pools"])')" = 3 ]
 	[ "$(json verl.json 'len(d["pools"])')" = 1 ]
+	[ "$(json verl.json 'd["generation"]["tp"]')" = 2 ]
+	[ "$(json openrlhf-hybrid.json 'len(d["pools"])')" = 1 ]
+}
+
+@test "a pin under a baseline layout narrows it but does not lift its limits" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout verl \
+		--pin actor@training=tp4
+	assert_failure 2
+	assert_equal "$stderr" "nereus-plan: pin 'actor@training=tp4': the verl layout fixes actor@training's TP at 1, not 4"
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout openrlhf \
+		--pin actor@training=nooffload
+	assert_failure 2
+	[[ $stderr == *"the openrlhf layout fixes actor@training's offload at on, not off"* ]]
+	run nereus-plan --job "$JOB8" --cluster "$H100" --layout verl --pin actor@training=fsdp \
+		-o verl.json
+	assert_success
+	[ "$(json verl.json 'd["layout"], len(d["pools"]), d["models"]["actor"]["tp"]')" = "('verl', 1, 1)" ]
 }
 
 @test "--layout fixed without --current is exit 2" {

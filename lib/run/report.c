@@ -27,6 +27,7 @@ static double pct(const double *v, long n, double p)
 void run_summarize(const struct run *r, struct run_summary *s)
 {
 	const struct run_log *l = &r->log;
+	const struct switch_cost *spent = r->ctl ? &r->ctl->st.spent : &r->spent;
 	double *t = malloc((size_t)(l->n ? l->n : 1) * sizeof *t);
 
 	memset(s, 0, sizeof *s);
@@ -59,6 +60,10 @@ void run_summarize(const struct run *r, struct run_summary *s)
 		s->p99_s = pct(t, s->ok, 0.99);
 	}
 	s->transition_share = s->total_s > 0 ? s->transition_s / s->total_s : 0;
+	s->move_s = spent->move_s;
+	s->store_s = spent->store_s;
+	s->comm_s = spent->comm_s;
+	s->engine_s = spent->engine_s;
 	s->seq_per_s = s->total_s > 0 ? (double)l->sequences / s->total_s : 0;
 	free(t);
 }
@@ -76,8 +81,7 @@ json_t *run_summary_json(const struct run *r, const struct run_summary *s)
 	json_object_set_new(o, "nereus", json_integer(NR_FORMAT));
 	json_object_set_new(o, "kind", json_string("run-summary"));
 	json_object_set_new(o, "engine", json_string(r->eng->name));
-	json_object_set_new(o, "policy", json_string(r->ctl ? layout_names[r->ctl->policy] :
-						      "follow"));
+	json_object_set_new(o, "policy", json_string(r->ctl ? ctl_name(r->ctl) : "follow"));
 	json_object_set_new(o, "steps", json_integer(s->steps));
 	json_object_set_new(o, "steps_done", json_integer(s->done));
 	json_object_set_new(o, "complete", json_boolean(s->complete));
@@ -98,6 +102,10 @@ json_t *run_summary_json(const struct run *r, const struct run_summary *s)
 		json_object_set_new(tr, "forced", json_integer(r->ctl->st.forced));
 	json_object_set_new(tr, "seconds", json_real(s->transition_s));
 	json_object_set_new(tr, "share", json_real(s->transition_share));
+	json_object_set_new(tr, "parts_s", json_pack("{s:f,s:f,s:f,s:f}", "moving_state",
+						     s->move_s, "reading_store", s->store_s,
+						     "communicators", s->comm_s, "engines",
+						     s->engine_s));
 	json_object_set_new(tr, "charged_as", json_string(
 		(r->ctl ? r->ctl->price_graph : r->price_graph) ? run_charge_graph :
 								  run_charge_bound));

@@ -154,7 +154,8 @@ static void remember_file(struct run *r, const struct stat *st)
 
 /* Following a plan file: load it when it is new (another process renamed
  * a new plan over it); a file that does not load leaves the plan running. */
-static int follow(struct run *r, long step, double *trans, bool *moved, struct err *e)
+static int follow(struct run *r, long step, double *trans, bool *moved,
+		  struct switch_cost *sc, struct err *e)
 {
 	struct env v = { &r->cond->job, &r->cond->cl, &r->k };
 	struct stat before, after;
@@ -178,12 +179,10 @@ static int follow(struct run *r, long step, double *trans, bool *moved, struct e
 		return NR_OK;
 	}
 	if (r->running) {
-		bool bound;
-		double predicted = charge_transition(&v, &r->cur, &r->scratch, r->price_graph,
-						     &bound);
+		charge_transition(&v, &r->cur, &r->scratch, r->price_graph, sc);
 		r->charged++;
-		r->by_bound += bound;
-		if ((rc = r->eng->transition(r->eng->self, &r->cur, &r->scratch, predicted, trans,
+		r->by_bound += !sc->graph;
+		if ((rc = r->eng->transition(r->eng->self, &r->cur, &r->scratch, sc->total_s, trans,
 					     e)))
 			return rc;
 		*moved = true;
@@ -201,7 +200,7 @@ static int follow(struct run *r, long step, double *trans, bool *moved, struct e
 }
 
 static int control(struct run *r, long step, unsigned changed, double *trans, bool *moved,
-		   struct err *e)
+		   struct switch_cost *sc, struct err *e)
 {
 	struct controller *c = r->ctl;
 	struct ctl_out out;
@@ -223,6 +222,7 @@ static int control(struct run *r, long step, unsigned changed, double *trans, bo
 					     e)))
 			return rc;
 		*moved = out.act == CTL_SWITCH || resumed;
+		*sc = out.cost;
 	}
 	return NR_OK;
 }
@@ -260,6 +260,7 @@ static int one_step(struct run *r, long step, struct err *e)
 {
 	static const struct timespec zero;
 	struct step_record rec;
+	struct switch_cost sc = { 0 };
 	double trans = 0, idle = 0;
 	bool moved = false;
 	unsigned changed;
@@ -271,15 +272,20 @@ static int one_step(struct run *r, long step, struct err *e)
 	    (rc = r->boundary(r->arg, step, r->cond, changed, r->steps - step, e)))
 		return rc;
 	if (r->ctl)
-		rc = control(r, step, changed, &trans, &moved, e);
+		rc = control(r, step, changed, &trans, &moved, &sc, e);
 	else
-		rc = follow(r, step, &trans, &moved, e);
+		rc = follow(r, step, &trans, &moved, &sc, e);
 	if (rc)
 		return rc;
 	p = r->ctl ? (r->ctl->running ? &r->ctl->cur : NULL) : &r->cur;
 	if ((rc = r->eng->step(r->eng->self, step, p, &rec, e)))
 		return rc;
 	rec.transition_s = trans;
+	if (trans > 0)
+		rec.sw = (struct step_switch){ true, sc.move_s, sc.store_bytes / GIB, sc.world,
+					       sc.groups, sc.engines };
+	if (moved && !r->ctl)
+		switch_cost_add(&r->spent, &sc);
 	if (rec.status == STEP_OK) {
 		r->last_ok_s = rec.step_time_s;
 		r->window[r->nwindow++ % RUN_WINDOW] = rec;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "plan/baseline.h"
 #include "plan/decide.h"
 #include "plan/search.h"
 

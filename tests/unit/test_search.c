@@ -2,6 +2,7 @@
  * the plan it returns fits every GPU, and pins and layouts restrict it. */
 #include <string.h>
 
+#include "plan/baseline.h"
 #include "plan/decide.h"
 #include "plan/search.h"
 #include "unit.h"
@@ -201,14 +202,14 @@ static void test_decision(void)
 	CHECK(plan_search(&v, &sp, false, NULL, &cur, &st, &e) == NR_OK);
 	plan_decide(&v, &cur, &cur, 1000, 0.01, &d);
 	CHECK(!d.do_switch);
-	CHECK(d.move_bytes == 0);
+	CHECK(d.cost.move_bytes == 0);
 	cl.up[0] = false;
 	plan_evaluate(&v, &cur);
 	CHECK(!cur.feasible);
 	CHECK(plan_search(&v, &sp, false, NULL, &next, &st, &e) == NR_OK);
 	plan_decide(&v, &cur, &next, 1000, 0.01, &d);
 	CHECK(d.do_switch && d.forced);
-	CHECK(d.move_bytes > 0);
+	CHECK(d.cost.move_bytes > 0);
 }
 
 int main(void)

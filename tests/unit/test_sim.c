@@ -295,7 +295,8 @@ static double gpu_back(double min_gain, long *switches)
 	const char *trace = "{\"nereus\": 1, \"kind\": \"down\", \"step\": 0, \"gpus\": [15]}\n"
 			    "{\"nereus\": 1, \"kind\": \"up\", \"step\": 2, \"gpus\": [15]}\n";
 
-	CHECK(go(trace, 4, LAYOUT_ADAPTIVE, min_gain) == NR_OK);
+	/* steps enough for the switch (a new communicator) to pay back */
+	CHECK(go(trace, 40, LAYOUT_ADAPTIVE, min_gain) == NR_OK);
 	*switches = ctl.st.switches;
 	return 1 - recs[3].step_time_s / recs[1].step_time_s;
 }

@@ -7,7 +7,7 @@
 
 #include "plan/plan.h"
 #include "profile/simrec.h"
-#include "run/steprec.h"
+#include "doc/steprec.h"
 #include "unit.h"
 
 static struct job job;

@@ -1,7 +1,7 @@
 /* Step records (nereus-steps(5)): parsing one line, checking it against the
  * job, writing it back.  One check serves both directions, so what a writer
  * may produce and what a reader accepts cannot drift apart. */
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 #include <errno.h>
 #include <float.h>
@@ -155,6 +155,15 @@ static int check_record(const struct jdoc *d, const struct step_record *r,
 	if (!(isfinite(r->transition_s) && r->transition_s >= 0))
 		return bad(d, -1, "transition_s", e, "expected a non-negative number of seconds, "
 			   "got %g", r->transition_s);
+	if (r->sw.known && r->transition_s == 0)
+		return bad(d, -1, "switch", e, "a step with no transition (transition_s 0) had no "
+			   "switch");
+	if (r->sw.known && !(isfinite(r->sw.move_s) && r->sw.move_s >= 0))
+		return bad(d, -1, "switch.move_s", e, "expected a non-negative number of seconds, "
+			   "got %g", r->sw.move_s);
+	if (r->sw.known && !(isfinite(r->sw.store_gib) && r->sw.store_gib >= 0))
+		return bad(d, -1, "switch.store_gib", e, "expected a non-negative number of GiB, "
+			   "got %g", r->sw.store_gib);
 	if (r->status == STEP_PAUSED) {
 		if (r->nms)
 			return bad(d, -1, "model_stages", e, "a paused step runs no model-stage");
@@ -228,10 +237,10 @@ int steprec_check(const struct step_record *r, const struct job *job,
 
 /* A record's fields, in nereus-steps(5) order. */
 enum { K_NEREUS, K_KIND, K_STEP, K_ENGINE, K_GPUS_UP, K_STATUS, K_SEQUENCES, K_PROMPT_LEN,
-       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_MODEL_STAGES, NRECORD_KEYS };
+       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_SWITCH, K_MODEL_STAGES, NRECORD_KEYS };
 static const char *const record_keys[NRECORD_KEYS + 1] = {
 	"nereus", "kind", "step", "engine", "gpus_up", "status", "sequences", "prompt_len",
-	"response_len", "step_time_s", "transition_s", "model_stages", NULL
+	"response_len", "step_time_s", "transition_s", "switch", "model_stages", NULL
 };
 #define RECORD_REQUIRED (1u << K_NEREUS | 1u << K_KIND | 1u << K_STEP | 1u << K_ENGINE | \
 			 1u << K_GPUS_UP | 1u << K_STATUS)
@@ -241,6 +250,11 @@ static const char *const record_keys[NRECORD_KEYS + 1] = {
 
 enum { R_MEAN, R_P90, R_MAX, NRESPONSE_KEYS };
 static const char *const response_keys[NRESPONSE_KEYS + 1] = { "mean", "p90", "max", NULL };
+
+enum { S_MOVE_S, S_STORE_GIB, S_COMMUNICATOR, S_GROUPS, S_ENGINES, NSWITCH_KEYS };
+static const char *const switch_keys[NSWITCH_KEYS + 1] = {
+	"move_s", "store_gib", "new_communicator", "groups", "new_engines", NULL
+};
 
 /* A model-stage's fields, in nereus-steps(5) order; which of them each
  * stage's entries have, and which they must have. */
@@ -413,9 +427,28 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	return NR_OK;
 }
 
+static int parse_switch(const struct jdoc *d, json_t *o, struct step_switch *sw,
+			struct err *e)
+{
+	long groups;
+	int rc;
+
+	if ((rc = jcheck_keys(d, o, "switch", switch_keys, e)) ||
+	    (rc = jget_num(d, o, "switch", "move_s", true, -HUGE_VAL, HUGE_VAL, &sw->move_s, e)) ||
+	    (rc = jget_num(d, o, "switch", "store_gib", true, -HUGE_VAL, HUGE_VAL, &sw->store_gib,
+			   e)) ||
+	    (rc = jget_bool(d, o, "switch", "new_communicator", true, &sw->communicator, e)) ||
+	    (rc = jget_int(d, o, "switch", "groups", true, 0, 1 << 20, &groups, e)) ||
+	    (rc = jget_bool(d, o, "switch", "new_engines", true, &sw->engines, e)))
+		return rc;
+	sw->groups = (int)groups;
+	sw->known = true;
+	return NR_OK;
+}
+
 static int parse_fields(const struct jdoc *d, struct step_record *r, struct err *e)
 {
-	json_t *root = d->root, *resp = NULL, *stages = NULL, *o;
+	json_t *root = d->root, *resp = NULL, *stages = NULL, *sw = NULL, *o;
 	long step, gpus_up, seqs = 0, prompt = 0, rmax = 0;
 	int status, rc;
 	bool run;
@@ -438,6 +471,8 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	    (rc = get_opt_num(d, root, "", "step_time_s", run, &r->step_time_s, e)) ||
 	    (rc = jget_num(d, root, "", "transition_s", false, -HUGE_VAL, HUGE_VAL,
 			   &r->transition_s, e)) ||
+	    (rc = jget_obj(d, root, "", "switch", false, &sw, e)) ||
+	    (sw && (rc = parse_switch(d, sw, &r->sw, e))) ||
 	    (rc = jget_arr(d, root, "", "model_stages", run, &stages, e)))
 		return rc;
 	r->sequences = seqs;
@@ -841,6 +876,33 @@ static bool fast_response(struct lex *x, struct response_len *rl)
 	return lex_char(x, '}') && seen == (1u << NRESPONSE_KEYS) - 1;
 }
 
+static bool fast_switch(struct lex *x, struct step_switch *sw)
+{
+	unsigned seen = 0;
+	long groups = 0;
+	int k = -1;
+
+	if (!lex_char(x, '{'))
+		return false;
+	do {
+		bool ok;
+		if (!fast_key(x, switch_keys, NSWITCH_KEYS, k + 1, &seen, &k))
+			return false;
+		switch (k) {
+		case S_MOVE_S: ok = fast_num(x, false, &sw->move_s); break;
+		case S_STORE_GIB: ok = fast_num(x, false, &sw->store_gib); break;
+		case S_COMMUNICATOR: ok = fast_bool(x, &sw->communicator); break;
+		case S_GROUPS: ok = fast_int(x, 0, 1 << 20, &groups); break;
+		default: ok = fast_bool(x, &sw->engines); break;
+		}
+		if (!ok)
+			return false;
+	} while (lex_char(x, ','));
+	sw->groups = (int)groups;
+	sw->known = true;
+	return lex_char(x, '}') && seen == (1u << NSWITCH_KEYS) - 1;
+}
+
 /* One field of a model-stage, k, into ms or the integers of its layout. */
 static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long num[NENTRY_KEYS],
 			     int *stage, int *rcomp)
@@ -927,6 +989,7 @@ static bool fast_record_field(struct lex *x, int k, struct step_record *r,
 	case K_RESPONSE_LEN: return fast_response(x, &r->response);
 	case K_STEP_TIME_S: return fast_num(x, true, &r->step_time_s);
 	case K_TRANSITION_S: return fast_num(x, false, &r->transition_s);
+	case K_SWITCH: return fast_switch(x, &r->sw);
 	default: return fast_stages(x, r);
 	}
 }
@@ -1078,6 +1141,11 @@ json_t *steprec_to_json(const struct step_record *r)
 	}
 	json_object_set_new(o, "step_time_s", num_or_null(r->step_time_s));
 	json_object_set_new(o, "transition_s", json_real(r->transition_s));
+	if (r->sw.known)
+		json_object_set_new(o, "switch", json_pack(
+			"{s:f,s:f,s:b,s:i,s:b}", "move_s", r->sw.move_s, "store_gib",
+			r->sw.store_gib, "new_communicator", r->sw.communicator, "groups",
+			r->sw.groups, "new_engines", r->sw.engines));
 	for (int i = 0; i < r->nms; i++)
 		json_array_append_new(stages, entry_json(&r->ms[i]));
 	if (run)
