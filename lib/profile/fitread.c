@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/in.h"
+
 /* The records taken so far: their steps, rising, and their lines. */
 struct taken {
 	long *step, *line;
@@ -216,7 +218,7 @@ int fit_read_trace(struct fit *f, const char *file, const struct job *job,
 {
 	struct reader x = { f, file, job, cl, rd, { 0 }, 0, 0, NULL, NULL, NULL, NULL };
 	FILE *in = strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
-	size_t cap = BLOCK + FIT_LINE_MAX, have = 0;
+	size_t cap = BLOCK + NR_LINE_MAX, have = 0;
 	char *buf = malloc(cap);
 	bool end = false;
 	int rc = NR_OK;
@@ -251,9 +253,9 @@ int fit_read_trace(struct fit *f, const char *file, const struct job *job,
 			rc = err_set(e, NR_EIO, "out of memory");
 		if (rc == NR_OK)
 			rc = take_block(&x, e);
-		if (rc == NR_OK && !end && have - start >= FIT_LINE_MAX)
-			rc = err_set(e, NR_EINPUT, "%s:%ld: a line longer than %d bytes: not a step "
-				     "record", shown(file), rd->lines + 1, FIT_LINE_MAX);
+		if (rc == NR_OK && !end && have - start >= NR_LINE_MAX)
+			rc = err_set(e, NR_EINPUT, "%s:%ld: a line longer than %zu MiB, the most a "
+				     "line may be", shown(file), rd->lines + 1, NR_LINE_MAX >> 20);
 		memmove(buf, buf + start, have - start);
 		have -= start;
 	}

@@ -22,7 +22,6 @@
 
 #include "profile/fit.h"
 
-#define FIT_LINE_MAX (1 << 20) /* bytes in one line of a trace at most */
 
 struct fit_read {
 	bool skip_bad;
