@@ -104,8 +104,8 @@ static void fully_sharded(const struct job *j, struct space *sp)
 {
 	for (int m = 0; m < j->nmodels; m++) {
 		sp->home[m].tp = sp->home[m].pp = 1;
-		sp->home[m].zero = model_trainable(&j->models[m]);
-		sp->home[m].fsdp = -1;
+		sp->home[m].zero = model_trainable(&j->models[m]) ?
+			1u << ZERO_1 | 1u << ZERO_3 : 1u << ZERO_0 | 1u << ZERO_3;
 	}
 }
 
@@ -184,9 +184,8 @@ static int layout_fixed(const struct env *v, const struct plan *cur, struct spac
 		sp->home[m].pp = cur->home[m].pp;
 		sp->home[m].mb = cur->home[m].mb;
 		sp->home[m].rc = (int)cur->home[m].rc;
-		sp->home[m].zero = cur->home[m].zero;
+		sp->home[m].zero = 1u << cur->home[m].zero;
 		sp->home[m].offload = cur->home[m].offload;
-		sp->home[m].fsdp = cur->home[m].fsdp;
 	}
 	sp->gen.tp = cur->gen.tp;
 	return NR_OK;

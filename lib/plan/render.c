@@ -78,8 +78,7 @@ char *plan_table(const struct env *v, const struct plan *p, const struct decisio
 		pool_gpus(v->cl, p, ms->pool, &lo, &hi);
 		snprintf(gpus, sizeof gpus, "%d-%d", lo, hi);
 		snprintf(state, sizeof state, "%s%s", ms->stage == STAGE_GEN ? "-" :
-			 ms->conf.fsdp ? "fsdp" : ms->conf.zero ? "zero" : "replicated",
-			 ms->conf.offload ? "+offload" : "");
+			 zero_names[ms->conf.zero], ms->conf.offload ? "+offload" : "");
 		put(&b, "%-22s %4d %3d %3d %4d %-11s %4d %-12s %10.2f %9.1f\n", name, ms->pool,
 		    ms->conf.tp, ms->conf.pp, ms->conf.dp, gpus,
 		    ms->stage == STAGE_GEN ? 0 : ms->conf.mb, state, ms->time.total, ms->peak / GIB);
