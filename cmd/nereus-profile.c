@@ -22,7 +22,7 @@
 #include "profile/hwbench.h"
 #include "run/steprec.h"
 #ifdef NEREUS_CUDA
-#include "cuda/gpubench.h"
+#include "cuda/cudalib.h"
 #endif
 
 extern char **environ;
@@ -56,7 +56,10 @@ static const char usage_text[] =
 	"  -o, --output FILE  write the document to FILE (default: standard output)\n"
 	"\n"
 	"  -h, --help         show this help and exit\n"
-	"  --version          show the version and exit\n";
+	"  -V, --version      show the version and exit\n"
+	"\n"
+	"Exit status: 0 document written, 2 bad usage or input, 4 runtime or I/O\n"
+	"failure (nothing written).\n";
 
 static int help(void)
 {
@@ -74,7 +77,7 @@ struct bench_args {
 	bool no_gpu;
 };
 
-enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_VERSION, OPT_JOB, OPT_CLUSTER,
+enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_JOB, OPT_CLUSTER,
        OPT_PRIOR, OPT_HALF_LIFE, OPT_HOLDOUT, OPT_SKIP_BAD };
 
 static const struct option bench_options[] = {
@@ -84,7 +87,7 @@ static const struct option bench_options[] = {
 	{ "ranks", required_argument, NULL, OPT_RANKS },
 	{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
 	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, OPT_VERSION },
+	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -97,7 +100,7 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 	*a = (struct bench_args){ .out = "-", .runs = 0, .ranks = 1 };
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":ho:", bench_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hVo:", bench_options, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			a->out = optarg;
@@ -119,15 +122,11 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 		case 'h':
 			*done = help();
 			return -1;
-		case OPT_VERSION:
+		case 'V':
 			*done = close_stdout(print_version());
 			return -1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			if (optopt)
-				return usage_error("unknown option '-%c'", optopt);
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return option_error(c, argv, bench_options);
 		}
 	}
 	if (optind < argc)
@@ -367,15 +366,25 @@ static int measure_and_write(const struct bench_args *a, const struct hw_opts *o
 		gpu = gpu_absent("not measured (--no-gpu)");
 	} else {
 #ifdef NEREUS_CUDA
-		struct gpub_result *g = malloc(sizeof *g);
-		if (!g)
-			return err_set(e, NR_EIO, "out of memory");
-		rc = gpub_run(o, g, e);
-		if (rc == NR_OK)
-			gpu = gpu_json(g);
-		free(g);
-		if (rc != NR_OK)
-			return rc;
+		struct cuda_lib cuda;
+		struct gpub_result *g;
+		struct err le;
+		char note[sizeof le.msg + 32];
+
+		/* no CUDA runtime here is as no GPU: the document says so */
+		if (cuda_lib_load(&cuda, &le) != NR_OK) {
+			snprintf(note, sizeof note, "not measured: %s", le.msg);
+			gpu = gpu_absent(note);
+		} else {
+			if (!(g = malloc(sizeof *g)))
+				return err_set(e, NR_EIO, "out of memory");
+			rc = cuda.gpub_run(o, g, e);
+			if (rc == NR_OK)
+				gpu = gpu_json(g);
+			free(g);
+			if (rc != NR_OK)
+				return rc;
+		}
 #else
 		gpu = gpu_absent("not measured: built without CUDA");
 #endif
@@ -464,7 +473,7 @@ static const struct option fit_options[] = {
 	{ "skip-bad", no_argument, NULL, OPT_SKIP_BAD },
 	{ "output", required_argument, NULL, 'o' },
 	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, OPT_VERSION },
+	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -476,7 +485,7 @@ static int parse_fit(int argc, char **argv, struct fit_args *a, int *done)
 	*a = (struct fit_args){ .out = "-" };
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":ho:", fit_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hVo:", fit_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_JOB:
 			a->job = optarg;
@@ -510,15 +519,11 @@ static int parse_fit(int argc, char **argv, struct fit_args *a, int *done)
 		case 'h':
 			*done = help();
 			return -1;
-		case OPT_VERSION:
+		case 'V':
 			*done = close_stdout(print_version());
 			return -1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			if (optopt)
-				return usage_error("unknown option '-%c'", optopt);
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return option_error(c, argv, fit_options);
 		}
 	}
 	if (!a->job)
@@ -690,12 +695,14 @@ int main(int argc, char **argv)
 		return usage_error("missing subcommand");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
 		return help();
-	if (strcmp(argv[1], "--version") == 0)
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
 		return close_stdout(print_version());
 	if (argv[1][0] == '-')
 		return usage_error("unknown option '%s'", argv[1]);
 	for (const struct subcommand *s = subcommands; s->name; s++)
-		if (strcmp(argv[1], s->name) == 0)
+		if (strcmp(argv[1], s->name) == 0) {
+			set_subcommand(s->name);
 			return s->run(argc - 1, argv + 1);
+		}
 	return usage_error("unknown subcommand '%s'", argv[1]);
 }

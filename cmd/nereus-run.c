@@ -45,7 +45,8 @@ static const char usage[] =
 	"  --plan FILE         follow the plan in FILE instead of the controller; switch\n"
 	"                      when another process renames a new plan over it\n"
 	"  --cost FILE         the cost model's coefficients (default: built-in priors)\n"
-	"  --records FILE      append step records to FILE (default: standard output)\n"
+	"  --records FILE      write step records to FILE, replacing it (appending with\n"
+	"                      --resume; default: standard output)\n"
 	"  --resume            continue the run whose records are in --records FILE\n"
 	"  --until STEP        stop before STEP (resume later with --resume)\n"
 	"  --summary FILE      write the summary document to FILE\n"
@@ -117,10 +118,11 @@ static int parse(int argc, char **argv, struct args *a)
 	a->min_gain = 0.01;
 	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
 		a->compare = true;
+		set_subcommand("compare");
 		argv++;
 		argc--;
 	}
-	while ((c = getopt_long(argc, argv, "qhV", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":qhV", options, NULL)) != -1) {
 		switch (c) {
 		case OPT_ENGINE:
 			if (strcmp(optarg, "sim") != 0)
@@ -182,7 +184,7 @@ static int parse(int argc, char **argv, struct args *a)
 			print_version();
 			return -1;
 		default:
-			return usage_error("unknown option");
+			return option_error(c, argv, options);
 		}
 	}
 	if (optind < argc)
@@ -234,6 +236,11 @@ static int load_inputs(const struct args *a, struct inputs *in, struct err *e)
 		return rc;
 	if (a->events && (rc = events_load(&in->ev, a->events, &in->cl, a->steps, e)))
 		return rc;
+	if (in->ev.past)
+		warnx_("%s: ignoring %zu event%s from line %ld on: %s at step %ld or later, and "
+		       "the run has %ld steps", strcmp(a->events, "-") ? a->events : "<stdin>",
+		       in->ev.past, in->ev.past == 1 ? "" : "s", in->ev.past_line,
+		       in->ev.past == 1 ? "it is" : "they are", a->steps, a->steps);
 	if (a->now) {
 		struct jdoc d;
 		if ((rc = jdoc_load(&d, a->job, "job", e)))
@@ -270,7 +277,7 @@ static int emit(void *arg, const struct step_record *r, struct err *e)
 		return err_set(e, NR_EIO, "cannot write '%s': %s", o->name, strerror(errno));
 	if (!o->a->quiet && show_progress() && (r->step + 1) * 100 / o->a->steps != o->shown) {
 		o->shown = (r->step + 1) * 100 / o->a->steps;
-		fprintf(stderr, "\r%s: step %ld of %ld", progname, r->step + 1, o->a->steps);
+		fprintf(stderr, "\r\033[K%s: step %ld of %ld", progname, r->step + 1, o->a->steps);
 		if (r->step + 1 == o->a->steps)
 			fputc('\n', stderr);
 	}
@@ -282,8 +289,8 @@ static void notice(void *arg, const char *msg)
 	const struct out *o = arg;
 
 	if (!o->a->quiet)
-		fprintf(stderr, "%s%s: %s\n", o->shown && show_progress() ? "\r" : "", progname,
-			msg);
+		fprintf(stderr, "%s%s: %s\n", o->shown && show_progress() ? "\r\033[K" : "",
+			progname, msg);
 }
 
 static int write_doc(json_t *doc, const char *dir, const char *name, struct err *e)
@@ -553,7 +560,10 @@ int main(int argc, char **argv)
 	static struct inputs in;
 	struct args a;
 	struct err e = { 0 };
-	int rc = parse(argc, argv, &a);
+	int rc;
+
+	opterr = 0; /* option_error says it, once */
+	rc = parse(argc, argv, &a);
 
 	if (rc < 0)
 		return close_stdout(NR_OK);

@@ -21,7 +21,7 @@
 #include "doc/job.h"
 #include "mpi/live.h"
 #ifdef NEREUS_NCCL
-#include "cuda/live_nccl.h"
+#include "cuda/cudalib.h"
 #endif
 #include "state/store.h"
 #include "state/tgraph.h"
@@ -88,7 +88,7 @@ static int graph_parse(int argc, char **argv, struct graph_args *a)
 
 	memset(a, 0, sizeof *a);
 	a->out = "-";
-	while ((c = getopt_long(argc, argv, "o:hV", graph_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", graph_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_FROM: a->from = optarg; break;
 		case OPT_TO: a->to = optarg; break;
@@ -110,7 +110,7 @@ static int graph_parse(int argc, char **argv, struct graph_args *a)
 			print_version();
 			return -1;
 		default:
-			return usage_error("unknown option");
+			return option_error(c, argv, graph_options);
 		}
 	}
 	if (optind < argc)
@@ -200,8 +200,15 @@ static void draw_progress(void *ctx, uint64_t done, uint64_t total)
 	fflush(stderr);
 }
 
+static void tell(void *ctx, const char *msg)
+{
+	(void)ctx;
+	warnx_("%s", msg);
+}
+
 /* Options for a store call: the interrupt flag (its handler installed
- * here) and a progress bar when stderr is a terminal. */
+ * here), notices on standard error and a progress bar when stderr is a
+ * terminal. */
 static void store_begin(struct store_opts *o, struct progress *p)
 {
 	struct sigaction sa;
@@ -215,6 +222,7 @@ static void store_begin(struct store_opts *o, struct progress *p)
 	p->shown = -1;
 	memset(o, 0, sizeof *o);
 	o->cancel = &interrupted;
+	o->notice = tell;
 	if (show_progress()) {
 		o->progress = draw_progress;
 		o->progress_ctx = p;
@@ -327,7 +335,7 @@ static int apply_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, n;
 
-	while ((c = getopt_long(argc, argv, "o:hV", apply_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", apply_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_STATE: state = optarg; break;
 		case OPT_TO: tof = optarg; break;
@@ -336,7 +344,7 @@ static int apply_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(apply_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, apply_options);
 		}
 	}
 	if (optind < argc)
@@ -418,7 +426,7 @@ static int import_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, n = 0;
 
-	while ((c = getopt_long(argc, argv, "o:hV", import_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", import_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_HF:
 			if (n == MAX_MODELS)
@@ -433,7 +441,7 @@ static int import_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(import_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, import_options);
 		}
 	}
 	if (optind < argc)
@@ -518,7 +526,7 @@ static int export_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "o:hV", export_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", export_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_STATE: state = optarg; break;
 		case OPT_MODEL: model = optarg; break;
@@ -529,7 +537,7 @@ static int export_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(export_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, export_options);
 		}
 	}
 	if (optind < argc)
@@ -589,8 +597,11 @@ static int live_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, rank = 0, size = 1;
 	bool nccl = false;
+#ifdef NEREUS_NCCL
+	struct cuda_lib cuda;
+#endif
 
-	while ((c = getopt_long(argc, argv, "hV", live_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hV", live_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_FROM: fromf = optarg; break;
 		case OPT_TO: tof = optarg; break;
@@ -601,7 +612,7 @@ static int live_main(int argc, char **argv)
 		case OPT_NCCL: nccl = true; break;
 		case 'h': fputs(live_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, live_options);
 		}
 	}
 	if (optind < argc)
@@ -615,6 +626,9 @@ static int live_main(int argc, char **argv)
 	if (nccl)
 		return usage_error("--nccl: this build has no NCCL (build where nvcc and NCCL "
 				   "are found)");
+#else
+	if (nccl && (rc = cuda_lib_load(&cuda, &e)))
+		return report(&e);
 #endif
 	if (!nccl && (rc = live_init(&argc, &argv, &rank, &size))) {
 		warnx_("cannot start MPI");
@@ -625,7 +639,7 @@ static int live_main(int argc, char **argv)
 	    !(rc = plan_load(&v, &from, fromf, &e)) && !(rc = plan_load(&v, &to, tof, &e))) {
 #ifdef NEREUS_NCCL
 		if (nccl)
-			rc = live_reshard_nccl(&v, &from, &to, state, verify, &st, &e);
+			rc = cuda.live_reshard_nccl(&v, &from, &to, state, verify, &st, &e);
 		else
 #endif
 			rc = live_reshard(&v, &from, &to, state, verify, &st, &e);
@@ -663,12 +677,14 @@ int main(int argc, char **argv)
 	const struct subcommand *run = NULL;
 	size_t n = sizeof subcommands / sizeof subcommands[0];
 
+	opterr = 0; /* option_error says it, once */
 	if (argc > 1 && argv[1][0] != '-') {
 		for (size_t i = 0; i < n && !run; i++)
 			if (subcommands[i].name && strcmp(argv[1], subcommands[i].name) == 0)
 				run = &subcommands[i];
 		if (!run)
 			return usage_error("unknown subcommand '%s'", argv[1]);
+		set_subcommand(run->name);
 		return close_stdout(run->main(argc - 1, argv + 1));
 	}
 	for (size_t i = 0; i < n && !run; i++)

@@ -123,6 +123,66 @@ assert links == {"intra", "inter"}, links' "$output"
 	(( BASH_REMATCH[1] > 0 ))
 }
 
+# widen SRC DST [NAMES]: SRC's checkpoint with its BF16 tensors (those
+# whose name ends in NAMES, when given) widened to F32, exactly.
+widen() {
+	python3 - "$@" <<'PY'
+import json, os, struct, sys
+src, dst, only = sys.argv[1], sys.argv[2], tuple(sys.argv[3:])
+b = open(src + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+meta, out, data = h.pop("__metadata__"), {}, bytearray()
+for k in sorted(h, key=lambda k: h[k]["data_offsets"][0]):
+    raw = b[8 + n + h[k]["data_offsets"][0]:8 + n + h[k]["data_offsets"][1]]
+    if not only or k.endswith(only):
+        raw = b"".join(b"\0\0" + raw[i:i + 2] for i in range(0, len(raw), 2))
+        h[k]["dtype"] = "F32"
+    out[k] = dict(h[k], data_offsets=[len(data), len(data) + len(raw)])
+    data += raw
+hb = json.dumps({"__metadata__": meta, **out}, separators=(",", ":")).encode()
+hb += b" " * (-len(hb) % 8)
+os.makedirs(dst)
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + data)
+c = json.load(open(src + "/config.json"))
+c["torch_dtype"] = "float32" if not only else c["torch_dtype"]
+json.dump(c, open(dst + "/config.json", "w"))
+PY
+}
+
+@test "an fp32 model reshards live: its engines hold its weights in fp32 too" {
+	need_mpirun
+	widen "$D/hf" hf32
+	sed 's/"bf16"/"fp32"/' "$D/job.json" > job32.json
+	for c in tp2,pp2 tp4,pp1; do
+		nereus-plan --job job32.json --cluster "$D/cluster.json" --pin actor@training=$c \
+			-o plan32-$c.json
+	done
+	nereus-transition import --hf actor=hf32 --job job32.json --plan plan32-tp2,pp2.json \
+		--cluster "$D/cluster.json" -o from
+	nereus-transition apply --state from --to plan32-tp4,pp1.json --job job32.json \
+		--cluster "$D/cluster.json" -o to
+	run -0 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 \
+		nereus-transition live --job job32.json --cluster "$D/cluster.json" \
+		--from plan32-tp2,pp2.json --to plan32-tp4,pp1.json --state from --verify to
+	[[ $output =~ ^4\ ranks,.*\ ([0-9]+)\ pieces\ verified ]]
+	(( BASH_REMATCH[1] > 0 ))
+}
+
+@test "norms kept in fp32 beside bf16 weights: live refuses, naming the tensor; apply reshards them" {
+	need_mpirun
+	widen "$D/hf" mixed norm.weight
+	nereus-transition import --hf actor=mixed --job "$D/job.json" --plan "$D/plan-tp2,pp2.json" \
+		--cluster "$D/cluster.json" -o from
+	run -2 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 \
+		nereus-transition live --job "$D/job.json" --cluster "$D/cluster.json" \
+		--from "$D/plan-tp2,pp2.json" --to "$D/plan-tp4,pp1.json" --state from
+	assert_output --partial "in F32 beside bf16 weights"
+	assert_output --partial "nereus-transition apply"
+	run -0 nereus-transition apply --state from --to "$D/plan-tp4,pp1.json" --job "$D/job.json" \
+		--cluster "$D/cluster.json" -o to
+}
+
 @test "a piece that does not match the file path fails on every rank, naming it" {
 	need_mpirun
 	cp -r "$D/store-tp1,pp2" bad

@@ -209,12 +209,13 @@ const char *jdoc_kind(const struct jdoc *d)
 	return json_string_value(json_object_get(d->root, "kind"));
 }
 
-int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
-	       const char *kind, struct err *e)
+/* Parse and (if index) record positions; the root must be an object
+ * (what says which). */
+static int load_object(struct jdoc *d, const char *name, const char *buf, size_t len,
+		       bool index, const char *what, struct err *e)
 {
 	json_error_t je;
 	struct scan sc = { buf, 0, len, 1, 1, d, 0 };
-	json_t *v;
 
 	memset(d, 0, sizeof *d);
 	d->file = strdup(shown(name));
@@ -226,14 +227,32 @@ int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
 		jdoc_free(d);
 		return NR_EINPUT;
 	}
-	if (scan_value(&sc, "") < 0) {
+	if (index && scan_value(&sc, "") < 0) {
 		jdoc_free(d);
 		return err_set(e, NR_EIO, "out of memory");
 	}
 	if (!json_is_object(d->root)) {
-		jdoc_fail(d, "", e, "expected a JSON object (a Nereus document)");
-		goto fail;
+		jdoc_fail(d, "", e, "expected %s", what);
+		jdoc_free(d);
+		return NR_EINPUT;
 	}
+	return NR_OK;
+}
+
+int jdoc_loadb_foreign(struct jdoc *d, const char *name, const char *buf, size_t len,
+		       bool positions, struct err *e)
+{
+	return load_object(d, name, buf, len, positions, "a JSON object", e);
+}
+
+int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
+	       const char *kind, struct err *e)
+{
+	json_t *v;
+	int rc = load_object(d, name, buf, len, true, "a JSON object (a Nereus document)", e);
+
+	if (rc)
+		return rc;
 	v = json_object_get(d->root, "nereus");
 	if (!v) {
 		jdoc_fail(d, "", e, "not a Nereus document: no \"nereus\" format version");
@@ -274,6 +293,15 @@ int jdoc_load(struct jdoc *d, const char *file, const char *kind, struct err *e)
 	rc = jdoc_loadb(d, file, buf, len, kind, e);
 	free(buf);
 	return rc;
+}
+
+int jline_cut(const char *buf, size_t len)
+{
+	json_error_t je;
+	json_t *v = json_loadb(buf, len, 0, &je);
+
+	json_decref(v);
+	return !v && json_error_code(&je) == json_error_premature_end_of_input ? je.column : 0;
 }
 
 void jdoc_free(struct jdoc *d)

@@ -34,7 +34,17 @@ int jdoc_load(struct jdoc *d, const char *file, const char *kind, struct err *e)
 /* The same from a buffer already in memory; name is used in messages. */
 int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
 	       const char *kind, struct err *e);
+/* A JSON object that is not a Nereus document (a model's tokenizer.json):
+ * parsed the same way, with no "nereus" or "kind" asked for.  Without
+ * positions, a large file loads faster but failures are placed at 1:1; a
+ * reader may try that first and, when it fails, again with positions. */
+int jdoc_loadb_foreign(struct jdoc *d, const char *name, const char *buf, size_t len,
+		       bool positions, struct err *e);
 void jdoc_free(struct jdoc *d);
+/* The column where buf, a line of a JSON Lines file, ends inside a JSON
+ * value (a pretty-printed document where one object a line is expected, or
+ * a record cut short), or 0 when it does not. */
+int jline_cut(const char *buf, size_t len);
 
 /* The document's "kind", or NULL. */
 const char *jdoc_kind(const struct jdoc *d);

@@ -10,35 +10,6 @@
 
 const char *const stage_names[NSTAGES + 1] = { "generation", "inference", "training", NULL };
 const char *const role_names[NROLES + 1] = { "actor", "critic", "reference", "reward", NULL };
-static const char *const dtypes[] = { "bf16", "fp16", "fp32", NULL };
-static const int dtype_size[] = { 2, 2, 4 };
-
-double arch_layer_params(const struct arch *a)
-{
-	double h = a->hidden, hd = arch_head_dim(a);
-	double qkv = h * (a->heads + 2.0 * a->kv_heads) * hd;
-	double proj = a->heads * hd * h;
-	double mlp = 3.0 * h * a->ffn;
-
-	return qkv + proj + mlp + 2.0 * h; /* two RMSNorm weights */
-}
-
-double arch_params(const struct arch *a)
-{
-	double emb = (double)a->vocab * a->hidden;
-
-	return emb * (a->tied ? 1 : 2) + a->layers * arch_layer_params(a) + a->hidden;
-}
-
-int arch_head_dim(const struct arch *a)
-{
-	return a->hidden / a->heads;
-}
-
-double arch_kv_bytes_per_token(const struct arch *a)
-{
-	return 2.0 * a->layers * a->kv_heads * arch_head_dim(a) * a->dtype_bytes;
-}
 
 const struct model *job_model(const struct job *job, const char *name)
 {
@@ -53,79 +24,15 @@ long job_sequences(const struct job *job)
 	return job->prompts_per_step * job->samples_per_prompt;
 }
 
-static int check_arch(const struct jdoc *d, const char *path, const struct arch *a,
-		      struct err *e)
-{
-	char p[300];
-
-	if (a->heads % a->kv_heads) {
-		jpath(p, sizeof p, path, "kv_heads");
-		return jdoc_fail(d, p, e, "%d does not divide heads (%d)", a->kv_heads, a->heads);
-	}
-	if (a->hidden % a->heads) {
-		jpath(p, sizeof p, path, "heads");
-		return jdoc_fail(d, p, e, "%d does not divide hidden (%d)", a->heads, a->hidden);
-	}
-	return NR_OK;
-}
-
-static int load_arch(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
-		     struct err *e)
-{
-	static const char *const keys[] = { "layers", "hidden", "heads", "kv_heads", "ffn",
-					    "vocab", "tied_embeddings", "dtype", NULL };
-	long layers, hidden, heads, kv = 0, ffn, vocab;
-	char p[300];
-	int dt = 0, rc;
-
-	a->tied = false;
-	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
-	    (rc = jget_int(d, o, path, "layers", true, 1, LONG_MAX, &layers, e)) ||
-	    (rc = jget_int(d, o, path, "hidden", true, 1, LONG_MAX, &hidden, e)) ||
-	    (rc = jget_int(d, o, path, "heads", true, 1, LONG_MAX, &heads, e)) ||
-	    (rc = jget_int(d, o, path, "kv_heads", false, 1, LONG_MAX, &kv, e)) ||
-	    (rc = jget_int(d, o, path, "ffn", true, 1, LONG_MAX, &ffn, e)) ||
-	    (rc = jget_int(d, o, path, "vocab", true, 1, LONG_MAX, &vocab, e)) ||
-	    (rc = jget_bool(d, o, path, "tied_embeddings", false, &a->tied, e)) ||
-	    (rc = jget_enum(d, o, path, "dtype", false, dtypes, &dt, e)))
-		return rc;
-	{
-		const char *names[] = { "layers", "hidden", "heads", "kv_heads", "ffn", "vocab" };
-		long vals[] = { layers, hidden, heads, kv, ffn, vocab };
-		long lim[] = { 4096, 1 << 20, 65536, 65536, 1 << 22, 1 << 24 };
-		for (int i = 0; i < 6; i++) {
-			if (vals[i] > lim[i]) {
-				jpath(p, sizeof p, path, names[i]);
-				return jdoc_fail(d, p, e, "%ld is larger than Nereus supports (%ld)",
-						 vals[i], lim[i]);
-			}
-		}
-	}
-	a->layers = (int)layers;
-	a->hidden = (int)hidden;
-	a->heads = (int)heads;
-	a->kv_heads = kv ? (int)kv : (int)heads;
-	a->ffn = (int)ffn;
-	a->vocab = (int)vocab;
-	a->dtype_bytes = dtype_size[dt];
-	snprintf(a->dtype, sizeof a->dtype, "%s", dtypes[dt]);
-	return check_arch(d, path, a, e);
-}
-
-/* A Hugging Face config.json: a foreign format, so its other keys are
- * ignored; only the Llama-family fields Nereus needs are read. */
+/* A Hugging Face config.json named by a job: relative to the job file. */
 static int load_hf_config(const struct jdoc *jd, const char *path, const char *job_file,
 			  const char *cfg, struct arch *a, struct err *e)
 {
 	char file[PATH_MAX], *buf;
 	size_t len;
-	json_t *root, *v;
+	json_t *root;
 	json_error_t je;
 	const char *slash = strrchr(job_file, '/');
-	static const char *const ints[] = { "num_hidden_layers", "hidden_size",
-					    "num_attention_heads", "intermediate_size",
-					    "vocab_size" };
-	int vals[5];
 	int rc;
 
 	if (cfg[0] != '/' && slash && strcmp(job_file, "-") != 0)
@@ -138,43 +45,10 @@ static int load_hf_config(const struct jdoc *jd, const char *path, const char *j
 	free(buf);
 	if (!root)
 		return err_set(e, NR_EINPUT, "%s:%d:%d: %s", file, je.line, je.column, je.text);
-	for (int i = 0; i < 5; i++) {
-		v = json_object_get(root, ints[i]);
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    json_integer_value(v) > (1 << 24)) {
-			json_decref(root);
-			return err_set(e, NR_EINPUT, "%s: %s: expected a positive integer", file,
-				       ints[i]);
-		}
-		vals[i] = (int)json_integer_value(v);
-	}
-	a->layers = vals[0];
-	a->hidden = vals[1];
-	a->heads = vals[2];
-	a->ffn = vals[3];
-	a->vocab = vals[4];
-	v = json_object_get(root, "num_key_value_heads");
-	a->kv_heads = json_is_integer(v) && json_integer_value(v) > 0 ?
-		(int)json_integer_value(v) : a->heads;
-	a->tied = json_is_true(json_object_get(root, "tie_word_embeddings"));
-	v = json_object_get(root, "torch_dtype");
-	if (json_is_string(v) && strcmp(json_string_value(v), "float32") == 0) {
-		a->dtype_bytes = 4;
-		strcpy(a->dtype, "fp32");
-	} else if (json_is_string(v) && strcmp(json_string_value(v), "float16") == 0) {
-		a->dtype_bytes = 2;
-		strcpy(a->dtype, "fp16");
-	} else {
-		a->dtype_bytes = 2;
-		strcpy(a->dtype, "bf16");
-	}
+	rc = json_is_object(root) ? arch_from_hf(root, file, a, e) :
+				    err_set(e, NR_EINPUT, "%s:1:1: expected a JSON object", file);
 	json_decref(root);
-	if (a->heads % a->kv_heads || a->hidden % a->heads)
-		return err_set(e, NR_EINPUT,
-			       "%s: num_attention_heads %d must divide hidden_size %d and be a "
-			       "multiple of num_key_value_heads %d", file, a->heads, a->hidden,
-			       a->kv_heads);
-	return NR_OK;
+	return rc;
 }
 
 static int load_model(const struct jdoc *d, const char *file, json_t *o, const char *name,
@@ -206,10 +80,17 @@ static int load_model(const struct jdoc *d, const char *file, json_t *o, const c
 	if (!arch == !cfg[0])
 		return jdoc_fail(d, path, e, "expected exactly one of \"arch\" or \"hf_config\"");
 	jpath(p, sizeof p, path, arch ? "arch" : "hf_config");
-	rc = arch ? load_arch(d, arch, p, &m->arch, e) :
+	rc = arch ? arch_load(d, arch, p, &m->arch, e) :
 		    load_hf_config(d, p, file, cfg, &m->arch, e);
 	if (rc)
 		return rc;
+	/* Critics and reward models are value models: a scalar head on the
+	 * trunk, whatever checkpoint the trunk came from. */
+	if ((m->role == ROLE_CRITIC || m->role == ROLE_REWARD) &&
+	    !(arch && json_object_get(arch, "score_head"))) {
+		m->arch.score_head = true;
+		m->arch.tied = false;
+	}
 	jpath(p, sizeof p, path, "stages");
 	if (json_array_size(stages) == 0)
 		return jdoc_fail(d, p, e, "expected at least one stage");

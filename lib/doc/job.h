@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "doc/arch.h"
 
 enum stage { STAGE_GEN, STAGE_INF, STAGE_TRAIN, NSTAGES };
 enum role { ROLE_ACTOR, ROLE_CRITIC, ROLE_REFERENCE, ROLE_REWARD, NROLES };
@@ -18,18 +19,6 @@ enum role { ROLE_ACTOR, ROLE_CRITIC, ROLE_REFERENCE, ROLE_REWARD, NROLES };
 extern const char *const stage_names[NSTAGES + 1]; /* "generation", ... */
 extern const char *const role_names[NROLES + 1];   /* "actor", ... */
 
-/* A Llama-family decoder. */
-struct arch {
-	int layers;
-	int hidden;      /* h */
-	int heads;       /* query heads a */
-	int kv_heads;    /* grouped-query KV heads; divides heads */
-	int ffn;         /* SwiGLU intermediate size F */
-	int vocab;       /* V, before any TP padding */
-	bool tied;       /* output layer shares the embedding */
-	int dtype_bytes; /* bytes per weight element in the model's dtype */
-	char dtype[8];   /* "bf16", "fp16", "fp32" */
-};
 
 struct model {
 	char name[NAME_MAX_LEN];
@@ -59,14 +48,6 @@ struct job {
 /* Load a job document (FILE or "-"); relative hf_config paths resolve
  * against the job file's directory. */
 int job_load(struct job *job, const char *file, struct err *e);
-
-/* Parameters of the whole model (embedding, layers, final norm, output). */
-double arch_params(const struct arch *a);
-/* Parameters of one transformer layer. */
-double arch_layer_params(const struct arch *a);
-int arch_head_dim(const struct arch *a);
-/* KV-cache bytes per token: 2 · layers · kv_heads · head_dim · dtype bytes. */
-double arch_kv_bytes_per_token(const struct arch *a);
 
 /* The model in the job with that name, or NULL. */
 const struct model *job_model(const struct job *job, const char *name);

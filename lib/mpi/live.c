@@ -160,7 +160,10 @@ static int src_read(struct src *s, size_t i, const void **data, struct err *e)
 
 /* Fill region of dst (a buffer holding dbox of job model jm's tensor, kind)
  * from the store.  NR_EINPUT when the store lacks the model or kind, or
- * keeps it in elements of another size. */
+ * keeps it in elements of another size: the ranks hold each kind in one
+ * buffer of one element size, so a tensor a checkpoint keeps in another
+ * dtype than the model's (fp32 norms beside bf16 weights) cannot move
+ * live; store_apply reshards it. */
 static int src_fill(struct src *s, int jm, enum state_kind kind, int tensor,
 		    const struct box *region, void *dst, const struct box *dbox, int eb,
 		    struct err *e)
@@ -176,6 +179,14 @@ static int src_fill(struct src *s, int jm, enum state_kind kind, int tensor,
 		return err_set(e, NR_EINPUT, "%s: model %s keeps %s in %d-byte elements, the plan in %d",
 			       s->s.name, s->s.m.models[mi].lo.name, state_kind_names[kind],
 			       layout_kind_bytes(&s->s.m.models[mi].lo.arch, kind), eb);
+	if (st_dtype_bits((enum st_dtype)mmodel_dtype(&s->s.m.models[mi], kind, tensor)) != 8 * eb)
+		return err_set(e, NR_EINPUT, "%s: model %s keeps tensor %s in %s beside %s weights; "
+			       "live resharding moves one dtype per model: reshard this store with "
+			       "nereus-transition apply", s->s.name, s->s.m.models[mi].lo.name,
+			       tensor_name(s, mi, tensor),
+			       st_dtype_name((enum st_dtype)mmodel_dtype(&s->s.m.models[mi], kind,
+									 tensor)),
+			       s->s.m.models[mi].lo.arch.dtype);
 	for (i = src_lower(s, mi, (int)kind, tensor); i < s->s.m.npieces; i++) {
 		const struct mpiece *p = &s->s.m.pieces[s->ord[i]];
 		const void *data;
@@ -348,25 +359,6 @@ static void free_holds(struct walk *w)
 	}
 	free(w->h);
 	w->h = NULL;
-}
-
-/* The generation engines keep bf16 weights; a model of another dtype
- * would need its elements converted on the way, which live resharding
- * does not do. */
-static int check_dtypes(const struct walk *w, struct err *e)
-{
-	for (int l = 0; l < w->g.nlists; l++) {
-		const struct emu *u = w->g.lists[l].u;
-		const struct model *m = &w->v->job->models[u->model];
-		int eb = eb_of(w, l), want = layout_kind_bytes(&m->arch, w->g.lists[l].l->kind);
-
-		if (eb != want)
-			return err_set(e, NR_EINPUT, "live: the generation engines keep %s's weights "
-				       "in %d-byte elements and the model in %d (%s): live resharding "
-				       "does not convert between dtypes", m->name, eb, want,
-				       m->arch.dtype);
-	}
-	return NR_OK;
 }
 
 /* Plan A's pieces on the GPUs played here, from the store. */
@@ -862,8 +854,6 @@ int live_run(const struct env *v, const struct plan *a, const struct plan *b,
 	memset(st, 0, sizeof *st);
 	/* set up: everything that can fail alone, before any message */
 	rc = tgraph_build(v, a, b, &w.g, e);
-	if (!rc)
-		rc = check_dtypes(&w, e);
 	if (!rc)
 		rc = map_ranks(&w, e);
 	if (!rc)

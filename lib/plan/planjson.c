@@ -282,6 +282,14 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 		p->gpu_pool[g] = -1;
 	if ((rc = jdoc_load(&d, file, "plan", e)))
 		return rc;
+	/* a plan of another job fails every field check after this one: say
+	 * what is wrong first */
+	it = json_object_get(d.root, "job");
+	if (json_is_string(it) && strcmp(json_string_value(it), j->name) != 0) {
+		rc = jdoc_fail(&d, "job", e, "%s was made for job '%s', not '%s'", d.file,
+			       json_string_value(it), j->name);
+		goto out;
+	}
 	strcpy(p->layout, "adaptive");
 	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
 	    (rc = jget_str(&d, d.root, "", "layout", false, p->layout, sizeof p->layout, e)) ||

@@ -130,8 +130,6 @@ static int emu_init(const struct env *v, const struct plan *p, int item, struct 
 		u->conf.pp = 1;
 		u->conf.zero = ZERO_0;
 		u->conf.offload = false;
-		a.dtype_bytes = 2;
-		strcpy(a.dtype, "bf16");
 	} else {
 		u->conf = p->home[m];
 	}

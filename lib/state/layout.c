@@ -11,29 +11,40 @@ const char *const state_kind_names[NKINDS + 1] = {
 	"weight", "master", "adam_m", "adam_v", NULL
 };
 
-static const char *const layer_suffix[LAYOUT_LAYER_TENSORS] = {
+static const char *const layer_suffix[LT_COUNT] = {
 	[LT_INPUT_NORM] = "input_layernorm.weight",
 	[LT_QKV] = "self_attention.linear_qkv.weight",
+	[LT_QKV_BIAS] = "self_attention.linear_qkv.bias",
 	[LT_PROJ] = "self_attention.linear_proj.weight",
 	[LT_PRE_MLP_NORM] = "pre_mlp_layernorm.weight",
 	[LT_FC1] = "mlp.linear_fc1.weight",
 	[LT_FC2] = "mlp.linear_fc2.weight",
 };
 
+int layout_layer_tensors(const struct arch *a)
+{
+	return LT_COUNT - !a->attn_bias;
+}
+
 int layout_tensor_index(const struct arch *a, int layer, enum layer_tensor k)
 {
-	(void)a;
-	return 1 + LAYOUT_LAYER_TENSORS * layer + (int)k;
+	int slot = (int)k;
+
+	if (k == LT_QKV_BIAS && !a->attn_bias)
+		return -1;
+	if (k > LT_QKV_BIAS && !a->attn_bias)
+		slot--;
+	return 1 + layout_layer_tensors(a) * layer + slot;
 }
 
 int layout_final_norm_index(const struct arch *a)
 {
-	return 1 + LAYOUT_LAYER_TENSORS * a->layers;
+	return 1 + layout_layer_tensors(a) * a->layers;
 }
 
 int layout_output_index(const struct arch *a)
 {
-	return a->tied ? -1 : 2 + LAYOUT_LAYER_TENSORS * a->layers;
+	return a->tied && !a->score_head ? -1 : 2 + layout_layer_tensors(a) * a->layers;
 }
 
 int layout_kind_bytes(const struct arch *a, enum state_kind kind)
@@ -80,24 +91,31 @@ int layout_tensors(const struct arch *a, struct gtensor **out, int *n, struct er
 		return rc;
 	d = h / nh;
 	q = nh / ng;
-	nt = 2 + LAYOUT_LAYER_TENSORS * a->layers + !a->tied;
+	nt = 2 + layout_layer_tensors(a) * a->layers + (layout_output_index(a) >= 0);
 	t = calloc((size_t)nt, sizeof *t);
 	if (!t)
 		return err_set(e, NR_EIO, "out of memory");
 	set_tensor(&t[0], -1, "embedding.word_embeddings.weight", 2, (const int64_t[]){ v, h });
 	for (int i = 0; i < a->layers; i++) {
-		struct gtensor *l = &t[layout_tensor_index(a, i, LT_INPUT_NORM)];
+		const int64_t shapes[LT_COUNT][3] = {
+			[LT_INPUT_NORM] = { h }, [LT_QKV] = { ng, (q + 2) * d, h },
+			[LT_QKV_BIAS] = { ng, (q + 2) * d }, [LT_PROJ] = { h, nh * d },
+			[LT_PRE_MLP_NORM] = { h }, [LT_FC1] = { 2, f, h }, [LT_FC2] = { h, f },
+		};
+		static const int ndims[LT_COUNT] = { 1, 3, 2, 2, 1, 3, 2 };
 
-		set_tensor(&l[LT_INPUT_NORM], i, layer_suffix[LT_INPUT_NORM], 1, &h);
-		set_tensor(&l[LT_QKV], i, layer_suffix[LT_QKV], 3,
-			   (const int64_t[]){ ng, (q + 2) * d, h });
-		set_tensor(&l[LT_PROJ], i, layer_suffix[LT_PROJ], 2, (const int64_t[]){ h, nh * d });
-		set_tensor(&l[LT_PRE_MLP_NORM], i, layer_suffix[LT_PRE_MLP_NORM], 1, &h);
-		set_tensor(&l[LT_FC1], i, layer_suffix[LT_FC1], 3, (const int64_t[]){ 2, f, h });
-		set_tensor(&l[LT_FC2], i, layer_suffix[LT_FC2], 2, (const int64_t[]){ h, f });
+		for (int k = 0; k < LT_COUNT; k++) {
+			int at = layout_tensor_index(a, i, (enum layer_tensor)k);
+
+			if (at >= 0)
+				set_tensor(&t[at], i, layer_suffix[k], ndims[k], shapes[k]);
+		}
 	}
 	set_tensor(&t[layout_final_norm_index(a)], -1, "decoder.final_layernorm.weight", 1, &h);
-	if (!a->tied)
+	if (a->score_head)
+		set_tensor(&t[layout_output_index(a)], -1, "score.weight", 2,
+			   (const int64_t[]){ 1, h });
+	else if (!a->tied)
 		set_tensor(&t[layout_output_index(a)], -1, "output_layer.weight", 2,
 			   (const int64_t[]){ v, h });
 	*out = t;
@@ -295,7 +313,7 @@ int layout_pieces(const struct layout *lo, enum state_kind kind, int tp_rank, in
 	rp.sharded = lo->dist_opt && kind != KIND_WEIGHT && lo->dp > 1;
 	rp.dp = lo->dp;
 	rp.dp_rank = dp_rank;
-	rp.p = malloc((size_t)(4 + LAYOUT_LAYER_TENSORS *
+	rp.p = malloc((size_t)(4 + layout_layer_tensors(a) *
 			       (lo->first[pp_rank + 1] - lo->first[pp_rank])) * sizeof *rp.p);
 	if (!rp.p)
 		return err_set(e, NR_EIO, "out of memory");
@@ -303,21 +321,31 @@ int layout_pieces(const struct layout *lo, enum state_kind kind, int tp_rank, in
 	if (pp_rank == 0)
 		add_vocab(&rp, lo, 0, r, false);
 	for (int i = lo->first[pp_rank]; i < lo->first[pp_rank + 1]; i++) {
-		int k = layout_tensor_index(a, i, LT_INPUT_NORM);
+		/* norms whole on every TP rank; the rest split as layout.h says */
+		static const int split_dim[LT_COUNT] = {
+			[LT_INPUT_NORM] = -1, [LT_QKV] = 0, [LT_QKV_BIAS] = 0, [LT_PROJ] = 1,
+			[LT_PRE_MLP_NORM] = -1, [LT_FC1] = 1, [LT_FC2] = 1,
+		};
 
-		add(&rp, k + LT_INPUT_NORM, whole(&t[k + LT_INPUT_NORM]), 0, r > 0);
-		add(&rp, k + LT_QKV, block(&t[k + LT_QKV], 0, tp, r), 0, false);
-		add(&rp, k + LT_PROJ, block(&t[k + LT_PROJ], 1, tp, r), 0, false);
-		add(&rp, k + LT_PRE_MLP_NORM, whole(&t[k + LT_PRE_MLP_NORM]), 0, r > 0);
-		add(&rp, k + LT_FC1, block(&t[k + LT_FC1], 1, tp, r), 0, false);
-		add(&rp, k + LT_FC2, block(&t[k + LT_FC2], 1, tp, r), 0, false);
+		for (int k = 0; k < LT_COUNT; k++) {
+			int at = layout_tensor_index(a, i, (enum layer_tensor)k);
+
+			if (at < 0)
+				continue;
+			if (split_dim[k] < 0)
+				add(&rp, at, whole(&t[at]), 0, r > 0);
+			else
+				add(&rp, at, block(&t[at], split_dim[k], tp, r), 0, false);
+		}
 	}
 	if (pp_rank == lo->pp - 1) {
-		int fn = layout_final_norm_index(a);
+		int fn = layout_final_norm_index(a), out = layout_output_index(a);
 
 		add(&rp, fn, whole(&t[fn]), 0, r > 0);
-		if (!a->tied)
-			add_vocab(&rp, lo, layout_output_index(a), r, false);
+		if (a->score_head)
+			add(&rp, out, whole(&t[out]), 0, r > 0);
+		else if (!a->tied)
+			add_vocab(&rp, lo, out, r, false);
 		else if (lo->pp > 1)
 			add_vocab(&rp, lo, 0, r, true);
 	}

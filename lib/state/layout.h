@@ -34,6 +34,12 @@
  *     gate_proj, 1 is up_proj; rank r's box is all × [r F/t, F/t) × all,
  *     whose row-major order is exactly [gate_r; up_r].  Needs F % t == 0.
  *
+ *   linear_qkv.bias (Qwen2's q/k/v biases): [ng, (q + 2) d], the fused
+ *     weight's rows without the hidden dimension, split with them.
+ *
+ *   score.weight (critic and reward models): [1, h] in place of the
+ *     output layer, whole on every TP rank, as Megatron keeps small heads.
+ *
  * The other tensors keep Megatron's shape: linear_proj [h, nh d] and
  * linear_fc2 [h, F] are split on dimension 1 (row-parallel), the RMSNorm
  * weights [h] are whole on every TP rank.  Layer names carry the global
@@ -73,11 +79,12 @@ enum state_kind { KIND_WEIGHT, KIND_MASTER, KIND_ADAM_M, KIND_ADAM_V, NKINDS };
 extern const char *const state_kind_names[NKINDS + 1]; /* "weight", "master", ... */
 
 #define LAYOUT_NAME_MAX 80
-#define LAYOUT_LAYER_TENSORS 6 /* per layer, in the order of enum layer_tensor */
 #define LAYOUT_VOCAB_ALIGN 128 /* Megatron's make-vocab-size-divisible-by */
 
+/* A layer's tensors, in their order; LT_QKV_BIAS only with attention
+ * biases. */
 enum layer_tensor {
-	LT_INPUT_NORM, LT_QKV, LT_PROJ, LT_PRE_MLP_NORM, LT_FC1, LT_FC2
+	LT_INPUT_NORM, LT_QKV, LT_QKV_BIAS, LT_PROJ, LT_PRE_MLP_NORM, LT_FC1, LT_FC2, LT_COUNT
 };
 
 struct gtensor {
@@ -87,10 +94,12 @@ struct gtensor {
 	int64_t shape[BOX_MAXDIM];
 };
 
-/* Global tensor indices: the embedding is 0, layer i's tensors follow at
- * 1 + 6 i + enum layer_tensor, then the final norm, then the output layer
- * (absent when tied). */
-int layout_tensor_index(const struct arch *a, int layer, enum layer_tensor k);
+/* Global tensor indices: the embedding is 0, layer i's n tensors follow
+ * at 1 + n i in the order of enum layer_tensor (n is 7 with attention
+ * biases, else 6), then the final norm, then the head: the output layer
+ * (absent when tied) or the score head. */
+int layout_layer_tensors(const struct arch *a);
+int layout_tensor_index(const struct arch *a, int layer, enum layer_tensor k); /* -1: none */
 int layout_final_norm_index(const struct arch *a);
 int layout_output_index(const struct arch *a); /* -1 when tied */
 

@@ -450,7 +450,7 @@ static int check_shard(const struct store *s, const size_t *ord, size_t a, size_
 		if (!t)
 			rc = err_set(e, NR_EINPUT, "%s: no tensor '%s', which the manifest puts "
 				     "at byte %" PRIu64, show, name, p->offset);
-		else if (t->dtype != kind_st_dtype(&mm->lo.arch, p->kind) || !shape)
+		else if ((int)t->dtype != mmodel_dtype(mm, p->kind, p->tensor) || !shape)
 			rc = err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 " is %s of "
 				     "another dtype or shape than the manifest's box", show, name,
 				     f.data_start + t->begin, st_dtype_name(t->dtype));
@@ -583,7 +583,7 @@ int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind
 		q->box = p->box;
 		q->file = file;
 		q->offset = p->offset;
-		q->dtype = kind_st_dtype(&mm->lo.arch, kind);
+		q->dtype = (enum st_dtype)mmodel_dtype(mm, kind, p->tensor);
 		snprintf(q->name, sizeof q->name, "%s", mm->layout.tensors[p->tensor].name);
 		q->has_sum = true;
 		q->sum = p->xxh3;
@@ -632,7 +632,7 @@ static int add_dst_shard(struct xfer *x, struct work *w, struct manifest *m, siz
 		q->kind = kind;
 		q->src_kind = src_kind;
 		q->box = lp[k].box;
-		q->dtype = kind_st_dtype(&mm->lo.arch, kind);
+		q->dtype = (enum st_dtype)mmodel_dtype(mm, kind, lp[k].tensor);
 		snprintf(q->name, sizeof q->name, "%s", g->name);
 		q->ndim = g->ndim;
 		for (int d = 0; d < g->ndim; d++)
@@ -710,33 +710,6 @@ int store_finish(struct xfer *x, struct work *w, struct manifest *m, struct err 
 
 /* --- apply -------------------------------------------------------------------------------------- */
 
-static bool arch_equal(const struct arch *a, const struct arch *b)
-{
-	return a->layers == b->layers && a->hidden == b->hidden && a->heads == b->heads &&
-	       a->kv_heads == b->kv_heads && a->ffn == b->ffn && a->vocab == b->vocab &&
-	       a->tied == b->tied && strcmp(a->dtype, b->dtype) == 0;
-}
-
-int store_arch_check(const char *what, const struct arch *want, const struct arch *got,
-		     const char *where, struct err *e)
-{
-	const char *names[] = { "layers", "hidden", "heads", "kv_heads", "ffn", "vocab" };
-	int w[] = { want->layers, want->hidden, want->heads, want->kv_heads, want->ffn, want->vocab };
-	int g[] = { got->layers, got->hidden, got->heads, got->kv_heads, got->ffn, got->vocab };
-
-	if (arch_equal(want, got))
-		return NR_OK;
-	for (int i = 0; i < 6; i++)
-		if (w[i] != g[i])
-			return err_set(e, NR_EINPUT, "%s has %s %d, but %s has %d", what, names[i],
-				       w[i], where, g[i]);
-	if (want->tied != got->tied)
-		return err_set(e, NR_EINPUT, "%s has %s embeddings, but %s has %s", what,
-			       want->tied ? "tied" : "untied", where, got->tied ? "tied" : "untied");
-	return err_set(e, NR_EINPUT, "%s has dtype %s, but %s has %s", what, want->dtype, where,
-		       got->dtype);
-}
-
 /* Model mi of m takes layout lo; NR_EINPUT naming the model when it
  * cannot. */
 int store_set_layout(struct manifest *m, int mi, const struct store_layout *lo,
@@ -767,12 +740,11 @@ static int target(const struct mmodel *mm, const char *src, const struct store_l
 		if (strcmp(to[i].name, mm->lo.name) != 0)
 			continue;
 		*out = to[i];
-		if (to[i].arch.layers == 0) {
-			out->arch = mm->lo.arch;
+		out->arch = mm->lo.arch; /* RoPE and the norm's epsilon are the store's */
+		if (to[i].arch.layers == 0)
 			return NR_OK;
-		}
 		snprintf(what, sizeof what, "model '%s' of the job", to[i].name);
-		return store_arch_check(what, &to[i].arch, &mm->lo.arch, src, e);
+		return arch_compare(what, &to[i].arch, &mm->lo.arch, src, e);
 	}
 	return NR_OK;
 }
@@ -825,7 +797,7 @@ int store_apply(const char *src, const struct store_layout *to, int nto, const c
 			rc = store_set_layout(&m, i, &lo, e);
 		m.nmodels = i + 1;
 		if (rc == NR_OK)
-			rc = hf_origin_copy(&m.models[i], from) ? oom(e) : NR_OK;
+			rc = mmodel_copy_origin(&m.models[i], from) ? oom(e) : NR_OK;
 		for (int k = 0; k < NKINDS && rc == NR_OK; k++) {
 			has[k] = store_has_kind(&from->lo, (enum state_kind)k);
 			if (has[k] && store_has_kind(&lo, (enum state_kind)k))
@@ -839,6 +811,7 @@ int store_apply(const char *src, const struct store_layout *to, int nto, const c
 		rc = xfer_run(&x, e);
 	if (rc == NR_OK)
 		rc = store_copy_aux(&s, &w, &m, e);
+	m.run = json_incref(s.m.run);
 	if (rc == NR_OK)
 		rc = store_finish(&x, &w, &m, e);
 	if (rc == NR_OK)

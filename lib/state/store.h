@@ -26,7 +26,8 @@
  *       export gives the checkpoint back bit for bit),
  *   "pieces": [{"model", "kind", "tensor", "box": {"off": [...], "ext": [...]},
  *       "dtype", "file", "byte_offset", "xxh3"}]: every piece, where its data
- *       start in its file and their XXH3-64 as 16 hex digits.
+ *       start in its file and their XXH3-64 as 16 hex digits,
+ *   "run" (optional): an object a run saved with its state, kept as it is.
  *
  * Resharding a store is box intersection: each destination piece is
  * filled from the source pieces of the same tensor that it overlaps.  The
@@ -77,6 +78,10 @@ struct store_opts {
 	volatile sig_atomic_t *cancel;
 	store_progress_fn progress; /* may be NULL */
 	void *progress_ctx;
+	/* Told, in a sentence, what the work leaves out on purpose (a
+	 * checkpoint's buffers that are not parameters); may be NULL. */
+	void (*notice)(void *ctx, const char *msg);
+	void *notice_ctx;
 	/* Skip every fsync, as initdb --no-sync does: faster, but after a
 	 * crash of the system the output may be incomplete.  For tests and
 	 * scratch copies. */
@@ -122,6 +127,43 @@ int store_import(const struct store_hf *models, int n, const char *dst,
 int store_export(const char *src, const char *model, uint64_t max_shard, const char *dst,
 		 const struct store_opts *o, struct err *e);
 
+/* --- state in memory ---------------------------------------------------------- */
+
+/* A store opened to read state into a running job's memory: a directory
+ * (an archive is first resharded into one with store_apply), checked as
+ * store_apply checks its input. */
+struct store_reader;
+
+int store_reader_open(struct store_reader **r, const char *src, struct err *e);
+void store_reader_close(struct store_reader *r);
+/* Its manifest: the models (their index is the model argument below),
+ * layouts, architectures and the run's saved object. */
+const struct manifest *store_reader_manifest(const struct store_reader *r);
+/* Fill buf, the fp32 buffer of kind that rank (tp, pp, dp) of layout lo
+ * holds (layout_pieces' offsets, copies included, padding zeroed), with
+ * model's state, whatever layout the store keeps it in.  lo's
+ * architecture must be the store's.  NR_EINPUT when the store lacks the
+ * kind or a piece; NR_EIO for a failed read or a checksum mismatch. */
+int store_reader_load(struct store_reader *r, int model, enum state_kind kind,
+		      const struct layout *lo, int tp, int pp, int dp, float *buf,
+		      struct err *e);
+
+/* One model's state to save: its name, architecture and layout, and
+ * each rank's fp32 buffer of each kind it keeps (for a kind not split
+ * across DP, asked for dp 0 only). */
+struct store_state {
+	struct store_layout lo;
+	const unsigned char *wdtype; /* per global tensor, as mmodel.wdtype; NULL: the arch's */
+	const float *(*buffer)(void *ctx, enum state_kind kind, int tp, int pp, int dp);
+	void *ctx;
+};
+
+/* Make the store dst from n models in memory (weights rounded to nearest
+ * even into their dtype) and run, the object a run saves beside them (may
+ * be NULL).  dst must not exist; it appears whole or not at all. */
+int store_save(const char *dst, const struct store_state *models, int n, json_t *run,
+	       const struct store_opts *o, struct err *e);
+
 /* The layouts of the models in store src, in the manifest's order: up to
  * max entries into out, their number into *n.  Reads only the manifest. */
 int store_layouts(const char *src, struct store_layout *out, int max, int *n,
@@ -151,6 +193,10 @@ struct mmodel {
 	struct layout layout;      /* layout_init of lo */
 	bool has_hf;
 	struct hf_origin hf;
+	/* Per global tensor, the enum st_dtype of its weights: a checkpoint
+	 * may keep some (norms, say) in fp32 beside bf16 weights, and every
+	 * reshard and export keeps each tensor's own.  NULL: all the arch's. */
+	unsigned char *wdtype;
 };
 
 /* A file the store carries verbatim (kept from an import). */
@@ -177,6 +223,10 @@ struct manifest {
 	struct maux *aux;
 	size_t npieces;
 	struct mpiece *pieces;
+	/* What a run saved beside its state to continue from it (nereus-run
+	 * writes and reads it; the store keeps it as it is, through every
+	 * reshard); NULL when none. */
+	json_t *run;
 };
 
 /* Parse and check a manifest held in buf[0..len); name is used in
@@ -193,6 +243,11 @@ void manifest_free(struct manifest *m);
  * the store's root; dp is ignored when the kind is not split across DP. */
 void store_shard_path(char *out, size_t n, const struct store_layout *lo,
 		      enum state_kind kind, int tp, int pp, int dp);
+/* The dtype (enum st_dtype) model mm keeps tensor's kind in. */
+int mmodel_dtype(const struct mmodel *mm, enum state_kind kind, int tensor);
+/* Give tensor's weights of mm the dtype t (enum st_dtype). */
+int mmodel_set_dtype(struct mmodel *mm, int tensor, int t);
+
 /* Whether lo keeps kind, and whether it splits kind across DP. */
 bool store_has_kind(const struct store_layout *lo, enum state_kind kind);
 bool store_kind_split(const struct store_layout *lo, enum state_kind kind);

@@ -20,7 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define HF_LAYER_TENSORS 9
+#define HF_LAYER_TENSORS 9   /* without biases */
+#define HF_LAYER_BIASES 3    /* q, k and v biases, after the nine */
 #define HF_CONFIG "config.json"
 #define HF_SINGLE "model.safetensors"
 #define HF_INDEX "model.safetensors.index.json"
@@ -29,7 +30,7 @@
 static const struct {
 	const char *suffix;
 	enum layer_tensor lt;
-} hf_layer[HF_LAYER_TENSORS] = {
+} hf_layer[HF_LAYER_TENSORS + HF_LAYER_BIASES] = {
 	{ "input_layernorm.weight", LT_INPUT_NORM },
 	{ "self_attn.q_proj.weight", LT_QKV },
 	{ "self_attn.k_proj.weight", LT_QKV },
@@ -39,16 +40,35 @@ static const struct {
 	{ "mlp.gate_proj.weight", LT_FC1 },
 	{ "mlp.up_proj.weight", LT_FC1 },
 	{ "mlp.down_proj.weight", LT_FC2 },
+	{ "self_attn.q_proj.bias", LT_QKV_BIAS },
+	{ "self_attn.k_proj.bias", LT_QKV_BIAS },
+	{ "self_attn.v_proj.bias", LT_QKV_BIAS },
 };
+
+/* Tensors exporters leave in checkpoints that are not parameters: the
+ * model's code recomputes them (RoPE's inverse frequencies from
+ * rope_theta). */
+static const char *const hf_buffers[] = { "self_attn.rotary_emb.inv_freq",
+					  "rotary_emb.inv_freq", NULL };
 
 static int oom(struct err *e)
 {
 	return err_set(e, NR_EIO, "out of memory");
 }
 
+static int hf_per_layer(const struct arch *a)
+{
+	return HF_LAYER_TENSORS + (a->attn_bias ? HF_LAYER_BIASES : 0);
+}
+
+static bool hf_has_head(const struct arch *a)
+{
+	return a->score_head || !a->tied;
+}
+
 int hf_ntensors(const struct arch *a)
 {
-	return 2 + HF_LAYER_TENSORS * a->layers + !a->tied;
+	return 2 + hf_per_layer(a) * a->layers + hf_has_head(a);
 }
 
 static void set_box(struct box *b, int ndim, const int64_t *off, const int64_t *ext)
@@ -58,50 +78,73 @@ static void set_box(struct box *b, int ndim, const int64_t *off, const int64_t *
 	memcpy(b->ext, ext, (size_t)ndim * sizeof *ext);
 }
 
+/* Layer tensor j's box: q, k and v (and their biases) are row blocks of
+ * every group's block of linear_qkv; gate and up the two halves of
+ * linear_fc1. */
+static void hf_layer_box(const struct arch *a, int j, struct box *box)
+{
+	int64_t h = a->hidden, nh = a->heads, ng = a->kv_heads, f = a->ffn;
+	int64_t d = h / nh, q = nh / ng;
+	int k = j >= HF_LAYER_TENSORS ? j - HF_LAYER_TENSORS + 1 : j; /* bias j as q, k, v */
+	int64_t row = k == 1 ? 0 : k == 2 ? q * d : (q + 1) * d, rows = k == 1 ? q * d : d;
+
+	if (j >= HF_LAYER_TENSORS) {
+		set_box(box, 2, (const int64_t[]){ 0, row }, (const int64_t[]){ ng, rows });
+		return;
+	}
+	switch (j) {
+	case 0: case 5:
+		set_box(box, 1, (const int64_t[]){ 0 }, &h);
+		break;
+	case 1: case 2: case 3:
+		set_box(box, 3, (const int64_t[]){ 0, row, 0 }, (const int64_t[]){ ng, rows, h });
+		break;
+	case 4:
+		set_box(box, 2, (const int64_t[]){ 0, 0 }, (const int64_t[]){ h, nh * d });
+		break;
+	case 6: case 7:
+		set_box(box, 3, (const int64_t[]){ j - 6, 0, 0 }, (const int64_t[]){ 1, f, h });
+		break;
+	default:
+		set_box(box, 2, (const int64_t[]){ 0, 0 }, (const int64_t[]){ h, f });
+	}
+}
+
 void hf_tensor(const struct arch *a, int id, char *name, size_t n, int *tensor,
 	       struct box *box, int *ndim, uint64_t shape[BOX_MAXDIM])
 {
-	int64_t h = a->hidden, nh = a->heads, ng = a->kv_heads, f = a->ffn, v = a->vocab;
-	int64_t d = h / nh, q = nh / ng;
-	int last = 1 + HF_LAYER_TENSORS * a->layers;
+	int64_t h = a->hidden, v = a->vocab;
+	int nl = hf_per_layer(a), last = 1 + nl * a->layers;
+	bool bias = false;
 
 	memset(box, 0, sizeof *box);
-	if (id == 0 || id == last + 1) {
-		snprintf(name, n, id ? "lm_head.weight" : "model.embed_tokens.weight");
-		*tensor = id ? layout_output_index(a) : 0;
+	if (id == 0) {
+		snprintf(name, n, "model.embed_tokens.weight");
+		*tensor = 0;
 		set_box(box, 2, (const int64_t[]){ 0, 0 }, (const int64_t[]){ v, h });
+	} else if (id == last + 1) {
+		snprintf(name, n, a->score_head ? "score.weight" : "lm_head.weight");
+		*tensor = layout_output_index(a);
+		set_box(box, 2, (const int64_t[]){ 0, 0 },
+			(const int64_t[]){ a->score_head ? 1 : v, h });
 	} else if (id == last) {
 		snprintf(name, n, "model.norm.weight");
 		*tensor = layout_final_norm_index(a);
 		set_box(box, 1, (const int64_t[]){ 0 }, &h);
 	} else {
-		int layer = (id - 1) / HF_LAYER_TENSORS, j = (id - 1) % HF_LAYER_TENSORS;
+		int layer = (id - 1) / nl, j = (id - 1) % nl;
 
 		snprintf(name, n, "model.layers.%d.%s", layer, hf_layer[j].suffix);
 		*tensor = layout_tensor_index(a, layer, hf_layer[j].lt);
-		switch (j) {
-		case 0: case 5:
-			set_box(box, 1, (const int64_t[]){ 0 }, &h);
-			break;
-		case 1: case 2: case 3: {
-			int64_t row = j == 1 ? 0 : j == 2 ? q * d : (q + 1) * d;
-
-			set_box(box, 3, (const int64_t[]){ 0, row, 0 },
-				(const int64_t[]){ ng, j == 1 ? q * d : d, h });
-			break;
-		}
-		case 4:
-			set_box(box, 2, (const int64_t[]){ 0, 0 }, (const int64_t[]){ h, nh * d });
-			break;
-		case 6: case 7:
-			set_box(box, 3, (const int64_t[]){ j - 6, 0, 0 }, (const int64_t[]){ 1, f, h });
-			break;
-		default:
-			set_box(box, 2, (const int64_t[]){ 0, 0 }, (const int64_t[]){ h, f });
-		}
+		hf_layer_box(a, j, box);
+		bias = j >= HF_LAYER_TENSORS;
 	}
-	/* Its own shape: the box with the leading dimensions of a 3-D box merged. */
-	if (box->ndim == 3) {
+	/* Its own shape: the box with its leading dimensions merged (a bias's
+	 * two, the 3-D boxes' first two). */
+	if (bias) {
+		*ndim = 1;
+		shape[0] = (uint64_t)(box->ext[0] * box->ext[1]);
+	} else if (box->ndim == 3) {
 		*ndim = 2;
 		shape[0] = (uint64_t)(box->ext[0] * box->ext[1]);
 		shape[1] = (uint64_t)box->ext[2];
@@ -112,31 +155,53 @@ void hf_tensor(const struct arch *a, int id, char *name, size_t n, int *tensor,
 	}
 }
 
-int hf_lookup(const struct arch *a, const char *name)
+/* The layer and the suffix after "model.layers.N." of name, or -1. */
+static int layer_of(const struct arch *a, const char *name, const char **suffix)
 {
 	static const char prefix[] = "model.layers.";
+	const char *p = name + sizeof prefix - 1;
+	char *end;
+	long layer;
+
+	if (strncmp(name, prefix, sizeof prefix - 1) != 0 || *p < '0' || *p > '9' ||
+	    (*p == '0' && p[1] != '.'))
+		return -1;
+	layer = strtol(p, &end, 10);
+	if (*end != '.' || layer >= a->layers)
+		return -1;
+	*suffix = end + 1;
+	return (int)layer;
+}
+
+int hf_lookup(const struct arch *a, const char *name)
+{
+	int nl = hf_per_layer(a), layer;
+	const char *suffix;
 
 	if (strcmp(name, "model.embed_tokens.weight") == 0)
 		return 0;
 	if (strcmp(name, "model.norm.weight") == 0)
-		return 1 + HF_LAYER_TENSORS * a->layers;
-	if (strcmp(name, "lm_head.weight") == 0)
-		return a->tied ? -1 : 2 + HF_LAYER_TENSORS * a->layers;
-	if (strncmp(name, prefix, sizeof prefix - 1) == 0) {
-		const char *p = name + sizeof prefix - 1;
-		char *end;
-		long layer;
-
-		if (*p < '0' || *p > '9' || (*p == '0' && p[1] != '.'))
-			return -1;
-		layer = strtol(p, &end, 10);
-		if (*end != '.' || layer >= a->layers)
-			return -1;
-		for (int j = 0; j < HF_LAYER_TENSORS; j++)
-			if (strcmp(end + 1, hf_layer[j].suffix) == 0)
-				return 1 + HF_LAYER_TENSORS * (int)layer + j;
-	}
+		return 1 + nl * a->layers;
+	if (strcmp(name, a->score_head ? "score.weight" : "lm_head.weight") == 0)
+		return hf_has_head(a) ? 2 + nl * a->layers : -1;
+	if ((layer = layer_of(a, name, &suffix)) >= 0)
+		for (int j = 0; j < nl; j++)
+			if (strcmp(suffix, hf_layer[j].suffix) == 0)
+				return 1 + nl * layer + j;
 	return -1;
+}
+
+/* Whether name is a buffer hf_buffers lists, in a layer or at the top. */
+static bool hf_buffer(const struct arch *a, const char *name)
+{
+	const char *suffix = NULL;
+
+	if (layer_of(a, name, &suffix) < 0 && strncmp(name, "model.", 6) == 0)
+		suffix = name + 6;
+	for (int k = 0; suffix && hf_buffers[k]; k++)
+		if (strcmp(suffix, hf_buffers[k]) == 0)
+			return true;
+	return false;
 }
 
 static void fmt_shape(char *out, size_t n, const uint64_t *shape, int ndim)
@@ -153,12 +218,16 @@ static void fmt_shape(char *out, size_t n, const uint64_t *shape, int ndim)
 
 struct ckpt {
 	char *dir;
-	struct arch arch;          /* config.json's, dtype from the tensors */
+	struct arch arch;          /* config.json's, dtype from the embedding */
 	bool has_index;
 	size_t nfiles;
 	char **names;              /* file names in dir */
 	struct st_file *files;     /* their headers */
-	int **ids;                 /* per file: the Hugging Face id of each tensor */
+	int **ids;                 /* per file: the Hugging Face id of each tensor, -1: a
+				    * buffer, skipped */
+	int nbuffers;              /* buffers skipped */
+	char buffer[LAYOUT_NAME_MAX]; /* the first of them */
+	unsigned char *gdtype;     /* per global tensor: enum st_dtype of its weights */
 };
 
 static void ckpt_free(struct ckpt *c)
@@ -171,6 +240,7 @@ static void ckpt_free(struct ckpt *c)
 	free(c->names);
 	free(c->files);
 	free(c->ids);
+	free(c->gdtype);
 	free(c->dir);
 	memset(c, 0, sizeof *c);
 }
@@ -197,45 +267,16 @@ static int load_foreign(const char *path, json_t **out, struct err *e)
 	return NR_OK;
 }
 
-/* The Llama fields of config.json; its other keys do not concern us. */
+/* The architecture config.json describes; its other keys do not concern
+ * us. */
 static int read_config(const char *path, struct arch *a, struct err *e)
 {
-	static const char *const keys[] = { "num_hidden_layers", "hidden_size",
-					    "num_attention_heads", "num_key_value_heads",
-					    "intermediate_size", "vocab_size" };
-	static const long max[] = { 4096, 1 << 20, 65536, 65536, 1 << 22, 1 << 24 };
-	int *dst[] = { &a->layers, &a->hidden, &a->heads, &a->kv_heads, &a->ffn, &a->vocab };
-	json_t *root, *v;
+	json_t *root;
 	int rc = load_foreign(path, &root, e);
 
 	if (rc)
 		return rc;
-	memset(a, 0, sizeof *a);
-	for (int i = 0; i < 6 && rc == NR_OK; i++) {
-		v = json_object_get(root, keys[i]);
-		if (!v && i == 3) {
-			a->kv_heads = a->heads;
-			continue;
-		}
-		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max[i])
-			rc = err_set(e, NR_EINPUT, "%s: \"%s\": expected an integer from 1 to %ld",
-				     path, keys[i], max[i]);
-		else
-			*dst[i] = (int)json_integer_value(v);
-	}
-	v = json_object_get(root, "tie_word_embeddings");
-	if (rc == NR_OK && v && !json_is_boolean(v))
-		rc = err_set(e, NR_EINPUT, "%s: \"tie_word_embeddings\": expected true or false", path);
-	a->tied = json_is_true(v);
-	if (rc == NR_OK && (a->heads % a->kv_heads || a->hidden % a->heads))
-		rc = err_set(e, NR_EINPUT, "%s: num_attention_heads %d must divide hidden_size %d and "
-			     "be a multiple of num_key_value_heads %d", path, a->heads, a->hidden,
-			     a->kv_heads);
-	v = json_object_get(root, "head_dim");
-	if (rc == NR_OK && v && (!json_is_integer(v) || json_integer_value(v) != a->hidden / a->heads))
-		rc = err_set(e, NR_EINPUT, "%s: \"head_dim\" other than hidden_size / "
-			     "num_attention_heads (%d) is not a Llama layout Nereus knows", path,
-			     a->hidden / a->heads);
+	rc = arch_from_hf(root, path, a, e);
 	json_decref(root);
 	return rc;
 }
@@ -285,7 +326,32 @@ static int read_index(struct ckpt *c, const char *path, json_t **map, json_t **r
 	return NR_OK;
 }
 
-/* Check file k's tensors: Llama's, one dtype, the shapes a says, each once. */
+/* The dtype of a global tensor's parts must agree (q, k and v make one
+ * linear_qkv; gate and up one linear_fc1): a piece has one dtype. */
+static int note_dtype(struct ckpt *c, int id, const struct st_tensor *t, const char *show,
+		      uint64_t at, struct err *e)
+{
+	char name[LAYOUT_NAME_MAX];
+	uint64_t shape[BOX_MAXDIM];
+	int tensor, ndim;
+	struct box b;
+
+	if (t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F32)
+		return err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 ": dtype %s; "
+			       "Nereus keeps weights in BF16, F16 or F32", show, t->name, at,
+			       st_dtype_name(t->dtype));
+	hf_tensor(&c->arch, id, name, sizeof name, &tensor, &b, &ndim, shape);
+	if (c->gdtype[tensor] && c->gdtype[tensor] != t->dtype + 1)
+		return err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 ": dtype %s, but "
+			       "the other parts of the tensor it joins are %s", show, t->name, at,
+			       st_dtype_name(t->dtype),
+			       st_dtype_name((enum st_dtype)(c->gdtype[tensor] - 1)));
+	c->gdtype[tensor] = (unsigned char)(t->dtype + 1);
+	return NR_OK;
+}
+
+/* Check file k's tensors: Llama's, the shapes a says, each once; skip the
+ * buffers hf_buffers names. */
 static int check_file(struct ckpt *c, size_t k, const char *show, json_t *map, int *where,
 		      struct err *e)
 {
@@ -298,29 +364,29 @@ static int check_file(struct ckpt *c, size_t k, const char *show, json_t *map, i
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const struct st_tensor *t = &f->tensors[i];
 		uint64_t at = f->data_start + t->begin, shape[BOX_MAXDIM];
-		int id = hf_lookup(a, t->name), tensor, ndim;
+		int id = hf_lookup(a, t->name), tensor, ndim, rc;
 		char name[LAYOUT_NAME_MAX], want[128], got[128];
 		json_t *in;
 		struct box b;
 
+		if (id < 0 && hf_buffer(a, t->name)) {
+			if (c->nbuffers++ == 0)
+				snprintf(c->buffer, sizeof c->buffer, "%s", t->name);
+			c->ids[k][i] = -1;
+			continue;
+		}
 		if (id < 0)
 			return err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 ": not a "
-				       "tensor of the Llama model config.json describes (%d layers, "
-				       "%s embeddings)", show, t->name, at, a->layers,
-				       a->tied ? "tied" : "untied");
+				       "tensor of the model config.json describes (%d layers, %s%s)",
+				       show, t->name, at, a->layers, a->score_head ? "a score head" :
+				       a->tied ? "tied embeddings" : "untied embeddings",
+				       a->attn_bias ? ", q/k/v biases" : "");
 		if (where[id] >= 0)
 			return err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 ": also in "
 				       "'%s'", show, t->name, at, c->names[where[id]]);
 		where[id] = (int)k;
-		if (t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F32)
-			return err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 ": dtype %s; "
-				       "Nereus keeps weights in BF16, F16 or F32", show, t->name, at,
-				       st_dtype_name(t->dtype));
-		if (t->dtype != c->files[0].tensors[0].dtype)
-			return err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 ": dtype %s, "
-				       "but '%s' is %s; a model's weights have one dtype", show,
-				       t->name, at, st_dtype_name(t->dtype), c->files[0].tensors[0].name,
-				       st_dtype_name(c->files[0].tensors[0].dtype));
+		if ((rc = note_dtype(c, id, t, show, at, e)))
+			return rc;
 		hf_tensor(a, id, name, sizeof name, &tensor, &b, &ndim, shape);
 		fmt_shape(want, sizeof want, shape, ndim);
 		fmt_shape(got, sizeof got, t->shape, t->ndim);
@@ -379,7 +445,8 @@ static int ckpt_read(struct ckpt *c, const char *dir, struct err *e)
 	c->files = calloc(c->nfiles + 1, sizeof *c->files);
 	c->ids = calloc(c->nfiles + 1, sizeof *c->ids);
 	where = malloc((size_t)nt * sizeof *where);
-	if (rc == NR_OK && (!c->files || !c->ids || !where))
+	c->gdtype = calloc((size_t)nt, 1); /* there are no more global tensors than these */
+	if (rc == NR_OK && (!c->files || !c->ids || !where || !c->gdtype))
 		rc = oom(e);
 	for (int i = 0; i < nt && where; i++)
 		where[i] = -1;
@@ -411,14 +478,16 @@ static int ckpt_read(struct ckpt *c, const char *dir, struct err *e)
 		if (where[i] >= 0)
 			continue;
 		hf_tensor(&c->arch, i, name, sizeof name, &tensor, &b, &ndim, shape);
-		rc = err_set(e, NR_EINPUT, "'%s': no tensor '%s', which the Llama model of its "
+		rc = err_set(e, NR_EINPUT, "'%s': no tensor '%s', which the model of its "
 			     "config.json has", dir, name);
 	}
 	if (rc == NR_OK && map && json_object_size(map) != total)
 		rc = err_set(e, NR_EINPUT, "'%s/%s': weight_map lists %zu tensors, the files hold %zu",
 			     dir, HF_INDEX, json_object_size(map), total);
 	if (rc == NR_OK) {
-		enum st_dtype t = c->files[0].tensors[0].dtype;
+		/* the model's dtype is the embedding's; a tensor of another
+		 * dtype keeps its own (mmodel.wdtype) */
+		enum st_dtype t = (enum st_dtype)(c->gdtype[0] - 1);
 
 		c->arch.dtype_bytes = t == ST_F32 ? 4 : 2;
 		snprintf(c->arch.dtype, sizeof c->arch.dtype, "%s",
@@ -432,7 +501,9 @@ static int ckpt_read(struct ckpt *c, const char *dir, struct err *e)
 /* --- import -------------------------------------------------------------------------------- */
 
 /* Keep config.json, the index and each file's header verbatim as aux
- * files, and record the origin in model mi of m. */
+ * files, and record the origin in model mi of m.  A checkpoint whose
+ * buffers were skipped keeps config.json alone: its files cannot come
+ * back bit for bit without them, so export writes fresh ones. */
 static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m, int mi,
 		       struct err *e)
 {
@@ -450,7 +521,7 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 		char *path = path_join(c->dir, file), *buf;
 		size_t len;
 
-		if (k && !c->has_index) {
+		if (k && (!c->has_index || c->nbuffers)) {
 			free(path);
 			break;
 		}
@@ -464,7 +535,7 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 		if (rc == NR_OK && !(*(k ? &mm->hf.index : &mm->hf.config) = xstrdup(rel)))
 			rc = oom(e);
 	}
-	for (size_t f = 0; f < c->nfiles && rc == NR_OK; f++) {
+	for (size_t f = 0; f < c->nfiles && rc == NR_OK && !c->nbuffers; f++) {
 		struct hf_file *h = &mm->hf.files[f];
 		char *path = path_join(c->dir, c->names[f]), *buf = NULL;
 		FILE *fp = path ? fopen(path, "rb") : NULL;
@@ -508,11 +579,13 @@ static int add_ckpt_src(struct xfer *x, const struct ckpt *c, int base, struct e
 			return oom(e);
 		for (size_t i = 0; i < c->files[k].ntensors; i++) {
 			const struct st_tensor *t = &c->files[k].tensors[i];
-			struct xpiece *q = xfer_src(x);
+			struct xpiece *q;
 			uint64_t shape[BOX_MAXDIM];
 			int tensor, ndim;
 
-			if (!q)
+			if (c->ids[k][i] < 0)
+				continue;
+			if (!(q = xfer_src(x)))
 				return oom(e);
 			hf_tensor(&c->arch, c->ids[k][i], q->name, sizeof q->name, &tensor, &q->box,
 				  &ndim, shape);
@@ -558,11 +631,23 @@ int store_import(const struct store_hf *models, int n, const char *dst,
 		snprintf(what, sizeof what, "model '%s' of the job", lo.name);
 		snprintf(where, sizeof where, "'%s'", models[i].dir);
 		if (rc == NR_OK && lo.arch.layers != 0)
-			rc = store_arch_check(what, &lo.arch, &c[i].arch, where, e);
+			rc = arch_compare(what, &lo.arch, &c[i].arch, where, e);
 		lo.arch = c[i].arch;
 		m.nmodels = i + 1;
 		if (rc == NR_OK)
 			rc = store_set_layout(&m, i, &lo, e);
+		for (int t = 0; rc == NR_OK && t < m.models[i].layout.ntensors; t++)
+			if (mmodel_set_dtype(&m.models[i], t, c[i].gdtype[t] - 1))
+				rc = oom(e);
+		if (rc == NR_OK && c[i].nbuffers && o && o->notice) {
+			char msg[LAYOUT_NAME_MAX + 256];
+
+			snprintf(msg, sizeof msg, "%s: skipped %d tensor%s that %s not parameters "
+				 "(such as '%s'): the model's code recomputes them", models[i].dir,
+				 c[i].nbuffers, c[i].nbuffers > 1 ? "s" : "",
+				 c[i].nbuffers > 1 ? "are" : "is", c[i].buffer);
+			o->notice(o->notice_ctx, msg);
+		}
 	}
 	if (rc == NR_OK)
 		rc = work_begin(&w, dst, true, o, e);
@@ -591,7 +676,7 @@ int store_import(const struct store_hf *models, int n, const char *dst,
 /* --- export --------------------------------------------------------------------------------- */
 
 /* Destination pieces for ids[0..n) of a in file name of w. */
-static int add_hf_file(struct xfer *x, const struct work *w, const struct arch *a,
+static int add_hf_file(struct xfer *x, const struct work *w, const struct mmodel *mm,
 		       const int *ids, size_t n, const char *name, const char *hdr, size_t hlen,
 		       struct err *e)
 {
@@ -608,10 +693,11 @@ static int add_hf_file(struct xfer *x, const struct work *w, const struct arch *
 			rc = oom(e);
 			break;
 		}
-		hf_tensor(a, ids[i], q->name, sizeof q->name, &tensor, &q->box, &q->ndim, q->shape);
+		hf_tensor(&mm->lo.arch, ids[i], q->name, sizeof q->name, &tensor, &q->box, &q->ndim,
+			  q->shape);
 		q->group = tensor;
 		q->kind = q->src_kind = KIND_WEIGHT;
-		q->dtype = arch_st_dtype(a);
+		q->dtype = (enum st_dtype)mmodel_dtype(mm, KIND_WEIGHT, tensor);
 	}
 	if (rc == NR_OK)
 		rc = xfer_dst_file(x, path, show, first, hdr, hlen, meta, 1, e);
@@ -633,7 +719,7 @@ static int export_origin(struct xfer *x, struct work *w, const struct store *s,
 
 		rc = store_read_aux(s, h->files[f].header, &hdr, &hlen, e);
 		if (rc == NR_OK) {
-			rc = add_hf_file(x, w, &mm->lo.arch, h->files[f].tensors, h->files[f].ntensors,
+			rc = add_hf_file(x, w, mm, h->files[f].tensors, h->files[f].ntensors,
 					 h->files[f].name, hdr, hlen, e);
 			free(hdr);
 		}
@@ -658,6 +744,40 @@ static const char *torch_dtype(const struct arch *a)
 {
 	return strcmp(a->dtype, "fp32") == 0 ? "float32" : strcmp(a->dtype, "fp16") == 0 ?
 			"float16" : "bfloat16";
+}
+
+/* A config.json for a model the store has no config for: Qwen2's
+ * classes when it has q/k/v biases (Llama's attention_bias would also
+ * give o_proj one), Llama's otherwise. */
+static json_t *fresh_config(const struct arch *a)
+{
+	const char *family = a->attn_bias ? "Qwen2" : "Llama";
+	char cls[64];
+	json_t *c;
+
+	snprintf(cls, sizeof cls, "%sFor%s", family,
+		 a->score_head ? "SequenceClassification" : "CausalLM");
+	c = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s, s:f, s:f}",
+		      "architectures", cls, "model_type", a->attn_bias ? "qwen2" : "llama",
+		      "num_hidden_layers", a->layers, "hidden_size", a->hidden,
+		      "num_attention_heads", a->heads, "num_key_value_heads", a->kv_heads,
+		      "intermediate_size", a->ffn, "vocab_size", a->vocab,
+		      "tie_word_embeddings", a->tied, "torch_dtype", torch_dtype(a),
+		      "hidden_act", "silu", "rope_theta", a->rope_theta,
+		      "rms_norm_eps", a->norm_eps);
+	if (c && a->score_head)
+		json_object_set_new(c, "num_labels", json_integer(1));
+	if (c && a->max_pos)
+		json_object_set_new(c, "max_position_embeddings", json_integer(a->max_pos));
+	if (c && a->rope_scaling.on)
+		json_object_set_new(c, "rope_scaling", json_pack(
+			"{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3",
+			"factor", a->rope_scaling.factor,
+			"low_freq_factor", a->rope_scaling.low_freq_factor,
+			"high_freq_factor", a->rope_scaling.high_freq_factor,
+			"original_max_position_embeddings",
+			(json_int_t)a->rope_scaling.original_max_pos));
+	return c;
 }
 
 static int write_json(const struct work *w, const char *rel, json_t *doc, struct err *e)
@@ -703,12 +823,13 @@ static int export_fresh(struct xfer *x, struct work *w, const struct store *s,
 	if (!t || !names || !start || !ids || !map)
 		rc = oom(e);
 	for (int i = 0; i < nt && rc == NR_OK; i++) {
-		uint64_t shape[BOX_MAXDIM], bytes = (uint64_t)a->dtype_bytes;
+		uint64_t shape[BOX_MAXDIM], bytes;
 		int tensor, ndim;
 		struct box b;
 
 		hf_tensor(a, i, names[i], sizeof names[i], &tensor, &b, &ndim, shape);
-		bytes *= (uint64_t)box_volume(&b);
+		bytes = (uint64_t)box_volume(&b) *
+			(uint64_t)st_dtype_bits((enum st_dtype)mmodel_dtype(mm, KIND_WEIGHT, tensor)) / 8;
 		if (cur > 0 && cur + bytes > max) {
 			start[++nfiles] = i;
 			cur = 0;
@@ -732,7 +853,7 @@ static int export_fresh(struct xfer *x, struct work *w, const struct store *s,
 			ids[k] = t[start[f] + k].id;
 			json_object_set_new(map, t[start[f] + k].name, json_string(file));
 		}
-		rc = add_hf_file(x, w, a, ids, (size_t)n, file, NULL, 0, e);
+		rc = add_hf_file(x, w, mm, ids, (size_t)n, file, NULL, 0, e);
 	}
 	if (rc == NR_OK && nfiles > 1)
 		rc = write_json(w, HF_INDEX, json_pack("{s:{s:I}, s:O}", "metadata", "total_size",
@@ -747,13 +868,7 @@ static int export_fresh(struct xfer *x, struct work *w, const struct store *s,
 			free(buf);
 		}
 	} else if (rc == NR_OK) {
-		rc = write_json(w, HF_CONFIG, json_pack(
-			"{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s}",
-			"architectures", "LlamaForCausalLM", "model_type", "llama",
-			"num_hidden_layers", a->layers, "hidden_size", a->hidden,
-			"num_attention_heads", a->heads, "num_key_value_heads", a->kv_heads,
-			"intermediate_size", a->ffn, "vocab_size", a->vocab,
-			"tie_word_embeddings", a->tied, "torch_dtype", torch_dtype(a)), e);
+		rc = write_json(w, HF_CONFIG, fresh_config(a), e);
 	}
 	json_decref(map);
 	free(t);
@@ -801,7 +916,7 @@ int store_export(const char *src, const char *model, uint64_t max_shard, const c
 		rc = store_open(&s, src, &w, e);
 	if (rc == NR_OK && (mi = pick_model(&s, model, e)) < 0)
 		rc = NR_EINPUT;
-	if (rc == NR_OK && s.m.models[mi].has_hf && max_shard == 0)
+	if (rc == NR_OK && s.m.models[mi].hf.nfiles > 0 && max_shard == 0)
 		rc = export_origin(&x, &w, &s, &s.m.models[mi], e);
 	else if (rc == NR_OK)
 		rc = export_fresh(&x, &w, &s, &s.m.models[mi], max_shard ? max_shard : HF_MAX_SHARD,

@@ -148,16 +148,14 @@ int store_finish(struct xfer *x, struct work *w, struct manifest *m, struct err 
 /* Model mi of m takes layout lo (layout_init); NR_EINPUT naming it. */
 int store_set_layout(struct manifest *m, int mi, const struct store_layout *lo,
 		     struct err *e);
-/* NR_OK when want and got are one architecture, else NR_EINPUT naming
- * the first difference: "WHAT has hidden 64, but WHERE has 128". */
-int store_arch_check(const char *what, const struct arch *want, const struct arch *got,
-		     const char *where, struct err *e);
 /* Check that path is a relative path of [A-Za-z0-9._-] components, none
  * "." or "..". */
 bool store_path_ok(const char *path);
 
-/* Deep-copy from's Hugging Face origin into to (store_manifest.c). */
-int hf_origin_copy(struct mmodel *to, const struct mmodel *from);
+/* Deep-copy what from brought from its checkpoint (its Hugging Face
+ * origin and per-tensor dtypes) into to, a model of the same
+ * architecture (store_manifest.c). */
+int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from);
 
 /* --- archives (store_tar.c) ------------------------------------------------------ */
 
@@ -182,7 +180,6 @@ bool cancelled(const struct store_opts *o);
 /* Whether to sync what is written (not when o says no_sync). */
 bool syncing(const struct store_opts *o);
 enum st_dtype arch_st_dtype(const struct arch *a);
-enum st_dtype kind_st_dtype(const struct arch *a, enum state_kind kind);
 /* Order of pieces by shard, then tensor (qsort_r over indices into the
  * pieces given as ctx), and whether two pieces share a shard. */
 int manifest_by_shard(const void *pa, const void *pb, void *ctx);

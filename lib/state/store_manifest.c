@@ -11,8 +11,6 @@
 
 #include "common/json.h"
 
-static const char *const arch_dtypes[] = { "bf16", "fp16", "fp32", NULL };
-static const int arch_dtype_bytes[] = { 2, 2, 4 };
 
 #define MAX_DP (1 << 20)
 
@@ -22,9 +20,25 @@ enum st_dtype arch_st_dtype(const struct arch *a)
 										    : ST_BF16;
 }
 
-enum st_dtype kind_st_dtype(const struct arch *a, enum state_kind kind)
+int mmodel_dtype(const struct mmodel *mm, enum state_kind kind, int tensor)
 {
-	return kind == KIND_WEIGHT ? arch_st_dtype(a) : ST_F32;
+	if (kind != KIND_WEIGHT)
+		return ST_F32;
+	return mm->wdtype ? mm->wdtype[tensor] : arch_st_dtype(&mm->lo.arch);
+}
+
+int mmodel_set_dtype(struct mmodel *mm, int tensor, int t)
+{
+	if (!mm->wdtype && t == (int)arch_st_dtype(&mm->lo.arch))
+		return NR_OK;
+	if (!mm->wdtype) {
+		mm->wdtype = malloc((size_t)mm->layout.ntensors);
+		if (!mm->wdtype)
+			return NR_EIO;
+		memset(mm->wdtype, arch_st_dtype(&mm->lo.arch), (size_t)mm->layout.ntensors);
+	}
+	mm->wdtype[tensor] = (unsigned char)t;
+	return NR_OK;
 }
 
 bool store_has_kind(const struct store_layout *lo, enum state_kind kind)
@@ -97,10 +111,10 @@ static int tensor_lookup(const struct layout *lo, const char *name)
 		layer = strtol(p, &end, 10);
 		if (*end != '.' || layer >= a->layers)
 			return -1;
-		for (int k = 0; k < LAYOUT_LAYER_TENSORS; k++) {
+		for (int k = 0; k < LT_COUNT; k++) {
 			int t = layout_tensor_index(a, (int)layer, (enum layer_tensor)k);
 
-			if (strcmp(lo->tensors[t].name, name) == 0)
+			if (t >= 0 && strcmp(lo->tensors[t].name, name) == 0)
 				return t;
 		}
 		return -1;
@@ -117,6 +131,7 @@ void manifest_free(struct manifest *m)
 		struct mmodel *mm = &m->models[i];
 
 		layout_free(&mm->layout);
+		free(mm->wdtype);
 		free(mm->hf.config);
 		free(mm->hf.index);
 		for (size_t f = 0; f < mm->hf.nfiles; f++) {
@@ -130,14 +145,21 @@ void manifest_free(struct manifest *m)
 		free(m->aux[i].path);
 	free(m->aux);
 	free(m->pieces);
+	json_decref(m->run);
 	memset(m, 0, sizeof *m);
 }
 
-int hf_origin_copy(struct mmodel *to, const struct mmodel *from)
+int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from)
 {
 	const struct hf_origin *f = &from->hf;
 	struct hf_origin *t = &to->hf;
 
+	if (from->wdtype) {
+		to->wdtype = malloc((size_t)from->layout.ntensors);
+		if (!to->wdtype)
+			return NR_EIO;
+		memcpy(to->wdtype, from->wdtype, (size_t)from->layout.ntensors);
+	}
 	to->has_hf = from->has_hf;
 	if (!from->has_hf)
 		return NR_OK;
@@ -167,6 +189,7 @@ struct rd {
 	const struct jdoc *d;
 	struct manifest *m;
 	struct err *e;
+	unsigned char *wseen[MAX_MODELS]; /* per model and tensor: its weights' dtype read */
 };
 
 static int oom(struct err *e)
@@ -186,41 +209,6 @@ static int get_sum(struct rd *r, json_t *obj, const char *path, const char *key,
 	if (strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16)
 		return jdoc_fail(r->d, sub, r->e, "expected 16 lowercase hex digits, got \"%s\"", s);
 	*out = strtoull(s, NULL, 16);
-	return NR_OK;
-}
-
-static int get_arch(struct rd *r, json_t *o, const char *path, struct arch *a)
-{
-	static const char *const keys[] = { "layers", "hidden", "heads", "kv_heads", "ffn",
-					    "vocab", "tied_embeddings", "dtype", NULL };
-	long v[6];
-	int dt = 0, rc;
-	char p[512];
-
-	memset(a, 0, sizeof *a);
-	if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
-	    (rc = jget_int(r->d, o, path, "layers", true, 1, 4096, &v[0], r->e)) ||
-	    (rc = jget_int(r->d, o, path, "hidden", true, 1, 1 << 20, &v[1], r->e)) ||
-	    (rc = jget_int(r->d, o, path, "heads", true, 1, 65536, &v[2], r->e)) ||
-	    (rc = jget_int(r->d, o, path, "kv_heads", true, 1, 65536, &v[3], r->e)) ||
-	    (rc = jget_int(r->d, o, path, "ffn", true, 1, 1 << 22, &v[4], r->e)) ||
-	    (rc = jget_int(r->d, o, path, "vocab", true, 1, 1 << 24, &v[5], r->e)) ||
-	    (rc = jget_bool(r->d, o, path, "tied_embeddings", true, &a->tied, r->e)) ||
-	    (rc = jget_enum(r->d, o, path, "dtype", true, arch_dtypes, &dt, r->e)))
-		return rc;
-	a->layers = (int)v[0];
-	a->hidden = (int)v[1];
-	a->heads = (int)v[2];
-	a->kv_heads = (int)v[3];
-	a->ffn = (int)v[4];
-	a->vocab = (int)v[5];
-	a->dtype_bytes = arch_dtype_bytes[dt];
-	snprintf(a->dtype, sizeof a->dtype, "%s", arch_dtypes[dt]);
-	if (a->heads % a->kv_heads || a->hidden % a->heads) {
-		jpath(p, sizeof p, path, "heads");
-		return jdoc_fail(r->d, p, r->e, "heads %d must divide hidden %d and be a multiple "
-				 "of kv_heads %d", a->heads, a->hidden, a->kv_heads);
-	}
 	return NR_OK;
 }
 
@@ -336,12 +324,14 @@ static int get_hf(struct rd *r, json_t *o, const char *path, struct mmodel *mm)
 	    (rc = jget_arr(r->d, o, path, "files", true, &fs, r->e)))
 		return rc;
 	jpath(p, sizeof p, path, "files");
-	if (json_array_size(fs) == 0)
-		return jdoc_fail(r->d, p, r->e, "expected at least one file");
+	/* no files: the checkpoint's could not be kept (buffers were
+	 * skipped), its config.json alone */
+	if (json_array_size(fs) == 0 && mm->hf.index)
+		return jdoc_fail(r->d, p, r->e, "an \"index\" and no files");
 	if (json_array_size(fs) > 1 && !mm->hf.index)
 		return jdoc_fail(r->d, path, r->e, "several files and no \"index\"");
 	mm->has_hf = true;
-	mm->hf.files = calloc(json_array_size(fs), sizeof *mm->hf.files);
+	mm->hf.files = calloc(json_array_size(fs) + 1, sizeof *mm->hf.files);
 	seen = calloc((size_t)nt, 1);
 	if (!mm->hf.files || !seen) {
 		free(seen);
@@ -356,7 +346,7 @@ static int get_hf(struct rd *r, json_t *o, const char *path, struct mmodel *mm)
 		if (rc)
 			break;
 	}
-	for (int id = 0; id < nt && rc == NR_OK; id++) {
+	for (int id = 0; id < nt && rc == NR_OK && mm->hf.nfiles > 0; id++) {
 		char name[LAYOUT_NAME_MAX];
 		int t, ndim;
 		struct box b;
@@ -391,7 +381,7 @@ static int get_model(struct rd *r, const char *name, json_t *o, struct mmodel *m
 	    (rc = jget_obj(r->d, o, path, "hf", false, &hf, r->e)))
 		return rc;
 	jpath(p, sizeof p, path, "arch");
-	if ((rc = get_arch(r, arch, p, &mm->lo.arch)))
+	if ((rc = arch_load(r->d, arch, p, &mm->lo.arch, r->e)))
 		return rc;
 	jpath(p, sizeof p, path, "layout");
 	if ((rc = get_layout(r, lay, p, mm)))
@@ -531,12 +521,36 @@ static int get_box(struct rd *r, json_t *o, const char *path, const struct gtens
 	return NR_OK;
 }
 
+/* A piece's dtype: F32 for the optimizer's kinds; for weights BF16, F16
+ * or F32, the same for every piece of a tensor (the first one read says
+ * which). */
+static int get_dtype(struct rd *r, const char *path, struct mmodel *mm,
+		     const struct mpiece *pc, const char *dtype)
+{
+	int t = st_dtype_parse(dtype), want = mmodel_dtype(mm, pc->kind, pc->tensor);
+	unsigned char *seen = r->wseen[pc->model];
+
+	if (pc->kind != KIND_WEIGHT || seen[pc->tensor]) {
+		if (t != want)
+			return jdoc_fail(r->d, path, r->e, "expected \"%s\" for %s of tensor %s, "
+					 "got \"%s\"", st_dtype_name((enum st_dtype)want),
+					 state_kind_names[pc->kind],
+					 mm->layout.tensors[pc->tensor].name, dtype);
+		return NR_OK;
+	}
+	if (t != ST_BF16 && t != ST_F16 && t != ST_F32)
+		return jdoc_fail(r->d, path, r->e, "expected \"BF16\", \"F16\" or \"F32\" "
+				 "for weights, got \"%s\"", dtype);
+	seen[pc->tensor] = 1;
+	return mmodel_set_dtype(mm, pc->tensor, t) ? oom(r->e) : NR_OK;
+}
+
 static int get_piece(struct rd *r, json_t *o, size_t i, struct mpiece *pc)
 {
 	static const char *const keys[] = { "model", "kind", "tensor", "box", "dtype", "file",
 					    "byte_offset", "xxh3", NULL };
 	char path[64], p[600], model[NAME_MAX_LEN], tensor[LAYOUT_NAME_MAX], dtype[16], file[512];
-	const struct mmodel *mm = NULL;
+	struct mmodel *mm = NULL;
 	int kind, rc;
 	long off;
 	json_t *box;
@@ -575,10 +589,8 @@ static int get_piece(struct rd *r, json_t *o, size_t i, struct mpiece *pc)
 	if ((rc = get_box(r, box, p, &mm->layout.tensors[pc->tensor], &pc->box)))
 		return rc;
 	jpath(p, sizeof p, path, "dtype");
-	if (strcmp(dtype, st_dtype_name(kind_st_dtype(&mm->lo.arch, pc->kind))) != 0)
-		return jdoc_fail(r->d, p, r->e, "expected \"%s\" for %s of a %s model, got \"%s\"",
-				 st_dtype_name(kind_st_dtype(&mm->lo.arch, pc->kind)),
-				 state_kind_names[kind], mm->lo.arch.dtype, dtype);
+	if ((rc = get_dtype(r, p, r->m->models + pc->model, pc, dtype)))
+		return rc;
 	jpath(p, sizeof p, path, "file");
 	if (!parse_shard(file, &mm->lo, pc->kind, &pc->tp, &pc->pp, &pc->dp))
 		return jdoc_fail(r->d, p, r->e, "\"%s\" is not a %s shard of model \"%s\" "
@@ -744,9 +756,9 @@ int manifest_parse(struct manifest *m, const char *name, const char *buf, size_t
 		   struct err *e)
 {
 	static const char *const keys[] = { "nereus", "kind", "models", "aux_files", "pieces",
-					    NULL };
+					    "run", NULL };
 	struct jdoc d;
-	struct rd r = { &d, m, e };
+	struct rd r = { &d, m, e, { 0 } };
 	json_t *models, *aux, *pieces, *v;
 	const char *key;
 	size_t i;
@@ -770,6 +782,11 @@ int manifest_parse(struct manifest *m, const char *name, const char *buf, size_t
 		rc = get_model(&r, key, v, &m->models[m->nmodels++]);
 		if (rc)
 			goto out;
+		r.wseen[m->nmodels - 1] = calloc((size_t)m->models[m->nmodels - 1].layout.ntensors, 1);
+		if (!r.wseen[m->nmodels - 1]) {
+			rc = oom(e);
+			goto out;
+		}
 	}
 	if ((rc = check_aux_used(&r)))
 		goto out;
@@ -785,7 +802,11 @@ int manifest_parse(struct manifest *m, const char *name, const char *buf, size_t
 		m->npieces = i + 1;
 	}
 	rc = check_pieces(&r);
+	if (rc == NR_OK && (rc = jget_obj(&d, d.root, "", "run", false, &m->run, e)) == NR_OK)
+		json_incref(m->run);
 out:
+	for (int k = 0; k < MAX_MODELS; k++)
+		free(r.wseen[k]);
 	jdoc_free(&d);
 	if (rc)
 		manifest_free(m);
@@ -806,11 +827,7 @@ static json_t *model_json(const struct mmodel *mm)
 {
 	const struct arch *a = &mm->lo.arch;
 	const struct store_layout *lo = &mm->lo;
-	json_t *o = json_pack("{s:{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s}, "
-			      "s:{s:i, s:i, s:i, s:b, s:b}}",
-			      "arch", "layers", a->layers, "hidden", a->hidden, "heads", a->heads,
-			      "kv_heads", a->kv_heads, "ffn", a->ffn, "vocab", a->vocab,
-			      "tied_embeddings", a->tied, "dtype", a->dtype,
+	json_t *o = json_pack("{s:o, s:{s:i, s:i, s:i, s:b, s:b}}", "arch", arch_to_json(a),
 			      "layout", "tp", lo->tp, "pp", lo->pp, "dp", lo->dp, "zero", lo->zero,
 			      "trainable", lo->trainable);
 	json_t *hf, *files;
@@ -867,13 +884,15 @@ json_t *manifest_to_json(const struct manifest *m)
 			"{s:s, s:s, s:s, s:{s:o, s:o}, s:s, s:s, s:I, s:o}", "model", mm->lo.name,
 			"kind", state_kind_names[p->kind], "tensor", mm->layout.tensors[p->tensor].name,
 			"box", "off", off, "ext", ext, "dtype",
-			st_dtype_name(kind_st_dtype(&mm->lo.arch, p->kind)), "file", file,
+			st_dtype_name((enum st_dtype)mmodel_dtype(mm, p->kind, p->tensor)), "file", file,
 			"byte_offset", (json_int_t)p->offset, "xxh3", sum_json(p->xxh3)));
 	}
 	if (root) {
 		json_object_set_new(root, "models", models);
 		json_object_set_new(root, "aux_files", aux);
 		json_object_set_new(root, "pieces", pieces);
+		if (m->run)
+			json_object_set(root, "run", m->run);
 	}
 	return root;
 }

@@ -154,8 +154,8 @@ struct ctx {
 	int gpn;
 	double bw[TG_NLINKS];
 	int nmodels;
-	int key0[MAX_MODELS + 1];  /* first key of each data identity */
-	int ntens[MAX_MODELS + 1];
+	int key0[MAX_MODELS];      /* first key of each model */
+	int ntens[MAX_MODELS];
 	int nbuckets;
 	struct bucket *bk;
 	struct src_ent *ent;
@@ -185,27 +185,13 @@ struct ctx {
 	int64_t relay_max;         /* bytes of a run, beyond its first piece */
 };
 
-/* Data identity of an EMU: its model; the engines share the actor's
- * weights unless their bf16 differs from the actor's dtype. */
-static int identity(const struct ctx *c, const struct emu *u)
-{
-	const struct arch *actor = &c->v->job->models[u->model].arch;
-
-	if (u->item != ITEM_GEN)
-		return u->model;
-	return actor->dtype_bytes == 2 ? u->model : c->nmodels;
-}
-
-static int slot_of(const struct ctx *c, const struct emu *u)
-{
-	return u->item == ITEM_GEN && identity(c, u) != c->nmodels ? 1 : 0;
-}
-
+/* The engines hold the actor's weights in the actor's dtype (emu.h), so
+ * their pieces and the actor's are one tensor's two tilings. */
 static int bucket_of(const struct ctx *c, const struct emu *u, enum state_kind k, int tensor)
 {
-	int d = identity(c, u);
+	int d = u->model;
 
-	return (c->key0[d] + (int)k * c->ntens[d] + tensor) * NSLOTS + slot_of(c, u);
+	return (c->key0[d] + (int)k * c->ntens[d] + tensor) * NSLOTS + (u->item == ITEM_GEN);
 }
 
 static int cmp_raw(const void *pa, const void *pb)
@@ -764,7 +750,7 @@ static bool keep(struct ctx *c, const struct dinst *di, int dl, int i,
 	struct tgraph *g = c->g;
 	const struct tg_list *tl = &g->lists[dl];
 	const struct piece *p = &tl->l->pieces[i];
-	int s = slot_of(c, tl->u), en;
+	int s = tl->u->item == ITEM_GEN, en;
 
 	/* an entry of its own tiling that is exactly the piece holds every atom */
 	if (nat < 1 || (en = at[0].ent[s]) < 0 || !box_eq(&c->ent[en].box, &p->box))
@@ -1982,8 +1968,8 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 	c->v = v;
 	c->gpn = v->cl->gpus_per_node;
 	c->nmodels = v->job->nmodels;
-	for (int d = 0; d <= c->nmodels; d++) {
-		c->ntens[d] = g->a.u[d < c->nmodels ? d : c->nmodels].lo.ntensors;
+	for (int d = 0; d < c->nmodels; d++) {
+		c->ntens[d] = g->a.u[d].lo.ntensors;
 		c->key0[d] = nkeys;
 		nkeys += NKINDS * c->ntens[d];
 	}

@@ -309,6 +309,76 @@ static void test_hf_config(void)
 	CHECK(m && m->arch.dtype_bytes == 2 && strcmp(m->arch.dtype, "fp16") == 0);
 }
 
+/* The fields the engine's math needs: Qwen2's biases, RoPE θ, ε, Llama 3's
+ * RoPE scaling; a critic's scalar head. */
+static void test_hf_config_math(void)
+{
+	struct job j;
+	struct err e;
+	const struct model *m;
+	char abs[PATH_MAX + 128];
+
+	mkdir((snprintf(abs, sizeof abs, "%s/hf", dir), abs), 0755);
+	/* Qwen2.5-1.5B's config.json, trimmed to the keys that matter */
+	put("hf/qwen.json",
+	    "{\"architectures\": [\"Qwen2ForCausalLM\"], \"hidden_act\": \"silu\", "
+	    "\"hidden_size\": 1536, \"intermediate_size\": 8960, \"model_type\": \"qwen2\", "
+	    "\"max_position_embeddings\": 131072, \"num_attention_heads\": 12, "
+	    "\"num_hidden_layers\": 28, \"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-06, "
+	    "\"rope_theta\": 1000000.0, \"tie_word_embeddings\": true, "
+	    "\"torch_dtype\": \"bfloat16\", \"vocab_size\": 151936}");
+	CHECK(load_job(&j, &e, NULL,
+		       "\"actor\": {\"hf_config\": \"hf/qwen.json\", \"stages\": "
+		       "[\"generation\", \"training\"]}, "
+		       "\"critic\": {\"hf_config\": \"hf/qwen.json\", \"stages\": [\"training\"]}",
+		       BATCH, NULL) == NR_OK);
+	m = job_model(&j, "actor");
+	CHECK(m && m->arch.attn_bias && m->arch.tied && !m->arch.score_head);
+	CHECK(m && m->arch.rope_theta == 1e6 && m->arch.norm_eps == 1e-6 &&
+	      m->arch.max_pos == 131072 && !m->arch.rope_scaling.on);
+	/* 1,543,714,304 parameters: Qwen2.5-1.5B's published count */
+	CHECK(m && arch_params(&m->arch) == 1543714304.0);
+	m = job_model(&j, "critic");
+	CHECK(m && m->arch.score_head && !m->arch.tied && m->arch.attn_bias);
+	CHECK(m && arch_params(&m->arch) == 1543714304.0 + 1536);
+
+	/* Llama 3.1's RoPE scaling; defaults for an arch object */
+	put("hf/llama31.json",
+	    "{\"hidden_size\": 4096, \"intermediate_size\": 14336, \"num_attention_heads\": 32, "
+	    "\"num_hidden_layers\": 32, \"num_key_value_heads\": 8, \"vocab_size\": 128256, "
+	    "\"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0, \"rope_scaling\": "
+	    "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+	    "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}}");
+	CHECK(load_job(&j, &e, NULL,
+		       "\"actor\": {\"hf_config\": \"hf/llama31.json\", \"stages\": "
+		       "[\"generation\", \"training\"]}, " CRITIC, BATCH, NULL) == NR_OK);
+	m = job_model(&j, "actor");
+	CHECK(m && m->arch.rope_scaling.on && m->arch.rope_scaling.factor == 8 &&
+	      m->arch.rope_scaling.low_freq_factor == 1 && m->arch.rope_scaling.high_freq_factor == 4 &&
+	      m->arch.rope_scaling.original_max_pos == 8192 && !m->arch.attn_bias);
+	m = job_model(&j, "critic");
+	CHECK(m && m->arch.score_head && m->arch.rope_theta == ARCH_ROPE_THETA &&
+	      m->arch.norm_eps == ARCH_NORM_EPS);
+
+	/* a sequence classifier with several labels is no critic */
+	put("hf/cls.json",
+	    "{\"architectures\": [\"LlamaForSequenceClassification\"], \"hidden_size\": 64, "
+	    "\"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+	    "\"vocab_size\": 1000, \"num_labels\": 3}");
+	CHECK(load_job(&j, &e, NULL,
+		       "\"actor\": {\"hf_config\": \"hf/cls.json\", \"stages\": "
+		       "[\"generation\", \"training\"]}, " CRITIC, BATCH, NULL) == NR_EINPUT);
+	CHECK(strstr(e.msg, "more than one label") != NULL);
+	/* a score head has nothing to tie */
+	CHECK(job_rejects("models.critic.arch.tied_embeddings: a model with a score head has no "
+			  "output layer to tie", NULL,
+			  "\"actor\": {\"arch\": {\"layers\": 2, \"hidden\": 64, \"heads\": 4, "
+			  "\"ffn\": 128, \"vocab\": 100}, \"stages\": [\"generation\"]}, "
+			  "\"critic\": {\"arch\": {\"layers\": 2, \"hidden\": 64, \"heads\": 4, "
+			  "\"ffn\": 128, \"vocab\": 100, \"score_head\": true, "
+			  "\"tied_embeddings\": true}, \"stages\": [\"training\"]}", BATCH, NULL));
+}
+
 static void test_hf_config_errors(void)
 {
 	struct job j;
@@ -331,15 +401,15 @@ static void test_hf_config_errors(void)
 	put("hf/partial.json", "{\"hidden_size\": 64, \"intermediate_size\": 128, "
 	    "\"num_attention_heads\": 4, \"vocab_size\": 1000}");
 	CHECK(load_job(&j, &e, NULL, HF_ACTOR("hf/partial.json"), BATCH, NULL) == NR_EINPUT);
-	snprintf(want, sizeof want, "%s/hf/partial.json: num_hidden_layers: expected a "
-		 "positive integer", dir);
+	snprintf(want, sizeof want, "%s/hf/partial.json: num_hidden_layers: expected an "
+		 "integer from 1 to 4096", dir);
 	CHECK(same(e.msg, want));
 	/* a wrong type */
 	put("hf/str.json", "{\"hidden_size\": \"64\", \"intermediate_size\": 128, "
 	    "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 1000}");
 	CHECK(load_job(&j, &e, NULL, HF_ACTOR("hf/str.json"), BATCH, NULL) == NR_EINPUT);
-	snprintf(want, sizeof want, "%s/hf/str.json: hidden_size: expected a positive integer",
-		 dir);
+	snprintf(want, sizeof want, "%s/hf/str.json: hidden_size: expected an integer from 1 "
+		 "to 1048576", dir);
 	CHECK(same(e.msg, want));
 	/* heads that do not divide hidden, or kv_heads that do not divide heads */
 	put("hf/heads.json", "{\"hidden_size\": 4096, \"intermediate_size\": 128, "
@@ -461,7 +531,9 @@ static void test_job_errors_model(void)
 static void test_job_errors_arch(void)
 {
 	CHECK(job_rejects("models.actor.arch.hidden_size: unknown field (expected one of: "
-			  "layers, hidden, heads, kv_heads, ffn, vocab, tied_embeddings, dtype)",
+			  "layers, hidden, heads, kv_heads, ffn, vocab, tied_embeddings, "
+			  "attention_bias, score_head, rope_theta, norm_eps, rope_scaling, "
+			  "max_position_embeddings, dtype)",
 			  NULL, A_ACTOR("{\"layers\": 2, \"hidden_size\": 64}"), BATCH, NULL));
 	CHECK(job_rejects("models.actor.arch: missing required field \"layers\"", NULL,
 			  A_ACTOR("{\"hidden\": 64, \"heads\": 4, \"ffn\": 8, \"vocab\": 8}"),
@@ -947,6 +1019,7 @@ int main(void)
 	RUN(test_job_roles_and_arch_options);
 	RUN(test_hf_config);
 	RUN(test_hf_config_errors);
+	RUN(test_hf_config_math);
 	RUN(test_job_error_located);
 	RUN(test_job_errors_top);
 	RUN(test_job_errors_model);

@@ -293,19 +293,30 @@ static void test_tiles_gqa_tied(void)
 		check_cfg(&cfgs[i]);
 }
 
-/* MHA with a vocabulary so small that TP ranks hold only padding, MQA, and
- * more DP ranks than some tensors have elements in any dimension. */
+/* MHA with a vocabulary so small that TP ranks hold only padding, MQA,
+ * more DP ranks than some tensors have elements in any dimension, and
+ * Qwen2's biases and a critic's score head under TP, PP and DP. */
 static void test_tiles_small_corners(void)
 {
 	struct arch mha = arch_of(2, 32, 4, 4, 64, 300, true);
 	struct arch mqa = arch_of(2, 32, 4, 1, 64, 100, false);
-	const struct cfg cfgs[] = {
-		{ mha, 4, 2, 2, true, NULL }, { mha, 4, 1, 1, false, NULL },
-		{ mha, 1, 1, 40, true, NULL }, { mqa, 1, 2, 5, true, NULL },
-	};
+	struct arch qwen = arch_of(4, 48, 12, 2, 64, 301, true), critic = qwen;
+	const struct cfg *c;
 
-	for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
-		check_cfg(&cfgs[i]);
+	qwen.attn_bias = true;
+	critic.tied = false;
+	critic.score_head = true;
+	{
+		const struct cfg cfgs[] = {
+			{ mha, 4, 2, 2, true, NULL }, { mha, 4, 1, 1, false, NULL },
+			{ mha, 1, 1, 40, true, NULL }, { mqa, 1, 2, 5, true, NULL },
+			{ qwen, 2, 2, 2, true, NULL }, { qwen, 2, 4, 1, false, NULL },
+			{ critic, 2, 2, 3, true, NULL }, { critic, 1, 1, 2, false, NULL },
+		};
+
+		for (c = cfgs; c < cfgs + sizeof cfgs / sizeof cfgs[0]; c++)
+			check_cfg(c);
+	}
 }
 
 static void test_tensor_list(void)
@@ -337,6 +348,31 @@ static void test_tensor_list(void)
 	t.tied = true;
 	CHECK(layout_tensors(&t, &g, &n, &e) == NR_OK);
 	CHECK(n == 2 + 6 * 4 && layout_output_index(&t) == -1);
+	free(g);
+
+	/* Qwen2's q/k/v biases: a seventh tensor per layer, after the fused
+	 * weight, shaped like it without the hidden dimension */
+	t = a;
+	t.attn_bias = true;
+	CHECK(layout_tensors(&t, &g, &n, &e) == NR_OK);
+	CHECK(n == 2 + 7 * 4 + 1 && layout_layer_tensors(&t) == 7);
+	CHECK(layout_tensor_index(&t, 1, LT_QKV_BIAS) == 1 + 7 + 2);
+	CHECK(layout_tensor_index(&a, 1, LT_QKV_BIAS) == -1);
+	CHECK(layout_tensor_index(&t, 1, LT_PROJ) == layout_tensor_index(&t, 1, LT_QKV_BIAS) + 1);
+	CHECK(strcmp(g[layout_tensor_index(&t, 1, LT_QKV_BIAS)].name,
+		     "decoder.layers.1.self_attention.linear_qkv.bias") == 0);
+	CHECK(g[layout_tensor_index(&t, 1, LT_QKV_BIAS)].ndim == 2);
+	CHECK(g[layout_tensor_index(&t, 1, LT_QKV_BIAS)].shape[0] == 2);
+	CHECK(g[layout_tensor_index(&t, 1, LT_QKV_BIAS)].shape[1] == 48);
+	free(g);
+
+	/* a critic's score head: [1, h] in the output layer's place */
+	t = a;
+	t.score_head = true;
+	CHECK(layout_tensors(&t, &g, &n, &e) == NR_OK);
+	CHECK(n == 2 + 6 * 4 + 1);
+	CHECK(strcmp(g[layout_output_index(&t)].name, "score.weight") == 0);
+	CHECK(g[layout_output_index(&t)].shape[0] == 1 && g[layout_output_index(&t)].shape[1] == 64);
 	free(g);
 }
 

@@ -436,28 +436,30 @@ static void test_cycle_is_staged(void)
 	int64_t w;
 
 	setup("examples/jobs/ppo-llama3-8b.json", 1);
-	job.nmodels = 2;                     /* actor and critic, same architecture */
-	for (int m = 0; m < 2; m++) {
+	job.nmodels = 3;                     /* actor, critic and reference */
+	job.models[2].arch = job.models[1].arch; /* the critic's size, score head and all */
+	job.models[0].arch.layers = 1;       /* a small actor, its engines beside it */
+	for (int m = 0; m < 3; m++)
 		job.models[m].stages[STAGE_TRAIN] = false;
-		/* fp32, so the engines' bf16 weights are no holder of the actor's */
-		job.models[m].arch.dtype_bytes = 4;
-	}
 	memset(&a, 0, sizeof a);
 	a.npools = 3;
-	for (int i = 0; i < 3; i++)
-		a.pools[i] = (struct pool){ 1u << i, 1 };
-	a.home[0] = a.home[1] = a.gen = (struct pconf){ .tp = 1, .pp = 1, .dp = 1, .mb = 1 };
+	a.pools[0] = (struct pool){ 3u, 1 }; /* the engines and the actor on GPU 2 */
+	a.pools[1] = (struct pool){ 1u << 2, 1 }; /* the critic on GPU 0 */
+	a.pools[2] = (struct pool){ 1u << 3, 1 }; /* the reference on GPU 1 */
+	for (int m = 0; m < 3; m++)
+		a.home[m] = (struct pconf){ .tp = 1, .pp = 1, .dp = 1, .mb = 1 };
+	a.gen = a.home[0];
 	for (int gpu = 0; gpu < MAX_GPUS; gpu++)
 		a.gpu_pool[gpu] = -1;
-	a.gpu_pool[0] = 1;                   /* actor on GPU 0, critic on 1, engines on 2 */
+	a.gpu_pool[0] = 1;
 	a.gpu_pool[1] = 2;
 	a.gpu_pool[2] = 0;
-	b = a;
+	b = a;                               /* the critic and the reference swap GPUs */
 	b.gpu_pool[0] = 2;
 	b.gpu_pool[1] = 1;
 	CHECK(emu_build(&v, &a, &s, &e) == NR_OK);
-	w = emu_rank_bytes(&s.u[0], 0);
-	CHECK(w == emu_rank_bytes(&s.u[1], 0));
+	w = emu_rank_bytes(&s.u[1], 0);
+	CHECK(w == emu_rank_bytes(&s.u[2], 0));
 	emu_free(&s);
 	cl.headroom = 0;
 	cl.gpu.mem_gib = w / GIB;
