@@ -141,13 +141,13 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 		return false;
 	/* each decode step reads the weights and the KV cache of the tokens in
 	 * flight: area / steps of them */
-	bytes = ENGINE_DTYPE_BYTES * mem_stage_params(a, c->tp, 1) +
+	bytes = a->dtype_bytes * mem_stage_params(a, c->tp, 1) +
 		f.active * mem_kv_per_seq(a, c->tp, f.ctx);
 	mem_t = bytes / (v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff);
 	/* a decoded token attends to its whole context: twice the causal average */
 	comp_t = f.active * fwd_flops(a, 2 * f.ctx) / c->tp / (peak(v) * v->k->infer_eff);
 	comm_t = c->tp > 1 ? 2.0 * a->layers *
-		 (v->k->allreduce_lat_s + f.active * a->hidden * ENGINE_DTYPE_BYTES *
+		 (v->k->allreduce_lat_s + f.active * a->hidden * a->dtype_bytes *
 		  ring(c->tp, 2.0) / link_bw(v, c->tp)) : 0;
 	t->concurrency = f.held;
 	t->compute = seqs * j->prompt_len * fwd_flops(a, j->prompt_len) /
@@ -161,9 +161,8 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 double move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
 		  bool same_gpus)
 {
-	/* in the engines' dtype: a GPU casts what it holds itself */
-	double need = ENGINE_DTYPE_BYTES * mem_stage_params(a, gen->tp, 1);
-	double have = ENGINE_DTYPE_BYTES * mem_stage_params(a, train->tp, train->pp) /
+	double need = a->dtype_bytes * mem_stage_params(a, gen->tp, 1);
+	double have = a->dtype_bytes * mem_stage_params(a, train->tp, train->pp) /
 		      pconf_weight_shards(train);
 
 	/* a generation shard contains the training shard on the same GPU only

@@ -49,19 +49,27 @@ static double stage_layers(const struct arch *a, int pp)
 	return (double)((a->layers + pp - 1) / pp);
 }
 
-/* Parameters on the first and the last pipeline stage of one TP rank. */
+/* The output layer's parameters, all TP ranks together: the padded
+ * vocabulary's rows, or a critic's or reward model's score head [1, h]. */
+static double head_params(const struct arch *a, int tp)
+{
+	return a->score_head ? a->hidden : padded_vocab(a, tp) * a->hidden;
+}
+
+/* Parameters on the first and the last pipeline stage of one TP rank
+ * (arch_layer_params counts the attention biases). */
 static void stage_params(const struct arch *a, int tp, int pp, double *first, double *last)
 {
 	double lp = stage_layers(a, pp) * arch_layer_params(a);
-	double emb = padded_vocab(a, tp) * a->hidden;
+	double emb = padded_vocab(a, tp) * a->hidden, head = head_params(a, tp);
 
 	if (pp == 1) {
-		*first = *last = (emb * (a->tied ? 1 : 2) + lp + a->hidden) / tp;
+		*first = *last = (emb + (a->tied ? 0 : head) + lp + a->hidden) / tp;
 		return;
 	}
 	/* with tied embeddings the last stage keeps its own copy */
 	*first = (emb + lp) / tp;
-	*last = (lp + a->hidden + emb) / tp;
+	*last = (lp + a->hidden + head) / tp;
 }
 
 double mem_stage_params(const struct arch *a, int tp, int pp)
@@ -105,12 +113,16 @@ double mem_layer_act(const struct arch *a, double s, double b, int tp, enum reco
 
 /* Per logit element: the output layer's result in the model's dtype, its
  * fp32 upcast (none when that is the dtype), the fp32 log-softmax, and when
- * training its fp32 gradient: 14 bytes for bf16. */
+ * training its fp32 gradient: 14 bytes for bf16.  A score head has one
+ * logit a token (a value, kept whole on every TP rank). */
 double mem_logits(const struct arch *a, double s, double b, int tp, bool grad)
 {
 	double e = a->dtype_bytes, per = e + (e < 4 ? 4 : 0) + 4 + (grad ? 4 : 0);
+	double tokens = fmin(s * b, LOGITS_CHUNK_TOKENS);
 
-	return fmin(s * b, LOGITS_CHUNK_TOKENS) * padded_vocab(a, tp) / tp * per;
+	if (a->score_head)
+		return s * b * per;
+	return tokens * padded_vocab(a, tp) / tp * per;
 }
 
 /* Parameters per TP rank of the largest two neighbouring FSDP units of a
@@ -125,7 +137,7 @@ static double unit_pair(const struct arch *a, int tp, double nl, bool emb, bool 
 	if (emb)
 		pair = fmax(pair, ve + layer);
 	if (out)
-		pair = fmax(pair, ve + a->hidden + layer);
+		pair = fmax(pair, head_params(a, tp) + a->hidden + layer);
 	return pair / tp;
 }
 
@@ -218,7 +230,7 @@ void mem_gen_base(const struct arch *a, const struct pconf *c, const struct coef
 {
 	struct mem m = { 0 };
 
-	m.weights = ENGINE_DTYPE_BYTES * mem_stage_params(a, c->tp, 1);
+	m.weights = a->dtype_bytes * mem_stage_params(a, c->tp, 1);
 	finish(&m, k);
 	*out = m;
 }
@@ -228,7 +240,7 @@ double mem_kv_per_token(const struct arch *a, int tp)
 	/* TP splits the KV heads; beyond them each rank keeps whole heads */
 	int shards = tp < a->kv_heads ? tp : a->kv_heads;
 
-	return 2.0 * a->layers * a->kv_heads * arch_head_dim(a) * ENGINE_DTYPE_BYTES / shards;
+	return arch_kv_bytes_per_token(a) / shards;
 }
 
 double mem_kv_per_seq(const struct arch *a, int tp, double ctx)

@@ -19,11 +19,6 @@
  * micro-batch never holds more than LOGITS_CHUNK_TOKENS × V_p/t of them. */
 #define LOGITS_CHUNK_TOKENS 1024
 
-/* Bytes per element of what the generation engines hold, weights and KV
- * cache: bf16 whatever the model's dtype, as the EMUs lay the engines out
- * (and as vLLM serves an fp32 checkpoint in half precision). */
-#define ENGINE_DTYPE_BYTES 2
-
 struct mem {
 	double weights;    /* weights in the model's dtype (gathered FSDP units included) */
 	double grads;      /* fp32 gradients (training) */
@@ -62,7 +57,8 @@ void mem_infer(const struct job *job, const struct arch *a, const struct pconf *
  * whatever the GPU has left; see cost_gen for how it paces decoding. */
 void mem_gen_base(const struct arch *a, const struct pconf *c, const struct coef *k,
 		  struct mem *out);
-/* KV bytes per token per generation GPU, and per sequence of ctx tokens. */
+/* KV bytes per token per generation GPU (the engines run the actor in its
+ * dtype, as the EMUs hold them), and per sequence of ctx tokens. */
 double mem_kv_per_token(const struct arch *a, int tp);
 double mem_kv_per_seq(const struct arch *a, int tp, double ctx);
 

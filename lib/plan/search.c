@@ -436,7 +436,9 @@ static double time_sum(const struct cand *c)
 
 /* Copy all's configurations into l, fastest first; the fast search only
  * those no other ties or beats on every axis (rule 1).  Taken in order of
- * resident bytes, a configuration can only be beaten by one before it. */
+ * resident bytes and need, a configuration can only be beaten by one
+ * before it, or by one that ties on both: keeping it then keeps more.  Of
+ * equals the leaner comes first, and is kept. */
 static int keep_fastest(const struct clist *all, struct clist *l, bool prune, bool mv,
 			struct key *keys, struct key *tmp)
 {
@@ -446,7 +448,7 @@ static int keep_fastest(const struct clist *all, struct clist *l, bool prune, bo
 	if (!kept)
 		return -1;
 	for (int i = 0; i < all->n; i++)
-		keys[i] = (struct key){ all->v[i].res, time_sum(&all->v[i]), i };
+		keys[i] = (struct key){ all->v[i].res, all->v[i].trans, i };
 	sort_keys(keys, all->n, tmp);
 	for (int i = 0; i < all->n; i++) {
 		const struct cand *c = &all->v[keys[i].i];

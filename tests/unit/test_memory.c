@@ -135,6 +135,30 @@ static void test_stage_params(void)
 	CHECK(mem_stage_params(&L8, 1, 3) == 2924572672.0);
 }
 
+/* Qwen2's q, k and v biases add (a + 2g)·d parameters a layer: (28 + 8)
+ * · 128 = 4608, 28 · 4608 = 129,024 for Qwen2.5-7B.  A critic's or
+ * reward model's score head is [1, h] where an LM head is V·h: 8B pp 1
+ * holds 525,336,576 − 4096 = 525,332,480 parameters fewer, and with pp 2
+ * the first stage (embedding and 16 layers, 4,015,128,576) is the larger,
+ * the last holding 3,489,792,000 + 4096 + 4096; its logits
+ * are one value a token, 14 bytes training: 5120 · 14 = 71,680; FSDP's
+ * largest pair is then the embedding and a layer, 2 · (525,336,576 +
+ * 218,112,000) = 1,486,897,152 bytes. */
+static void test_bias_and_score_head(void)
+{
+	struct arch q = Q7, critic = L8;
+	struct pconf c = pc(1, 1, 8, 1, RC_SELECTIVE, ZERO_3);
+
+	q.attn_bias = true;
+	CHECK(mem_stage_params(&q, 1, 1) - mem_stage_params(&Q7, 1, 1) == 129024.0);
+	critic.score_head = true;
+	CHECK(mem_stage_params(&L8, 1, 1) - mem_stage_params(&critic, 1, 1) == 525332480.0);
+	CHECK(mem_stage_params(&critic, 1, 2) == 3489792000.0 + 525336576);
+	CHECK(mem_stage_params(&critic, 2, 2) == (3489792000.0 + 525336576) / 2);
+	CHECK(mem_logits(&critic, 5120, 1, 2, true) == 71680.0);
+	CHECK(mem_gathered(&critic, &c) == 1486897152.0);
+}
+
 /* A Llama layer keeps, per token and with sequence parallelism over t
  * ranks, 6h + 2gd + 3F elements of the model's dtype (memory.c says which
  * tensors), plus 4 bytes of log-sum-exp per query head without recompute;
@@ -348,7 +372,8 @@ static void test_bytes_per_param(void)
  * store keeps the master copy for every dtype): 4 + 4 + 4 + 8 = 20 bytes a
  * parameter.  8B tp 2 pp 1 dp 1: P = 4,015,130,624;
  *   weights 16,060,522,496; resident 16 · P = 64,242,089,984 (frozen:
- *   weights only).  The engines still hold bf16 weights. */
+ *   weights only).  The engines run it in fp32 too: 4-byte weights and
+ *   KV cache. */
 static void test_dtype_sizes_weights(void)
 {
 	struct arch f32 = L8;
@@ -367,8 +392,8 @@ static void test_dtype_sizes_weights(void)
 	mem_infer(&job, &f32, &c, &k, &m);
 	CHECK(m.weights == 4 * p);
 	mem_gen_base(&f32, &c, &k, &m);
-	CHECK(m.weights == 2 * p);
-	CHECK(mem_kv_per_token(&f32, 2) == mem_kv_per_token(&L8, 2));
+	CHECK(m.weights == 4 * p);
+	CHECK(mem_kv_per_token(&f32, 2) == 2 * mem_kv_per_token(&L8, 2));
 }
 
 /* ZeRO-2 shards the gradients as well as the optimizer, and keeps nothing
@@ -743,6 +768,7 @@ int main(void)
 	RUN(test_job_helpers);
 	RUN(test_vocab_padding);
 	RUN(test_stage_params);
+	RUN(test_bias_and_score_head);
 	RUN(test_layer_activations);
 	RUN(test_no_recompute_keeps_no_scores);
 	RUN(test_logits);
