@@ -82,7 +82,7 @@ struct front {
 struct gtab {
 	bool done;
 	int ntp, tp[MAX_TPS];  /* the TPs the space has here (log2) */
-	double g[MAX_TPS][GRID + 1];
+	double g[MAX_TPS][GRID + 1]; /* -1 until asked for */
 	double far[MAX_TPS];
 };
 
@@ -711,10 +711,11 @@ static double gen_alone(struct search *s, int zi, int i, double res)
 	return st.total - st.move;
 }
 
-/* The engines' time without the move, sampled at GRID + 1 resident
- * amounts from 0 to a GPU's bytes: as it never falls when residents grow,
- * the sample at or below a resident amount bounds it from below. */
-static const struct gtab *gtab(struct search *s, int zi)
+/* The engines' time without the move, sampled (when first asked for) at
+ * GRID + 1 resident amounts from 0 to a GPU's bytes: as it never falls when
+ * residents grow, the sample at or below a resident amount bounds it from
+ * below. */
+static struct gtab *gtab(struct search *s, int zi)
 {
 	struct gtab *t = &s->gtabs[zi];
 
@@ -729,31 +730,29 @@ static const struct gtab *gtab(struct search *s, int zi)
 		t->tp[t->ntp++] = i;
 		t->far[i] = cost_move(s->v, &s->v->job->models[s->actor].arch, &away, &g, false);
 		for (int j = 0; j <= GRID; j++)
-			t->g[i][j] = gen_alone(s, zi, i, s->cap * j / GRID);
+			t->g[i][j] = -1;
 	}
 	return t;
 }
 
-/* The least the engines of table t can take next to res resident bytes,
- * moving the actor in at mv (NULL: from another pool; zero: no lower). */
-static inline double gen_lb_in(const struct search *s, const struct gtab *t, double res,
-			       const double *mv)
+/* The least the engines of a pool of size zi can take next to res
+ * resident bytes, moving the actor in at mv (NULL: from another pool;
+ * zero: no lower). */
+static double gen_lb(struct search *s, int zi, double res, const double *mv)
 {
-	int j = (int)(res * s->grid_per_byte);
-	double best = HUGE_VAL;
+	struct gtab *t = gtab(s, zi);
+	double x = res * s->grid_per_byte, best = HUGE_VAL;
+	int j = x < 0 ? 0 : x > GRID ? GRID : (int)x;
 
-	j = j < 0 ? 0 : j > GRID ? GRID : j;
 	for (int k = 0; k < t->ntp; k++) {
 		int i = t->tp[k];
-		double g = t->g[i][j] + (mv ? mv[i] : t->far[i]);
+		double g;
+		if (t->g[i][j] < 0)
+			t->g[i][j] = gen_alone(s, zi, i, s->cap * j / GRID);
+		g = t->g[i][j] + (mv ? mv[i] : t->far[i]);
 		best = MIN(best, g);
 	}
 	return best;
-}
-
-static double gen_lb(struct search *s, int zi, double res, const double *mv)
-{
-	return gen_lb_in(s, gtab(s, zi), res, mv);
 }
 
 static const double *set_lb(struct search *s, unsigned items);
@@ -884,9 +883,7 @@ static struct front *front(struct search *s, unsigned items, int zi)
 					q.trans = MAX(q.trans, r->trans);
 					if (q.res + r->res + q.trans > s->cap)
 						continue;
-					if (bound && beyond(s, pool_gen_lb(s, zi, gen_here, actor_here,
-									       q.res + r->res),
-							    q.ti + r->ti, q.tt + r->tt,
+					if (bound && beyond(s, gfix, q.ti + r->ti, q.tt + r->tt,
 							    q.ti + q.tt + r->sum))
 						continue;
 				}
