@@ -17,22 +17,29 @@
  *      on each axis (resident, need, inference time, training time, and for
  *      the actor the move into engines of each TP);
  *   2. a partial combination of a pool's models that another ties or beats
- *      on each axis (R, T, the time sums, the actor's move vector), or that
- *      cannot fit or beat the best plan even if every model still to come
- *      took its least resident bytes, need and times;
+ *      on each axis (R, T, the time sums; the actor comes last, so its move
+ *      is known when the engines are costed), or that cannot fit or beat the
+ *      best plan even if every model still to come took its least resident
+ *      bytes, need and times;
  *   3. an entry of a pool's front (its three stage times at one size) that
  *      another entry there ties or beats in every stage: the other pools'
  *      choices and the placement depend on the pool's size only;
- *   4. a branch whose lower bound exceeds the best plan found: per stage,
- *      the least time a model (or the engines, with all memory to
+ *   4. a branch whose lower bound exceeds the best plan found.  glb, per
+ *      stage, is the least time a model (or the engines, with all memory to
  *      themselves and nothing to move) takes in any configuration of any
- *      size, which no plan undercuts.
+ *      size, which no plan undercuts; a plan holding a pool at (g, ti, tt)
+ *      takes at least step_s + max(g, glb) + max(ti, glb) + max(tt, glb),
+ *      and at least step_s + max(g, glb) + ti + tt.
  * Every drop keeps a choice at least as good on every axis, so an optimum
- * survives; among equals the first found is kept (--current then breaks
- * ties among the plans reached by the fewest bytes moved).  --exhaustive
- * drops nothing but what does not fit: every partition, size, configuration
- * and engine TP is costed; test_search checks that both agree on random
- * jobs and clusters. */
+ * survives.  Two exact shortcuts change nothing either: models alike in
+ * everything (twins) sharing a pool are combined in one order only, and a
+ * stage time below glb counts as glb (no plan's stage is shorter).  A first
+ * pass over each model's two fastest configurations finds a good plan
+ * early, whose time then bounds the exact pass.  Among equals the first
+ * found is kept (--current then breaks ties among the plans reached by the
+ * fewest bytes moved).  --exhaustive drops nothing but what does not fit:
+ * every partition, size, configuration and engine TP is costed;
+ * test_search_diff checks that both agree on random jobs and clusters. */
 #include "plan/search.h"
 
 #include <math.h>
