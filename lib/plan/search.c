@@ -953,6 +953,10 @@ static struct front *front(struct search *s, unsigned items, int zi)
 				continue;
 			}
 			if (prune) {
+				/* gfix bounds the engines' time as well, and costs nothing */
+				e.v[STAGE_GEN] = bound ? MAX(gfix, s->glb[STAGE_GEN]) : gfix;
+				if (front_beats(f, e.v))
+					continue;
 				e.v[STAGE_GEN] = gen_lb(s, zi, res, mv);
 				if (e.v[STAGE_GEN] == HUGE_VAL || front_beats(f, e.v) ||
 				    (bound && beyond(s, e.v[STAGE_GEN], e.v[STAGE_INF],
