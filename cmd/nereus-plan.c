@@ -175,8 +175,9 @@ static int run(const struct args *a)
 	rc = plan_search(&v, &sp, a->exhaustive, a->current ? &cur : NULL, &best, &st, &e);
 	if (a->stats)
 		fprintf(stderr, "%s: searched %ld partitions, %ld pool fronts, %ld "
-			"configurations, %ld plans in %.3f ms\n", progname, st.partitions,
-			st.pool_fronts, st.candidates, st.leaves, st.seconds * 1e3);
+			"configurations, %ld plans in %.3f ms (%.3f ms of processor time)\n",
+			progname, st.partitions, st.pool_fronts, st.candidates, st.leaves,
+			st.seconds * 1e3, st.cpu_seconds * 1e3);
 	if (rc)
 		return report(&e);
 	out = &best;

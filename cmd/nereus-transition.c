@@ -250,7 +250,7 @@ static void plan_layout_of(const struct job *job, const struct plan *p, int m,
 	lo->tp = c->tp;
 	lo->pp = c->pp;
 	lo->dp = c->dp;
-	lo->zero = c->zero || c->fsdp;
+	lo->zero = c->zero >= ZERO_1;
 	lo->trainable = job->models[m].stages[STAGE_TRAIN];
 }
 

@@ -125,7 +125,7 @@ static int check_home(const struct jdoc *d, const struct step_record *r, int i, 
 	const struct pconf *a = &r->ms[i].conf, *b = &r->ms[k].conf;
 
 	if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->mb != b->mb ||
-	    a->offload != b->offload || a->fsdp != b->fsdp)
+	    a->offload != b->offload || (a->zero == ZERO_3) != (b->zero == ZERO_3))
 		return bad(d, k, "tp", e, "%s runs its stages in one layout, but model_stages[%d] "
 			   "(tp=%d pp=%d dp=%d micro_batch=%d) and model_stages[%d] (tp=%d pp=%d "
 			   "dp=%d micro_batch=%d) differ", r->ms[i].model, i, a->tp, a->pp, a->dp,
@@ -385,7 +385,7 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	const char *keys[NENTRY_KEYS + 1];
 	long pool, gpus, tp, pp = 1, dp, mb = 1;
 	int stage, rcomp = RC_NONE, rc, nkeys = 0;
-	bool gen;
+	bool gen, zero = false, fsdp = false;
 
 	memset(ms, 0, sizeof *ms);
 	if (!json_is_object(o))
@@ -408,8 +408,8 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	    (rc = jget_int(d, o, path, "micro_batch", !gen, 1, 1 << 20, &mb, e)) ||
 	    (rc = jget_enum(d, o, path, "recompute", stage == STAGE_TRAIN, recompute_names,
 			    &rcomp, e)) ||
-	    (rc = jget_bool(d, o, path, "zero", stage == STAGE_TRAIN, &ms->conf.zero, e)) ||
-	    (rc = jget_bool(d, o, path, "fsdp", false, &ms->conf.fsdp, e)) ||
+	    (rc = jget_bool(d, o, path, "zero", stage == STAGE_TRAIN, &zero, e)) ||
+	    (rc = jget_bool(d, o, path, "fsdp", false, &fsdp, e)) ||
 	    (rc = jget_bool(d, o, path, "offload", false, &ms->conf.offload, e)) ||
 	    (rc = jget_bool(d, o, path, "same_pool", gen, &ms->same_pool, e)) ||
 	    (rc = get_opt_num(d, o, path, "time_s", true, &ms->time_s, e)) ||
@@ -424,6 +424,8 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	ms->conf.dp = (int)dp;
 	ms->conf.mb = (int)mb;
 	ms->conf.rc = (enum recompute)rcomp;
+	/* records spell the ZeRO stage as two flags: ZeRO-2 reads back as 1 */
+	ms->conf.zero = fsdp ? ZERO_3 : zero ? ZERO_1 : ZERO_0;
 	return NR_OK;
 }
 
@@ -907,6 +909,8 @@ static bool fast_switch(struct lex *x, struct step_switch *sw)
 static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long num[NENTRY_KEYS],
 			     int *stage, int *rcomp)
 {
+	bool flag;
+
 	switch (k) {
 	case E_MODEL: return lex_string(x, ms->model, sizeof ms->model);
 	case E_STAGE: return fast_enum(x, stage_names, stage);
@@ -917,8 +921,12 @@ static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long nu
 	case E_TP:
 	case E_DP: return fast_int(x, 1, MAX_GPUS, &num[k]);
 	case E_RECOMPUTE: return fast_enum(x, recompute_names, rcomp);
-	case E_ZERO: return fast_bool(x, &ms->conf.zero);
-	case E_FSDP: return fast_bool(x, &ms->conf.fsdp);
+	case E_ZERO:
+	case E_FSDP:
+		if (!fast_bool(x, &flag))
+			return false;
+		num[k] = flag;
+		return true;
 	case E_OFFLOAD: return fast_bool(x, &ms->conf.offload);
 	case E_SAME_POOL: return fast_bool(x, &ms->same_pool);
 	case E_TIME_S: return fast_num(x, true, &ms->time_s);
@@ -954,6 +962,7 @@ static bool fast_entry(struct lex *x, struct ms_record *ms)
 	ms->conf.dp = (int)num[E_DP];
 	ms->conf.mb = (int)num[E_MICRO_BATCH];
 	ms->conf.rc = (enum recompute)rcomp;
+	ms->conf.zero = num[E_FSDP] ? ZERO_3 : num[E_ZERO] ? ZERO_1 : ZERO_0;
 	return true;
 }
 
@@ -1104,9 +1113,9 @@ static json_t *entry_json(const struct ms_record *ms)
 		json_object_set_new(o, "micro_batch", json_integer(c->mb));
 		if (ms->stage == STAGE_TRAIN) {
 			json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
-			json_object_set_new(o, "zero", json_boolean(c->zero));
+			json_object_set_new(o, "zero", json_boolean(c->zero >= ZERO_1));
 		}
-		json_object_set_new(o, "fsdp", json_boolean(c->fsdp));
+		json_object_set_new(o, "fsdp", json_boolean(c->zero == ZERO_3));
 		json_object_set_new(o, "offload", json_boolean(c->offload));
 	}
 	json_object_set_new(o, "time_s", num_or_null(ms->time_s));

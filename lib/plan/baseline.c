@@ -36,16 +36,16 @@ enum sharding { SHARD_FREE, SHARD_FULL, SHARD_OPTIMIZER_FREE };
 
 static void shard(struct pin *p, const struct model *md, enum sharding s)
 {
+	(void)md;
 	switch (s) {
 	case SHARD_FULL:
 		/* FSDP, ZeRO-3: weights, gradients and optimizer over DP */
-		p->zero = model_trainable(md);
-		p->fsdp = 1;
+		p->zero = 1u << ZERO_3;
 		break;
 	case SHARD_OPTIMIZER_FREE:
-		/* Megatron: no FSDP; the distributed optimizer is a choice */
-		p->zero = -1;
-		p->fsdp = 0;
+		/* Megatron: no FSDP; its distributed optimizer (optimizer state,
+		 * and gradients reduce-scattered) is a choice */
+		p->zero = 1u << ZERO_0 | 1u << ZERO_1 | 1u << ZERO_2;
 		break;
 	default:
 		break;
@@ -200,9 +200,8 @@ static int layout_fixed(const struct env *v, const struct plan *cur, struct spac
 		sp->home[m].pp = cur->home[m].pp;
 		sp->home[m].mb = cur->home[m].mb;
 		sp->home[m].rc = (int)cur->home[m].rc;
-		sp->home[m].zero = cur->home[m].zero;
+		sp->home[m].zero = 1u << cur->home[m].zero;
 		sp->home[m].offload = cur->home[m].offload;
-		sp->home[m].fsdp = cur->home[m].fsdp;
 	}
 	sp->gen.tp = cur->gen.tp;
 	return NR_OK;
@@ -247,10 +246,10 @@ static const struct setting settings[] = {
 	{ "DP", offsetof(struct pin, dp), 0 },
 	{ "micro-batch", offsetof(struct pin, mb), 0 },
 	{ "recompute", offsetof(struct pin, rc), -1 },
-	{ "ZeRO", offsetof(struct pin, zero), -1 },
+	{ "ZeRO stage", offsetof(struct pin, zero), 0 },
 	{ "offload", offsetof(struct pin, offload), -1 },
-	{ "FSDP", offsetof(struct pin, fsdp), -1 },
 };
+#define ZERO_SETTING 5 /* a set of stages, not one value */
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
 static int *field(struct pin *p, size_t i)
@@ -269,8 +268,16 @@ static bool pin_free(struct pin *p)
 /* The value a setting has in words, for messages. */
 static const char *in_words(size_t i, int v, char *buf, size_t n)
 {
-	if (settings[i].free == 0)
+	if (i == ZERO_SETTING) {
+		size_t k = 0;
+
+		buf[0] = '\0';
+		for (int z = 0; z < NZERO_STAGES && k < n; z++)
+			if ((unsigned)v >> z & 1)
+				k += (size_t)snprintf(buf + k, n - k, "%s%d", k ? " or " : "", z);
+	} else if (settings[i].free == 0) {
 		snprintf(buf, n, "%d", v);
+	}
 	else if (settings[i].off == offsetof(struct pin, rc))
 		snprintf(buf, n, "%s", v >= 0 && v < NRECOMPUTE ? recompute_names[v] : "?");
 	else
@@ -280,16 +287,22 @@ static const char *in_words(size_t i, int v, char *buf, size_t n)
 
 /* Merge want into have (the layout's); a setting both fix differently is
  * refused, except the rollout TP of verl-tuned, which picks among 1, 2, 4
- * and 8. */
+ * and 8, and the ZeRO stages, which the pin may narrow to stages the
+ * layout allows. */
 static int merge(enum plan_layout l, bool gen, const char *text, const char *what,
 		 struct pin *have, struct pin *want, struct err *e)
 {
 	for (size_t i = 0; i < NSETTINGS; i++) {
 		int *h = field(have, i), *w = field(want, i);
-		char a[16], b[16];
+		char a[32], b[32];
 		if (*w == settings[i].free)
 			continue;
-		if (l == LAYOUT_VERL_TUNED && gen && i == 0) {
+		if (i == ZERO_SETTING && *h != 0) {
+			if ((unsigned)*w & ~(unsigned)*h)
+				return err_set(e, NR_EINPUT, "pin '%s': the %s layout runs %s at ZeRO "
+					       "stage %s, not %s", text, layout_names[l], what,
+					       in_words(i, *h, a, sizeof a), in_words(i, *w, b, sizeof b));
+		} else if (l == LAYOUT_VERL_TUNED && gen && i == 0) {
 			if (*w != 1 && *w != 2 && *w != 4 && *w != 8)
 				return err_set(e, NR_EINPUT, "pin '%s': the verl-tuned layout runs "
 					       "the rollout at TP 1, 2, 4 or 8, not %d", text, *w);

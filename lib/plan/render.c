@@ -47,8 +47,8 @@ char *plan_table(const struct env *v, const struct plan *p, const struct decisio
 		table_cell(&t, "%d", ms->conf.dp);
 		table_cell(&t, "%s", g ? g : "?");
 		table_cell(&t, "%d", ms->stage == STAGE_GEN ? 0 : ms->conf.mb);
-		table_cell(&t, "%s%s", ms->stage == STAGE_GEN ? "-" : ms->conf.fsdp ? "fsdp" :
-			   ms->conf.zero ? "zero" : "replicated", ms->conf.offload ? "+offload" : "");
+		table_cell(&t, "%s%s", ms->stage == STAGE_GEN ? "-" : zero_names[ms->conf.zero],
+			   ms->conf.offload ? "+offload" : "");
 		table_cell(&t, "%.2f", ms->time.total);
 		table_cell(&t, "%.1f", ms->peak / GIB);
 		free(g);

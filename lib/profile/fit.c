@@ -222,12 +222,10 @@ static void gen_eval(const struct ectx *c, const struct frow *w, const struct co
 	const struct env v = { &c->job, c->cl, k };
 	const struct arch *a = &c->job.models[w->model].arch;
 	struct mem base;
-	double per_seq, fake;
+	double fake;
 
 	mem_gen_base(a, &w->conf, k, &base);
-	per_seq = mem_kv_per_seq(a, w->conf.tp, c->job.prompt_len + c->job.response.p90) *
-		  (1 + k->frag);
-	fake = cluster_gpu_bytes(c->cl) - base.total - (floor(w->conc) + 0.5) * per_seq;
+	fake = cluster_gpu_bytes(c->cl) - base.total - mem_kv_room(&c->job, a, w->conf.tp, w->conc, k);
 	gen_cost(&v, &w->conf, fake, &w->home, w->same_pool, t, m, peak);
 	*peak += w->resident - fake;
 }
@@ -243,9 +241,7 @@ static void fast_parts(const struct ectx *c, const struct frow *w, const struct 
 	const struct arch *a = &c->job.models[w->model].arch;
 
 	if (w->stage == STAGE_GEN) {
-		double per_seq = mem_kv_per_seq(a, w->conf.tp, c->job.prompt_len +
-						c->job.response.p90) * (1 + k->frag);
-		cost_gen(&v, a, &w->conf, (floor(w->conc) + 0.5) * per_seq, t);
+		cost_gen(&v, a, &w->conf, mem_kv_room(&c->job, a, w->conf.tp, w->conc, k), t);
 		t->move = cost_move(&v, a, &w->home, &w->conf, w->same_pool);
 		t->total += t->move;
 	} else if (w->stage == STAGE_TRAIN) {
@@ -328,7 +324,7 @@ static void likely_parts(const struct ectx *c, const struct frow *w, unsigned pa
 	part[P_COMPUTE] = part[P_BUBBLE] = 1u << (w->stage == STAGE_TRAIN ? 0 : 1);
 	if (p->pp > 1)
 		part[P_COMM] |= link_of(pconf_gpus(p), gpn);
-	if (p->dp > 1 && (p->fsdp || w->stage == STAGE_TRAIN))
+	if (p->dp > 1 && (p->zero == ZERO_3 || w->stage == STAGE_TRAIN))
 		part[P_COMM] |= link_of(p->tp * p->dp, gpn);
 	if (p->offload)
 		part[P_MOVE] = 1u << 6;

@@ -105,9 +105,10 @@ static void draw_home(struct simrec *s, int pool_gpus, struct pconf *c)
 	c->dp = pool_gpus / (c->tp * c->pp);
 	c->mb = 1 << pick(s, 3);
 	c->rc = (enum recompute)pick(s, NRECOMPUTE);
-	c->zero = pick(s, 2);
+	c->zero = pick(s, 2) ? ZERO_1 : ZERO_0;
 	c->offload = s->o.offload && uniform(s) < 0.2;
-	c->fsdp = s->o.fsdp && c->dp > 1 && uniform(s) < 0.3;
+	if (s->o.fsdp && c->dp > 1 && uniform(s) < 0.3)
+		c->zero = ZERO_3;
 }
 
 /* Split gpus into n pools of whole nodes when there are enough nodes,

@@ -426,7 +426,7 @@ static bool same_plan(const struct step_record *a, const struct step_record *b)
 		    x->conf.tp != y->conf.tp || x->conf.pp != y->conf.pp ||
 		    x->conf.dp != y->conf.dp || x->conf.mb != y->conf.mb ||
 		    x->conf.rc != y->conf.rc || x->conf.zero != y->conf.zero ||
-		    x->conf.fsdp != y->conf.fsdp || x->conf.offload != y->conf.offload)
+		    x->conf.offload != y->conf.offload)
 			return false;
 	}
 	return true;
