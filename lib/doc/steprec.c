@@ -385,7 +385,9 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	const char *keys[NENTRY_KEYS + 1];
 	long pool, gpus, tp, pp = 1, dp, mb = 1;
 	int stage, rcomp = RC_NONE, rc, nkeys = 0;
-	bool gen, zero = false, fsdp = false;
+	bool gen, fsdp = false;
+	long zero = ZERO_0;
+	json_t *z = json_object_get(o, "zero");
 
 	memset(ms, 0, sizeof *ms);
 	if (!json_is_object(o))
@@ -408,7 +410,8 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	    (rc = jget_int(d, o, path, "micro_batch", !gen, 1, 1 << 20, &mb, e)) ||
 	    (rc = jget_enum(d, o, path, "recompute", stage == STAGE_TRAIN, recompute_names,
 			    &rcomp, e)) ||
-	    (rc = jget_bool(d, o, path, "zero", stage == STAGE_TRAIN, &zero, e)) ||
+	    (rc = json_is_boolean(z) ? (zero = json_is_true(z), NR_OK) :
+		  jget_int(d, o, path, "zero", stage == STAGE_TRAIN, ZERO_0, ZERO_3, &zero, e)) ||
 	    (rc = jget_bool(d, o, path, "fsdp", false, &fsdp, e)) ||
 	    (rc = jget_bool(d, o, path, "offload", false, &ms->conf.offload, e)) ||
 	    (rc = jget_bool(d, o, path, "same_pool", gen, &ms->same_pool, e)) ||
@@ -424,8 +427,8 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	ms->conf.dp = (int)dp;
 	ms->conf.mb = (int)mb;
 	ms->conf.rc = (enum recompute)rcomp;
-	/* records spell the ZeRO stage as two flags: ZeRO-2 reads back as 1 */
-	ms->conf.zero = fsdp ? ZERO_3 : zero ? ZERO_1 : ZERO_0;
+	/* the stage; a record written before stages has true for 1 */
+	ms->conf.zero = fsdp ? ZERO_3 : (enum zero_stage)zero;
 	return NR_OK;
 }
 
@@ -922,6 +925,13 @@ static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long nu
 	case E_DP: return fast_int(x, 1, MAX_GPUS, &num[k]);
 	case E_RECOMPUTE: return fast_enum(x, recompute_names, rcomp);
 	case E_ZERO:
+		/* the stage, 0 to 3; records before stages said true or false */
+		if (fast_int(x, ZERO_0, ZERO_3, &num[k]))
+			return true;
+		if (!fast_bool(x, &flag))
+			return false;
+		num[k] = flag;
+		return true;
 	case E_FSDP:
 		if (!fast_bool(x, &flag))
 			return false;
@@ -962,7 +972,7 @@ static bool fast_entry(struct lex *x, struct ms_record *ms)
 	ms->conf.dp = (int)num[E_DP];
 	ms->conf.mb = (int)num[E_MICRO_BATCH];
 	ms->conf.rc = (enum recompute)rcomp;
-	ms->conf.zero = num[E_FSDP] ? ZERO_3 : num[E_ZERO] ? ZERO_1 : ZERO_0;
+	ms->conf.zero = num[E_FSDP] ? ZERO_3 : (enum zero_stage)num[E_ZERO];
 	return true;
 }
 
@@ -1113,7 +1123,7 @@ static json_t *entry_json(const struct ms_record *ms)
 		json_object_set_new(o, "micro_batch", json_integer(c->mb));
 		if (ms->stage == STAGE_TRAIN) {
 			json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
-			json_object_set_new(o, "zero", json_boolean(c->zero >= ZERO_1));
+			json_object_set_new(o, "zero", json_integer(c->zero));
 		}
 		json_object_set_new(o, "fsdp", json_boolean(c->zero == ZERO_3));
 		json_object_set_new(o, "offload", json_boolean(c->offload));
