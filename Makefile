@@ -34,7 +34,11 @@ CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
 
-LIB_SRC  := $(sort $(shell find lib -name '*.c' -not -path 'lib/mpi/*'))
+# lib/mpi (built with mpicc, linked into the tools that carry ranks) and
+# lib/cuda (libnereus-cuda.so, below) stay out of libnereus.a, and so do
+# their headers out of the installed ones.
+LIB_SRC  := $(sort $(shell find lib -name '*.c' -not -path 'lib/mpi/*' -not -path 'lib/cuda/*'))
+LIB_HDR  := $(sort $(shell find lib -name '*.h' -not -path 'lib/mpi/*' -not -path 'lib/cuda/*'))
 MPI_SRC  := $(sort $(wildcard lib/mpi/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(O)/%.o)
 MPI_OBJ  := $(MPI_SRC:%.c=$(O)/%.o)
@@ -46,8 +50,11 @@ UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNITS    := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 BENCHES  := $(BENCH_SRC:tests/bench/%.c=$(O)/tests/%)
+# Probes: small programs the bats tests drive (JSON in, JSON out).
+PROBE_SRC := $(sort $(wildcard tests/probe/*.c))
+PROBES   := $(PROBE_SRC:tests/probe/%.c=$(O)/tests/%)
 
-all: $(TOOLS:%=$(O)/%) $(O)/libnereus.a $(O)/nereus.pc
+all: $(TOOLS:%=$(O)/%) $(O)/libnereus.a
 
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
@@ -71,19 +78,13 @@ $(O)/tests/%: tests/unit/%.c tests/unit/unit.h $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
 
-# The engine on a checkpoint, for tests/torch/compare_engine.py
-$(O)/tests/engine_probe: tests/probe/engine_probe.c $(O)/libnereus.a
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
-
 $(O)/tests/bench_%: tests/bench/bench_%.c $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
 
-$(O)/nereus.pc: nereus.pc.in Makefile
+$(O)/tests/%: tests/probe/%.c $(O)/libnereus.a
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
-	    -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
 
 deps:
 	@scripts/install-deps.sh
@@ -91,7 +92,7 @@ deps:
 unit: $(UNITS)
 	@scripts/run-units.sh $(UNITS)
 
-bats: all $(O)/tests/engine_probe
+bats: all $(PROBES)
 	@NEREUS_BUILD=$(CURDIR)/$(O) bats tests/
 
 SAN_CC ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo $(CC))
@@ -120,24 +121,31 @@ man: $(MAN_SCD:.scd=)
 man/%: man/%.scd scripts/scdoc-tidy.awk
 	scdoc < $< | awk -f scripts/scdoc-tidy.awk > $@
 
+# nereus.pc is written here, from the PREFIX, LIBDIR and INCDIR of this
+# very call, so it names where the library goes.  The headers are those of
+# what libnereus.a holds.  zsh looks in site-functions under /usr/local
+# (vendor-completions is Debian's own, for /usr).
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/nereus \
 	  $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5 $(DESTDIR)$(MANPREFIX)/man7 \
-	  $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/vendor-completions
+	  $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions
 	install -m 755 $(TOOLS:%=$(O)/%) $(DESTDIR)$(BINDIR)
 	install -m 644 $(O)/libnereus.a $(DESTDIR)$(LIBDIR)
-	install -m 644 $(O)/nereus.pc $(DESTDIR)$(LIBDIR)/pkgconfig
-	cd lib && find . -name '*.h' -exec install -D -m 644 {} $(DESTDIR)$(INCDIR)/nereus/{} \;
+	$(if $(CUDA_SO),install -m 755 $(CUDA_SO) $(DESTDIR)$(LIBDIR))
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' nereus.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nereus.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nereus.pc
+	for h in $(LIB_HDR:lib/%=%); do install -D -m 644 lib/$$h $(DESTDIR)$(INCDIR)/nereus/$$h || exit 1; done
 	install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(MANPREFIX)/man1
 	install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(MANPREFIX)/man5
 	install -m 644 $(wildcard man/man7/*.7) $(DESTDIR)$(MANPREFIX)/man7
 	install -m 644 $(wildcard completions/bash/*) $(DESTDIR)$(DATADIR)/bash-completion/completions
-	install -m 644 $(wildcard completions/zsh/*) $(DESTDIR)$(DATADIR)/zsh/vendor-completions
+	install -m 644 $(wildcard completions/zsh/*) $(DESTDIR)$(DATADIR)/zsh/site-functions
 
 clean:
 	rm -rf $(O) build-san
 
-.PHONY: all deps unit bats sanitize check demo bench man install clean
+.PHONY: all deps unit bats sanitize check demo bench man install clean FORCE
 .SECONDARY:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
@@ -158,13 +166,17 @@ fuzz:
 .PHONY: fuzz
 
 # --- CUDA begin
-# With nvcc found, lib/cuda/*.cu is compiled with nvcc and linked into
-# nereus-profile (GPU measurements) and nereus-transition (live resharding
-# over NCCL), whose mains are then built with -DNEREUS_CUDA. NCCL is
-# used (-DNEREUS_NCCL) when nccl.h and libnccl are found in NCCL_HOME or
-# next to CUDA's own headers and libraries. The objects go in through
-# LDFLAGS, which the generic link rule puts before libnereus.a, so that
-# the archive resolves what they use.
+# With nvcc found, lib/cuda/*.cu is built into libnereus-cuda.so, which
+# links the CUDA runtime, cuBLAS and, when nccl.h and libnccl are found in
+# NCCL_HOME or next to CUDA's own headers and libraries, NCCL
+# (-DNEREUS_NCCL).  No tool links it: nereus-profile (bench's GPU figures)
+# and nereus-transition (live --nccl) are built with -DNEREUS_CUDA and
+# load it through lib/cuda/cudalib.c only when they take a GPU path, so
+# that they run without the CUDA runtime otherwise.  They export their
+# libnereus to it (-rdynamic: it calls err_set, live_run, ...) and find it
+# by their run path: their own directory (the build directory), then the
+# library directory as seen from BINDIR.  That path is part of their link,
+# so a change of BINDIR or LIBDIR relinks them.
 ifneq ($(NVCC),)
 NVCCFLAGS ?= -O2 -g
 nr_comma  := ,
@@ -174,24 +186,32 @@ NCCL_LIB  := $(firstword $(foreach d,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(CUDA_
                $(CUDA_HOME)/lib,$(if $(wildcard $(d)/libnccl.so*),$(d))))
 CUDA_SRC  := $(sort $(wildcard lib/cuda/*.cu))
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(O)/%.o)
+CUDA_SO   := $(O)/libnereus-cuda.so
 CUDA_DEFS := -DNEREUS_CUDA $(if $(and $(NCCL_INC),$(NCCL_LIB)),-DNEREUS_NCCL)
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart \
              $(if $(and $(NCCL_INC),$(NCCL_LIB)),-L$(NCCL_LIB) -Wl$(nr_comma)-rpath$(nr_comma)$(NCCL_LIB) -lnccl) \
              -lstdc++
+CUDA_TOOLS := $(filter $(TOOLS),nereus-profile nereus-transition)
+BIN_TO_LIB := $(shell realpath -m --relative-to='$(BINDIR)' '$(LIBDIR)')
+
+all: $(CUDA_SO)
 
 $(CUDA_OBJ): $(O)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -std=c++17 -Ilib $(CUDA_DEFS) $(if $(NCCL_INC),-I$(NCCL_INC)) \
-	  -Xcompiler -Wall,-Wextra -MMD -MP -c $< -o $@
+	  -Xcompiler -fPIC,-Wall,-Wextra -MMD -MP -c $< -o $@
+
+$(CUDA_SO): $(CUDA_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(CUDA_LIBS)
+
+$(O)/cuda-rpath: FORCE
+	@mkdir -p $(@D)
+	@echo '$(BIN_TO_LIB)' | cmp -s - $@ || echo '$(BIN_TO_LIB)' > $@
 
 $(O)/cmd/nereus-profile.o: CPPFLAGS += -DNEREUS_CUDA
-$(O)/nereus-profile: $(CUDA_OBJ)
-$(O)/nereus-profile: LDFLAGS += $(CUDA_OBJ)
-$(O)/nereus-profile: LDLIBS += $(CUDA_LIBS)
-# nereus-transition live --nccl: the NCCL executor of the transition graph
 $(O)/cmd/nereus-transition.o: CPPFLAGS += $(CUDA_DEFS)
-$(O)/nereus-transition: $(O)/lib/cuda/live_nccl.o
-$(O)/nereus-transition: LDFLAGS += $(O)/lib/cuda/live_nccl.o
-$(O)/nereus-transition: LDLIBS += $(CUDA_LIBS)
+$(CUDA_TOOLS:%=$(O)/%): $(O)/lib/cuda/cudalib.o $(O)/cuda-rpath
+$(CUDA_TOOLS:%=$(O)/%): LDFLAGS += -rdynamic -Wl,-rpath,'$$ORIGIN:$$ORIGIN/$(BIN_TO_LIB)' \
+                                   $(O)/lib/cuda/cudalib.o
 endif
 # --- CUDA end

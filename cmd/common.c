@@ -25,6 +25,15 @@ int report(const struct err *e)
 	return e->code ? e->code : NR_EIO;
 }
 
+/* The front end's one piece of state: set once, by main, before options
+ * are parsed. */
+static const char *subcommand;
+
+void set_subcommand(const char *name)
+{
+	subcommand = name;
+}
+
 int usage_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -33,8 +42,38 @@ int usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help' for more information.\n", progname);
+	fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", progname,
+		subcommand ? " " : "", subcommand ? subcommand : "");
 	return NR_EINPUT;
+}
+
+int option_error(int c, char *const argv[], const struct option *longopts)
+{
+	const char *word = argv[optind - 1], *eq;
+	char matches[256];
+	size_t len, n = 0;
+	int k = 0;
+
+	/* getopt has passed the word of a long option or of a short one that
+	 * ends it; a short one inside a group is told by optopt alone */
+	if (strncmp(word, "--", 2) != 0 || (optopt && c == '?' && !strchr(word, '=')))
+		return usage_error(c == ':' ? "option '-%c' needs a value" : "unknown option '-%c'",
+				   optopt);
+	if (c == ':')
+		return usage_error("option '%s' needs a value", word);
+	eq = strchr(word, '=');
+	len = eq ? (size_t)(eq - word) : strlen(word);
+	if (optopt)
+		return usage_error("option '%.*s' takes no value", (int)len, word);
+	matches[0] = '\0';
+	for (const struct option *o = longopts; o->name; o++)
+		if (strncmp(o->name, word + 2, len - 2) == 0 && n < sizeof matches) {
+			n += (size_t)snprintf(matches + n, sizeof matches - n, "%s--%s",
+					      k++ ? ", " : "", o->name);
+		}
+	if (k > 1)
+		return usage_error("option '%.*s' is ambiguous (%s)", (int)len, word, matches);
+	return usage_error("unknown option '%.*s'", (int)len, word);
 }
 
 int print_version(void)

@@ -4,6 +4,7 @@
 #ifndef NEREUS_CMD_COMMON_H
 #define NEREUS_CMD_COMMON_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -17,6 +18,14 @@ void warnx_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int report(const struct err *e);
 /* A usage error: message, a hint to --help, exit status NR_EINPUT. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The subcommand that runs (argv[1]), set by main: usage errors then point
+ * to its help, "Try 'nereus-transition apply --help'". */
+void set_subcommand(const char *name);
+/* The usage error for what getopt_long returned as c, '?' or ':', when
+ * opterr is 0 and the option string starts with ':' (so that getopt says
+ * nothing itself): an unknown or ambiguous option, a value given to an
+ * option that takes none, or a missing value; longopts is the table. */
+int option_error(int c, char *const argv[], const struct option *longopts);
 /* Print the version line and return 0. */
 int print_version(void);
 /* Flush and close stdout; a failure (full disk, closed pipe) is NR_EIO. */

@@ -84,7 +84,7 @@ static int parse(int argc, char **argv, struct args *a)
 	a->out = "-";
 	a->remaining = -1;
 	a->min_gain = 0.01;
-	while ((c = getopt_long(argc, argv, "o:hV", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", options, NULL)) != -1) {
 		switch (c) {
 		case OPT_JOB: a->job = optarg; break;
 		case OPT_CLUSTER: a->cluster = optarg; break;
@@ -123,7 +123,7 @@ static int parse(int argc, char **argv, struct args *a)
 			print_version();
 			return -1;
 		default:
-			return usage_error("unknown option");
+			return option_error(c, argv, options);
 		}
 	}
 	if (optind < argc)
@@ -158,6 +158,9 @@ static int run(const struct args *a)
 	if (a->cost && (rc = cost_load(&k, a->cost, &e)))
 		return report(&e);
 	if (a->current && (rc = plan_load(&v, &cur, a->current, &e)))
+		return report(&e);
+	/* both outputs or neither: one that cannot be written fails first */
+	if ((a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)))
 		return report(&e);
 	space_init(&sp);
 	if ((rc = layout_space(&v, (enum plan_layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
@@ -212,7 +215,10 @@ static int run(const struct args *a)
 int main(int argc, char **argv)
 {
 	struct args a;
-	int rc = parse(argc, argv, &a);
+	int rc;
+
+	opterr = 0; /* option_error says it, once */
+	rc = parse(argc, argv, &a);
 
 	if (rc < 0)
 		return close_stdout(NR_OK);

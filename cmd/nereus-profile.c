@@ -22,7 +22,7 @@
 #include "profile/hwbench.h"
 #include "run/steprec.h"
 #ifdef NEREUS_CUDA
-#include "cuda/gpubench.h"
+#include "cuda/cudalib.h"
 #endif
 
 extern char **environ;
@@ -56,7 +56,10 @@ static const char usage_text[] =
 	"  -o, --output FILE  write the document to FILE (default: standard output)\n"
 	"\n"
 	"  -h, --help         show this help and exit\n"
-	"  --version          show the version and exit\n";
+	"  -V, --version      show the version and exit\n"
+	"\n"
+	"Exit status: 0 document written, 2 bad usage or input, 4 runtime or I/O\n"
+	"failure (nothing written).\n";
 
 static int help(void)
 {
@@ -74,7 +77,7 @@ struct bench_args {
 	bool no_gpu;
 };
 
-enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_VERSION, OPT_JOB, OPT_CLUSTER,
+enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_JOB, OPT_CLUSTER,
        OPT_PRIOR, OPT_HALF_LIFE, OPT_HOLDOUT, OPT_SKIP_BAD };
 
 static const struct option bench_options[] = {
@@ -84,7 +87,7 @@ static const struct option bench_options[] = {
 	{ "ranks", required_argument, NULL, OPT_RANKS },
 	{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
 	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, OPT_VERSION },
+	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -97,7 +100,7 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 	*a = (struct bench_args){ .out = "-", .runs = 0, .ranks = 1 };
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":ho:", bench_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hVo:", bench_options, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			a->out = optarg;
@@ -119,15 +122,11 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 		case 'h':
 			*done = help();
 			return -1;
-		case OPT_VERSION:
+		case 'V':
 			*done = close_stdout(print_version());
 			return -1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			if (optopt)
-				return usage_error("unknown option '-%c'", optopt);
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return option_error(c, argv, bench_options);
 		}
 	}
 	if (optind < argc)
@@ -136,32 +135,6 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 		return usage_error("option '-o' needs a file name");
 	if (a->runs == 0)
 		a->runs = a->quick ? 3 : 10;
-	return NR_OK;
-}
-
-/* Fail before measuring when the output could not be written anyway. */
-static int check_output(const char *out, struct err *e)
-{
-	char dir[PATH_MAX];
-	const char *slash = strrchr(out, '/');
-	struct stat st;
-
-	if (strcmp(out, "-") == 0)
-		return NR_OK;
-	if (!slash)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == out)
-		snprintf(dir, sizeof dir, "/");
-	else
-		snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
-	if (stat(dir, &st) != 0)
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(ENOTDIR));
-	if (access(dir, W_OK) != 0)
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
-	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(EISDIR));
 	return NR_OK;
 }
 
@@ -367,15 +340,25 @@ static int measure_and_write(const struct bench_args *a, const struct hw_opts *o
 		gpu = gpu_absent("not measured (--no-gpu)");
 	} else {
 #ifdef NEREUS_CUDA
-		struct gpub_result *g = malloc(sizeof *g);
-		if (!g)
-			return err_set(e, NR_EIO, "out of memory");
-		rc = gpub_run(o, g, e);
-		if (rc == NR_OK)
-			gpu = gpu_json(g);
-		free(g);
-		if (rc != NR_OK)
-			return rc;
+		struct cuda_lib cuda;
+		struct gpub_result *g;
+		struct err le;
+		char note[sizeof le.msg + 32];
+
+		/* no CUDA runtime here is as no GPU: the document says so */
+		if (cuda_lib_load(&cuda, &le) != NR_OK) {
+			snprintf(note, sizeof note, "not measured: %s", le.msg);
+			gpu = gpu_absent(note);
+		} else {
+			if (!(g = malloc(sizeof *g)))
+				return err_set(e, NR_EIO, "out of memory");
+			rc = cuda.gpub_run(o, g, e);
+			if (rc == NR_OK)
+				gpu = gpu_json(g);
+			free(g);
+			if (rc != NR_OK)
+				return rc;
+		}
 #else
 		gpu = gpu_absent("not measured: built without CUDA");
 #endif
@@ -413,7 +396,7 @@ static int cmd_bench(int argc, char **argv)
 	if ((rc = parse_bench(argc, argv, &a, &done)) != NR_OK)
 		return rc < 0 ? done : rc;
 	if (!mpi && a.ranks >= 2) {
-		if ((rc = check_output(a.out, &e)) != NR_OK)
+		if ((rc = out_check(a.out, &e)) != NR_OK)
 			return report(&e);
 		return close_stdout(respawn(a.ranks, argc, argv));
 	}
@@ -424,7 +407,7 @@ static int cmd_bench(int argc, char **argv)
 	m = calloc(1, sizeof *m);
 	rc = m ? NR_OK : err_set(&e, NR_EIO, "out of memory");
 	if (rank == 0 && rc == NR_OK)
-		rc = check_output(a.out, &e);
+		rc = out_check(a.out, &e);
 	if (mpi)
 		rc = mpib_agree(rc); /* one rank's failure stops them all */
 	if (rc == NR_OK && size > 1)
@@ -464,7 +447,7 @@ static const struct option fit_options[] = {
 	{ "skip-bad", no_argument, NULL, OPT_SKIP_BAD },
 	{ "output", required_argument, NULL, 'o' },
 	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, OPT_VERSION },
+	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -476,7 +459,7 @@ static int parse_fit(int argc, char **argv, struct fit_args *a, int *done)
 	*a = (struct fit_args){ .out = "-" };
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":ho:", fit_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hVo:", fit_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_JOB:
 			a->job = optarg;
@@ -510,15 +493,11 @@ static int parse_fit(int argc, char **argv, struct fit_args *a, int *done)
 		case 'h':
 			*done = help();
 			return -1;
-		case OPT_VERSION:
+		case 'V':
 			*done = close_stdout(print_version());
 			return -1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			if (optopt)
-				return usage_error("unknown option '-%c'", optopt);
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return option_error(c, argv, fit_options);
 		}
 	}
 	if (!a->job)
@@ -548,29 +527,25 @@ static int read_trace(const struct fit_args *a, const struct job *job, const str
 		      struct fit *f, long *lines, long *skipped, struct err *e)
 {
 	struct step_record *r = malloc(sizeof *r);
-	char *buf, *line, *end;
+	struct lines in;
+	char *line;
 	size_t len;
 	int rc;
 
 	if (!r)
 		return err_set(e, NR_EIO, "out of memory");
-	if ((rc = read_file(a->trace, &buf, &len, e))) {
+	if ((rc = lines_open(&in, a->trace, e))) {
 		free(r);
 		return rc;
 	}
 	*lines = *skipped = 0;
-	for (line = buf; line < buf + len; line = end + 1) {
-		bool malformed, blank = true;
-		end = memchr(line, '\n', (size_t)(buf + len - line));
-		if (!end)
-			end = buf + len;
-		++*lines;
-		for (const char *q = line; q < end && blank; q++)
-			blank = strchr(" \t\r", *q) != NULL;
-		if (blank)
+	while ((rc = lines_next(&in, &line, &len, NULL, e)) == NR_OK && line) {
+		bool malformed;
+
+		*lines = in.lineno;
+		if (strspn(line, " \t\r") >= len)
 			continue;
-		rc = steprec_parse(a->trace, *lines, line, (size_t)(end - line), job, cl, r,
-				   &malformed, e);
+		rc = steprec_parse(a->trace, *lines, line, len, job, cl, r, &malformed, e);
 		if (rc == NR_OK)
 			rc = fit_add(f, r, e);
 		else if (malformed && a->skip_bad) {
@@ -581,7 +556,7 @@ static int read_trace(const struct fit_args *a, const struct job *job, const str
 		if (rc)
 			break;
 	}
-	free(buf);
+	lines_close(&in);
 	free(r);
 	return rc;
 }
@@ -642,7 +617,7 @@ static int cmd_fit(int argc, char **argv)
 	fit_prior_defaults(&prior);
 	if ((rc = job_load(job, a.job, &e)) || (rc = cluster_load(cl, a.cluster, &e)) ||
 	    (a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
-	    (rc = check_output(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)) ||
+	    (rc = out_check(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)) ||
 	    (rc = read_trace(&a, job, cl, f, &lines, &skipped, &e)))
 		goto fail;
 	if (skipped)
@@ -690,12 +665,14 @@ int main(int argc, char **argv)
 		return usage_error("missing subcommand");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
 		return help();
-	if (strcmp(argv[1], "--version") == 0)
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
 		return close_stdout(print_version());
 	if (argv[1][0] == '-')
 		return usage_error("unknown option '%s'", argv[1]);
 	for (const struct subcommand *s = subcommands; s->name; s++)
-		if (strcmp(argv[1], s->name) == 0)
+		if (strcmp(argv[1], s->name) == 0) {
+			set_subcommand(s->name);
 			return s->run(argc - 1, argv + 1);
+		}
 	return usage_error("unknown subcommand '%s'", argv[1]);
 }

@@ -45,7 +45,8 @@ static const char usage[] =
 	"  --plan FILE         follow the plan in FILE instead of the controller; switch\n"
 	"                      when another process renames a new plan over it\n"
 	"  --cost FILE         the cost model's coefficients (default: built-in priors)\n"
-	"  --records FILE      append step records to FILE (default: standard output)\n"
+	"  --records FILE      write step records to FILE, replacing it (appending with\n"
+	"                      --resume; default: standard output)\n"
 	"  --resume            continue the run whose records are in --records FILE\n"
 	"  --until STEP        stop before STEP (resume later with --resume)\n"
 	"  --summary FILE      write the summary document to FILE\n"
@@ -117,10 +118,11 @@ static int parse(int argc, char **argv, struct args *a)
 	a->min_gain = 0.01;
 	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
 		a->compare = true;
+		set_subcommand("compare");
 		argv++;
 		argc--;
 	}
-	while ((c = getopt_long(argc, argv, "qhV", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":qhV", options, NULL)) != -1) {
 		switch (c) {
 		case OPT_ENGINE:
 			if (strcmp(optarg, "sim") != 0)
@@ -182,7 +184,7 @@ static int parse(int argc, char **argv, struct args *a)
 			print_version();
 			return -1;
 		default:
-			return usage_error("unknown option");
+			return option_error(c, argv, options);
 		}
 	}
 	if (optind < argc)
@@ -234,6 +236,11 @@ static int load_inputs(const struct args *a, struct inputs *in, struct err *e)
 		return rc;
 	if (a->events && (rc = events_load(&in->ev, a->events, &in->cl, a->steps, e)))
 		return rc;
+	if (in->ev.past)
+		warnx_("%s: ignoring %zu event%s from line %ld on: %s at step %ld or later, and "
+		       "the run has %ld steps", strcmp(a->events, "-") ? a->events : "<stdin>",
+		       in->ev.past, in->ev.past == 1 ? "" : "s", in->ev.past_line,
+		       in->ev.past == 1 ? "it is" : "they are", a->steps, a->steps);
 	if (a->now) {
 		struct jdoc d;
 		if ((rc = jdoc_load(&d, a->job, "job", e)))
@@ -264,13 +271,13 @@ static int emit(void *arg, const struct step_record *r, struct err *e)
 	struct out *o = arg;
 	int rc;
 
-	if ((rc = steprec_fprint(o->f, r, e)))
+	if (o->f && (rc = steprec_fprint(o->f, r, e)))
 		return rc;
-	if (fflush(o->f) != 0)
+	if (o->f && fflush(o->f) != 0)
 		return err_set(e, NR_EIO, "cannot write '%s': %s", o->name, strerror(errno));
 	if (!o->a->quiet && show_progress() && (r->step + 1) * 100 / o->a->steps != o->shown) {
 		o->shown = (r->step + 1) * 100 / o->a->steps;
-		fprintf(stderr, "\r%s: step %ld of %ld", progname, r->step + 1, o->a->steps);
+		fprintf(stderr, "\r\033[K%s: step %ld of %ld", progname, r->step + 1, o->a->steps);
 		if (r->step + 1 == o->a->steps)
 			fputc('\n', stderr);
 	}
@@ -282,8 +289,20 @@ static void notice(void *arg, const char *msg)
 	const struct out *o = arg;
 
 	if (!o->a->quiet)
-		fprintf(stderr, "%s%s: %s\n", o->shown && show_progress() ? "\r" : "", progname,
-			msg);
+		fprintf(stderr, "%s%s: %s\n", o->shown && show_progress() ? "\r\033[K" : "",
+			progname, msg);
+}
+
+/* DIR of --now and --out-dir must be a folder. */
+static int check_dir(const char *dir, struct err *e)
+{
+	struct stat st;
+
+	if (stat(dir, &st) != 0)
+		return err_set(e, NR_EIO, "cannot write into '%s': %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return err_set(e, NR_EINPUT, "cannot write into '%s': %s", dir, strerror(ENOTDIR));
+	return NR_OK;
 }
 
 static int write_doc(json_t *doc, const char *dir, const char *name, struct err *e)
@@ -398,6 +417,10 @@ static int run_one(const struct args *a, struct inputs *in)
 		r.ctl = &ctl;
 		run_refit_hook(&r);
 	}
+	/* an output that cannot be written fails now, not after the run */
+	if ((a->summary && (rc = out_check(a->summary, &e))) ||
+	    (a->svg && (rc = out_check(a->svg, &e))) || (a->now && (rc = check_dir(a->now, &e))))
+		goto out;
 	if (a->resume) {
 		if ((rc = records_load(&rs, a->records, &in->job, &e)) ||
 		    (rc = run_resume(&r, &rs, a->records, &e)) ||
@@ -408,11 +431,8 @@ static int run_one(const struct args *a, struct inputs *in)
 	}
 	if (a->records && strcmp(a->records, "-")) {
 		o.name = a->records;
-		o.f = fopen(a->records, a->resume ? "a" : "w");
-		if (!o.f) {
-			rc = err_set(&e, NR_EIO, "cannot open '%s': %s", a->records, strerror(errno));
+		if ((rc = out_open_stream(a->records, a->resume, &o.f, &e)))
 			goto out;
-		}
 	}
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
@@ -421,7 +441,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	rc = run_go(&r, &e);
-	if (o.f != stdout && fclose(o.f) != 0 && !rc)
+	if (o.f && o.f != stdout && fclose(o.f) != 0 && !rc)
 		rc = err_set(&e, NR_EIO, "cannot write '%s': %s", a->records, strerror(errno));
 	if (rc)
 		goto out;
@@ -489,6 +509,8 @@ static int compare(const struct args *a, struct inputs *in)
 		warnx_("cannot create '%s': %s", a->out_dir, strerror(errno));
 		return NR_EIO;
 	}
+	if (a->out_dir && (rc = check_dir(a->out_dir, &e)))
+		return report(&e);
 	printf("%-9s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s\n", "policy", "ok",
 	       "paused", "oom", "mean s", "p50 s", "p99 s", "total s", "moves", "move %",
 	       "seq/s", "adaptive");
@@ -509,18 +531,16 @@ static int compare(const struct args *a, struct inputs *in)
 		r.every = a->every;
 		r.emit = emit;
 		r.arg = &o;
+		/* records only with --out-dir; without, emit writes nothing */
 		snprintf(path, sizeof path, "%s/%s.jsonl", a->out_dir ? a->out_dir : "",
 			 layout_names[order[i]]);
-		o.name = a->out_dir ? path : "/dev/null";
-		o.f = fopen(o.name, "w");
-		if (!o.f) {
-			rc = err_set(&e, NR_EIO, "cannot open '%s': %s", o.name, strerror(errno));
-		} else {
+		o.name = path;
+		if (!a->out_dir || (rc = out_open_stream(path, false, &o.f, &e)) == NR_OK) {
 			struct args quiet = *a;
 			quiet.quiet = true;
 			o.a = &quiet;
 			rc = run_go(&r, &e);
-			if (fclose(o.f) != 0 && !rc)
+			if (o.f && fclose(o.f) != 0 && !rc)
 				rc = err_set(&e, NR_EIO, "cannot write '%s': %s", o.name,
 					     strerror(errno));
 		}
@@ -553,7 +573,10 @@ int main(int argc, char **argv)
 	static struct inputs in;
 	struct args a;
 	struct err e = { 0 };
-	int rc = parse(argc, argv, &a);
+	int rc;
+
+	opterr = 0; /* option_error says it, once */
+	rc = parse(argc, argv, &a);
 
 	if (rc < 0)
 		return close_stdout(NR_OK);

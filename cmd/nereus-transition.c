@@ -21,7 +21,7 @@
 #include "doc/job.h"
 #include "mpi/live.h"
 #ifdef NEREUS_NCCL
-#include "cuda/live_nccl.h"
+#include "cuda/cudalib.h"
 #endif
 #include "state/store.h"
 #include "state/tgraph.h"
@@ -88,7 +88,7 @@ static int graph_parse(int argc, char **argv, struct graph_args *a)
 
 	memset(a, 0, sizeof *a);
 	a->out = "-";
-	while ((c = getopt_long(argc, argv, "o:hV", graph_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", graph_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_FROM: a->from = optarg; break;
 		case OPT_TO: a->to = optarg; break;
@@ -110,7 +110,7 @@ static int graph_parse(int argc, char **argv, struct graph_args *a)
 			print_version();
 			return -1;
 		default:
-			return usage_error("unknown option");
+			return option_error(c, argv, graph_options);
 		}
 	}
 	if (optind < argc)
@@ -140,6 +140,7 @@ static int graph_run(const struct graph_args *a)
 	if ((rc = job_load(&job, a->job, &e)) || (rc = cluster_load(&cl, a->cluster, &e)) ||
 	    (a->cost && (rc = cost_load(&k, a->cost, &e))) ||
 	    (rc = plan_load(&v, &from, a->from, &e)) || (rc = plan_load(&v, &to, a->to, &e)) ||
+	    (a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)) ||
 	    (rc = tgraph_build(&v, &from, &to, &g, &e)))
 		return report(&e);
 	if (a->svg)
@@ -335,7 +336,7 @@ static int apply_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, n;
 
-	while ((c = getopt_long(argc, argv, "o:hV", apply_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", apply_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_STATE: state = optarg; break;
 		case OPT_TO: tof = optarg; break;
@@ -344,7 +345,7 @@ static int apply_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(apply_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, apply_options);
 		}
 	}
 	if (optind < argc)
@@ -426,7 +427,7 @@ static int import_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, n = 0;
 
-	while ((c = getopt_long(argc, argv, "o:hV", import_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", import_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_HF:
 			if (n == MAX_MODELS)
@@ -441,7 +442,7 @@ static int import_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(import_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, import_options);
 		}
 	}
 	if (optind < argc)
@@ -526,7 +527,7 @@ static int export_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "o:hV", export_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", export_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_STATE: state = optarg; break;
 		case OPT_MODEL: model = optarg; break;
@@ -537,7 +538,7 @@ static int export_main(int argc, char **argv)
 		case 'o': dst = optarg; break;
 		case 'h': fputs(export_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, export_options);
 		}
 	}
 	if (optind < argc)
@@ -597,8 +598,11 @@ static int live_main(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, rank = 0, size = 1;
 	bool nccl = false;
+#ifdef NEREUS_NCCL
+	struct cuda_lib cuda;
+#endif
 
-	while ((c = getopt_long(argc, argv, "hV", live_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hV", live_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_FROM: fromf = optarg; break;
 		case OPT_TO: tof = optarg; break;
@@ -609,7 +613,7 @@ static int live_main(int argc, char **argv)
 		case OPT_NCCL: nccl = true; break;
 		case 'h': fputs(live_usage, stdout); return NR_OK;
 		case 'V': return print_version();
-		default: return usage_error("unknown option");
+		default: return option_error(c, argv, live_options);
 		}
 	}
 	if (optind < argc)
@@ -623,6 +627,9 @@ static int live_main(int argc, char **argv)
 	if (nccl)
 		return usage_error("--nccl: this build has no NCCL (build where nvcc and NCCL "
 				   "are found)");
+#else
+	if (nccl && (rc = cuda_lib_load(&cuda, &e)))
+		return report(&e);
 #endif
 	if (!nccl && (rc = live_init(&argc, &argv, &rank, &size))) {
 		warnx_("cannot start MPI");
@@ -633,7 +640,7 @@ static int live_main(int argc, char **argv)
 	    !(rc = plan_load(&v, &from, fromf, &e)) && !(rc = plan_load(&v, &to, tof, &e))) {
 #ifdef NEREUS_NCCL
 		if (nccl)
-			rc = live_reshard_nccl(&v, &from, &to, state, verify, &st, &e);
+			rc = cuda.live_reshard_nccl(&v, &from, &to, state, verify, &st, &e);
 		else
 #endif
 			rc = live_reshard(&v, &from, &to, state, verify, &st, &e);
@@ -671,12 +678,14 @@ int main(int argc, char **argv)
 	const struct subcommand *run = NULL;
 	size_t n = sizeof subcommands / sizeof subcommands[0];
 
+	opterr = 0; /* option_error says it, once */
 	if (argc > 1 && argv[1][0] != '-') {
 		for (size_t i = 0; i < n && !run; i++)
 			if (subcommands[i].name && strcmp(argv[1], subcommands[i].name) == 0)
 				run = &subcommands[i];
 		if (!run)
 			return usage_error("unknown subcommand '%s'", argv[1]);
+		set_subcommand(run->name);
 		return close_stdout(run->main(argc - 1, argv + 1));
 	}
 	for (size_t i = 0; i < n && !run; i++)

@@ -3,7 +3,7 @@
 # As root it runs apt-get; otherwise it prints the exact line to run.
 pkgs="build-essential clang pkg-config libjansson-dev libarchive-dev libxxhash-dev
 libzstd-dev libopenmpi-dev openmpi-bin libopenblas-dev bats bats-support
-bats-assert zstd python3 mandoc"
+bats-assert zstd python3 python3-regex mandoc groff-base bash-completion zsh"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||

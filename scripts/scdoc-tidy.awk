@@ -1,6 +1,14 @@
-# Tidy scdoc's roff for mandoc -Tlint: drop the paragraph macros scdoc puts
-# right after section headings, and fold filled text lines over 80 bytes
-# (mandoc warns on both; groff and mandoc render the result the same).
+# Tidy scdoc's roff for mandoc -Tlint and groff -ww: drop the paragraph
+# macros scdoc puts right after section headings, fold filled text lines
+# over 80 bytes (mandoc warns on both; groff and mandoc render the result the
+# same), and write the non-ASCII characters the pages use as roff's named
+# characters (groff reads its input as Latin-1 and warns on raw UTF-8).
+BEGIN {
+	named["×"] = "\\(mu"; named["–"] = "\\(en"; named["—"] = "\\(em"
+	named["→"] = "\\(->"; named["≤"] = "\\(<="; named["≥"] = "\\(>="
+	named["·"] = "\\(md"
+}
+{ for (c in named) gsub(c, named[c]) }
 function emit(s,    i, cut) {
 	while (!nofill && length(s) > 80) {
 		cut = 0

@@ -227,7 +227,7 @@ sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adap
 		n=$((n + 1))
 		run bash -c "$line"
 		if [[ $line == *"echo keep"* ]]; then
-			assert_success   # the && … || … list ends in echo
+			assert_success   # the case answers switch or keep
 			[[ $output == *switch* || $output == *keep* ]] || fail "$line: $output"
 		else
 			[ "$status" -eq 0 ] || [ "$status" -eq 1 ] || fail "exit $status: $line: $output"

@@ -88,7 +88,7 @@ EOF
 	run -2 --separate-stderr nereus-profile bench --bogus
 	assert_equal "$output" ""
 	assert_equal "${stderr_lines[0]}" "nereus-profile: unknown option '--bogus'"
-	assert_equal "${stderr_lines[1]}" "Try 'nereus-profile --help' for more information."
+	assert_equal "${stderr_lines[1]}" "Try 'nereus-profile bench --help' for more information."
 }
 
 @test "an unknown subcommand exits 2" {

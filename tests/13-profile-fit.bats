@@ -116,7 +116,7 @@ EOF
 	echo 'old contents' > cost.json
 	run -2 --separate-stderr fit -o cost.json steps.jsonl
 	assert_equal "$output" ""
-	assert_equal "${stderr_lines[0]}" "nereus-profile: steps.jsonl:5:40: string or '}' expected near end of file"
+	assert_equal "${stderr_lines[0]}" "nereus-profile: steps.jsonl:5:40: expected one JSON object per line (JSON Lines), and this line ends inside one"
 	[ "$(cat cost.json)" = 'old contents' ]
 }
 

@@ -151,7 +151,7 @@ event() {
 		'abs(s["idle_s"] - 3 * recs[1]["step_time_s"]) < 1e-6 * s["idle_s"]'
 }
 
-@test "a bad trace is exit 2 with its line: order, kind, step, ids" {
+@test "a bad trace is exit 2 with its line: order, kind, ids" {
 	event up 5 '"gpus": [1]' > order.jsonl
 	event down 2 '"gpus": [1]' >> order.jsonl
 	run --separate-stderr "${RUN[@]}" --events order.jsonl --steps 10
@@ -162,10 +162,6 @@ event() {
 	run --separate-stderr "${RUN[@]}" --events kind.jsonl --steps 10
 	assert_failure 2
 	[[ $stderr == "nereus-run: kind.jsonl:1:"*'unknown event kind "melt"'* ]]
-	{ echo; event up 10 '"gpus": [1]'; } > beyond.jsonl
-	run --separate-stderr "${RUN[@]}" --events beyond.jsonl --steps 10
-	assert_failure 2
-	[[ $stderr == "nereus-run: beyond.jsonl:2:"*"step 10 is beyond the run (steps 0 to 9)"* ]]
 	event down 1 '"nodes": [2]' > ids.jsonl
 	run --separate-stderr "${RUN[@]}" --events ids.jsonl --steps 10
 	assert_failure 2
@@ -263,4 +259,16 @@ JSON
 	[ "$(ls policies | wc -l)" -eq 8 ]
 	[ "$(wc -l < half.jsonl)" -eq 200 ]
 	[ -s a100-trace.jsonl ] && [ -s remaining-steps ]
+}
+
+@test "a trace with events past --steps: a warning, and the run without them" {
+	{ event down 2 '"gpus": [1]'; echo; event up 10 '"gpus": [1]'; event down 12 '"gpus": [1]'; } > long.jsonl
+	run --separate-stderr "${RUN[@]}" --events long.jsonl --steps 10 --records steps.jsonl
+	assert_success
+	[ "${stderr_lines[0]}" = "nereus-run: long.jsonl: ignoring 2 events from line 3 on: they are at step 10 or later, and the run has 10 steps" ]
+	[ "$(wc -l < steps.jsonl)" -eq 10 ]
+	# the same run as with the trace cut at the run's end
+	head -n 1 long.jsonl > short.jsonl
+	"${RUN[@]}" --events short.jsonl --steps 10 --records short-steps.jsonl --quiet
+	cmp <(grep -v '"wall' steps.jsonl) <(grep -v '"wall' short-steps.jsonl)
 }

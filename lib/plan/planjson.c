@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "plan/plan.h"
+#include "plan/render.h"
 
 static double gib(double bytes)
 {
@@ -23,39 +24,15 @@ static double secs(double s)
 /* "0-7,16-23": the GPUs of pool i as ranges. */
 static json_t *gpu_list(const struct cluster *cl, const struct plan *p, int i)
 {
-	char *buf;
-	size_t cap = 64, len = 0;
-	int n = cluster_gpus(cl);
+	struct sbuf b = { 0 };
+	char *s;
 	json_t *out;
 
-	buf = malloc(cap);
-	if (!buf)
+	plan_pool_gpus(&b, cl, p, i);
+	if (!(s = sb_take(&b)))
 		return NULL;
-	buf[0] = '\0';
-	for (int g = 0; g < n; g++) {
-		int h = g;
-		char item[32];
-		int k;
-		if (p->gpu_pool[g] != i)
-			continue;
-		while (h + 1 < n && p->gpu_pool[h + 1] == i)
-			h++;
-		k = h > g ? snprintf(item, sizeof item, "%s%d-%d", len ? "," : "", g, h) :
-			    snprintf(item, sizeof item, "%s%d", len ? "," : "", g);
-		if (len + (size_t)k + 1 > cap) {
-			char *nb = realloc(buf, cap = (cap + (size_t)k) * 2);
-			if (!nb) {
-				free(buf);
-				return NULL;
-			}
-			buf = nb;
-		}
-		memcpy(buf + len, item, (size_t)k + 1);
-		len += (size_t)k;
-		g = h;
-	}
-	out = json_string(buf);
-	free(buf);
+	out = json_string(s);
+	free(s);
 	return out;
 }
 
@@ -256,6 +233,14 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 		p->gpu_pool[g] = -1;
 	if ((rc = jdoc_load(&d, file, "plan", e)))
 		return rc;
+	/* a plan of another job fails every field check after this one: say
+	 * what is wrong first */
+	it = json_object_get(d.root, "job");
+	if (json_is_string(it) && strcmp(json_string_value(it), j->name) != 0) {
+		rc = jdoc_fail(&d, "job", e, "%s was made for job '%s', not '%s'", d.file,
+			       json_string_value(it), j->name);
+		goto out;
+	}
 	strcpy(p->layout, "adaptive");
 	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
 	    (rc = jget_str(&d, d.root, "", "layout", false, p->layout, sizeof p->layout, e)) ||

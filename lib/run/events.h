@@ -36,11 +36,15 @@ struct event {
 struct events {
 	struct event *v;
 	size_t n;
+	size_t past;      /* events at the run's steps or later, checked and dropped */
+	long past_line;   /* the line of the first of them */
 };
 
 /* Read a trace and check it against the run: a known kind and fields, a
- * step within [0, steps), not before the line above it, GPU and node ids
- * inside the cluster.  Errors name FILE:LINE:COL. */
+ * step not before the line above it, GPU and node ids inside the cluster.
+ * Events at step steps or later are checked too, then dropped and counted
+ * in past: a short trial run of a long trace is a normal thing to do.
+ * Errors name FILE:LINE:COL. */
 int events_load(struct events *ev, const char *file, const struct cluster *cl, long steps,
 		struct err *e);
 void events_free(struct events *ev);

@@ -326,17 +326,19 @@ int run_go(struct run *r, struct err *e)
 
 int records_load(struct records *rs, const char *file, const struct job *job, struct err *e)
 {
-	char *buf, *line, *nl;
-	size_t len;
+	struct lines in;
+	char *line;
+	size_t n;
 	long cap = 0;
+	bool whole;
 	int rc;
 
 	memset(rs, 0, sizeof *rs);
-	if ((rc = read_file(file, &buf, &len, e)))
+	if ((rc = lines_open(&in, file, e)))
 		return rc;
-	for (line = buf; (nl = memchr(line, '\n', (size_t)(buf + len - line))); line = nl + 1) {
+	/* a last line without its newline is a record cut short: dropped */
+	while ((rc = lines_next(&in, &line, &n, &whole, e)) == NR_OK && line && whole) {
 		struct step_record rec;
-		size_t n = (size_t)(nl - line);
 		if (rs->n == cap) {
 			char **np = realloc(rs->line, (size_t)(cap = cap ? 2 * cap : 256) *
 						      sizeof *np);
@@ -358,9 +360,9 @@ int records_load(struct records *rs, const char *file, const struct job *job, st
 			break;
 		}
 		rs->n++;
-		rs->bytes = (size_t)(nl + 1 - buf);
+		rs->bytes = (size_t)in.offset;
 	}
-	free(buf);
+	lines_close(&in);
 	if (rc)
 		records_free(rs);
 	return rc;

@@ -996,6 +996,9 @@ int steprec_parse(const char *name, long line, const char *text, size_t len,
 			err_set(e, NR_EINPUT, "%s:1:%d: %s%s%snot a number (NaN or infinity): "
 				"expected a positive finite number", shown(name), column(text, at),
 				*key ? "\"" : "", key, *key ? "\": " : "");
+		} else if ((at = (size_t)jline_cut(text, len))) {
+			err_set(e, NR_EINPUT, "%s:1:%zu: expected one JSON object per line (JSON "
+				"Lines), and this line ends inside one", shown(name), at);
 		}
 	} else if (rc == NR_OK) {
 		rc = parse_fields(&d, r, e);

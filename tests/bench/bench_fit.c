@@ -190,7 +190,7 @@ static int write_trace(const char *file, long n)
 }
 
 /* Read a trace and fit it with the library calls nereus-profile fit makes
- * (read_file, then steprec_parse and fit_add line by line, then fit_run);
+ * (lines_next, then steprec_parse and fit_add line by line, then fit_run);
  * returns the seconds in all, and in *read_s those until the last record
  * was added. */
 static double fit_file(const char *file, long *records, double *read_s)
@@ -199,26 +199,28 @@ static double fit_file(const char *file, long *records, double *read_s)
 	struct fit_result *res = malloc(sizeof *res);
 	struct fit_opts o = { 0 };
 	struct fit *f = NULL;
+	struct lines in;
 	struct err e;
 	double t0 = now();
-	char *buf = NULL, *line, *end;
+	char *line;
 	size_t len;
-	long lines = 0;
+	int rc;
 
-	if (!r || !res || read_file(file, &buf, &len, &e) || fit_new(&f, &job, &cl, NULL, &e)) {
+	if (!r || !res || lines_open(&in, file, &e) || fit_new(&f, &job, &cl, NULL, &e)) {
 		fprintf(stderr, "bench_fit: %s\n", r && res ? e.msg : "out of memory");
 		exit(4);
 	}
-	for (line = buf; line < buf + len; line = end + 1) {
-		end = memchr(line, '\n', (size_t)(buf + len - line));
-		if (!end)
-			end = buf + len;
-		if (steprec_parse(file, ++lines, line, (size_t)(end - line), &job, &cl, r, NULL, &e) ||
+	while ((rc = lines_next(&in, &line, &len, NULL, &e)) == NR_OK && line)
+		if (steprec_parse(file, in.lineno, line, len, &job, &cl, r, NULL, &e) ||
 		    fit_add(f, r, &e)) {
-			fprintf(stderr, "bench_fit: %s\n", e.msg);
-			exit(4);
+			rc = NR_EINPUT;
+			break;
 		}
+	if (rc) {
+		fprintf(stderr, "bench_fit: %s\n", e.msg);
+		exit(4);
 	}
+	lines_close(&in);
 	*read_s = now() - t0;
 	if (fit_run(f, &o, res, &e)) {
 		fprintf(stderr, "bench_fit: %s\n", e.msg);
@@ -227,7 +229,6 @@ static double fit_file(const char *file, long *records, double *read_s)
 	t0 = now() - t0;
 	*records = res->records;
 	fit_free(f);
-	free(buf);
 	free(res);
 	free(r);
 	return t0;
