@@ -9,17 +9,18 @@
 #include "doc/cluster.h"
 #include "doc/costdoc.h"
 #include "doc/job.h"
+#include "plan/baseline.h"
 #include "plan/decide.h"
 #include "plan/render.h"
 #include "plan/search.h"
-#include "state/tgraph.h"
+#include "run/charge.h"
 
 const char *progname = "nereus-plan";
 
 static const char usage[] =
 	"usage: nereus-plan --job FILE --cluster FILE [--cost FILE] [--current FILE]\n"
 	"                   [--remaining-steps N] [--min-gain F] [--pin MODEL@STAGE=CONF]...\n"
-	"                   [--layout adaptive|verl|openrlhf|fixed] [--exhaustive]\n"
+	"                   [--layout L] [--exhaustive]\n"
 	"                   [--format json|table] [--svg FILE] [--stats] [-o FILE]\n"
 	"\n"
 	"  --job FILE             the job document (- for standard input)\n"
@@ -30,7 +31,8 @@ static const char usage[] =
 	"  --min-gain F           fraction of step time a switch must save (0.01)\n"
 	"  --pin MODEL@STAGE=CONF fix a model-stage's configuration, e.g.\n"
 	"                         actor@training=tp4,pp2,dp2 (repeatable)\n"
-	"  --layout L             adaptive (default), or a baseline: verl, openrlhf,\n"
+	"  --layout L             adaptive (default), or a baseline: verl, verl-tuned,\n"
+	"                         verl-megatron, openrlhf, openrlhf-hybrid,\n"
 	"                         fixed (the current plan's TP/PP, DP scaled)\n"
 	"  --exhaustive           enumerate the whole space (slow; for checking)\n"
 	"  --format F             json (default) or table\n"
@@ -159,30 +161,32 @@ static int run(const struct args *a)
 		return report(&e);
 	if (a->current && (rc = plan_load(&v, &cur, a->current, &e)))
 		return report(&e);
+	/* both outputs or neither: one that cannot be written fails first */
+	if ((a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)))
+		return report(&e);
 	space_init(&sp);
 	if ((rc = layout_space(&v, (enum plan_layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
 		return report(&e);
 	for (int i = 0; i < a->npins; i++)
-		if ((rc = pin_parse(&job, a->pins[i], &sp, &e)))
+		if ((rc = layout_pin(&job, (enum plan_layout)a->layout, a->pins[i], &sp, &e)))
 			return report(&e);
 	snprintf(best.layout, sizeof best.layout, "%s",
 		 a->npins && a->layout == LAYOUT_ADAPTIVE ? "pinned" : layout_names[a->layout]);
 	rc = plan_search(&v, &sp, a->exhaustive, a->current ? &cur : NULL, &best, &st, &e);
 	if (a->stats)
 		fprintf(stderr, "%s: searched %ld partitions, %ld pool fronts, %ld "
-			"configurations, %ld plans in %.3f ms\n", progname, st.partitions,
-			st.pool_fronts, st.candidates, st.leaves, st.seconds * 1e3);
+			"configurations, %ld plans in %.3f ms (%.3f ms of processor time)\n",
+			progname, st.partitions, st.pool_fronts, st.candidates, st.leaves,
+			st.seconds * 1e3, st.cpu_seconds * 1e3);
 	if (rc)
 		return report(&e);
 	out = &best;
 	if (a->current) {
-		double secs = -1;
-		struct err ge;
+		struct switch_cost sc;
 		/* the graph's schedule when it can be built (both plans placed on
 		 * GPUs that are up), else the lower bound */
-		if (cur.feasible && tgraph_transition_seconds(&v, &cur, &best, &secs, &ge))
-			secs = -1;
-		plan_decide_with(&v, &cur, &best, a->remaining, a->min_gain, secs, &d);
+		charge_transition(&v, &cur, &best, cur.feasible, &sc);
+		plan_decide_with(&v, &cur, &best, a->remaining, a->min_gain, &sc, &d);
 		if (!d.do_switch)
 			out = &cur;
 	}

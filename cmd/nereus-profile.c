@@ -19,8 +19,8 @@
 #include "doc/job.h"
 #include "mpi/mpibench.h"
 #include "profile/fit.h"
+#include "profile/fitread.h"
 #include "profile/hwbench.h"
-#include "run/steprec.h"
 #ifdef NEREUS_CUDA
 #include "cuda/cudalib.h"
 #endif
@@ -52,7 +52,9 @@ static const char usage_text[] =
 	"  --half-life N      weigh a record 0.5^(age in steps / N), the prior too\n"
 	"  --holdout F        keep the fraction F of the steps out of the fit, to\n"
 	"                     measure its error on them (default 0)\n"
-	"  --skip-bad         skip malformed lines instead of stopping at the first\n"
+	"  --skip-bad         skip bad lines instead of stopping at the first: lines\n"
+	"                     that are not records, repeat a step or go back in step\n"
+	"                     order, or exceed the GPU's memory or the job's prompt\n"
 	"  -o, --output FILE  write the document to FILE (default: standard output)\n"
 	"\n"
 	"  -h, --help         show this help and exit\n"
@@ -135,32 +137,6 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 		return usage_error("option '-o' needs a file name");
 	if (a->runs == 0)
 		a->runs = a->quick ? 3 : 10;
-	return NR_OK;
-}
-
-/* Fail before measuring when the output could not be written anyway. */
-static int check_output(const char *out, struct err *e)
-{
-	char dir[PATH_MAX];
-	const char *slash = strrchr(out, '/');
-	struct stat st;
-
-	if (strcmp(out, "-") == 0)
-		return NR_OK;
-	if (!slash)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == out)
-		snprintf(dir, sizeof dir, "/");
-	else
-		snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
-	if (stat(dir, &st) != 0)
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(ENOTDIR));
-	if (access(dir, W_OK) != 0)
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
-	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
-		return err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(EISDIR));
 	return NR_OK;
 }
 
@@ -286,7 +262,9 @@ static json_t *mpi_json(const struct mpib_result *m)
 		   put(o, "library", json_string(m->library)) &&
 		   put(o, "sendrecv_busbw", hw_series_json(&m->sendrecv)) &&
 		   put(o, "allreduce_busbw", hw_series_json(&m->allreduce)) &&
-		   put(o, "allgather_busbw", hw_series_json(&m->allgather))) {
+		   put(o, "allgather_busbw", hw_series_json(&m->allgather)) &&
+		   put(o, "communicator_create", hw_figure_json(&m->comm_dup)) &&
+		   put(o, "communicator_split", hw_figure_json(&m->comm_split))) {
 		return o;
 	}
 	json_decref(o);
@@ -318,7 +296,10 @@ static json_t *nccl_json(const struct gpub_result *g)
 		   put(o, "allreduce_busbw", hw_series_json(&g->allreduce)) &&
 		   put(o, "allgather_busbw", hw_series_json(&g->allgather)) &&
 		   put(o, "reducescatter_busbw", hw_series_json(&g->reducescatter)) &&
-		   put(o, "sendrecv_busbw", hw_series_json(&g->sendrecv))) {
+		   put(o, "sendrecv_busbw", hw_series_json(&g->sendrecv)) &&
+		   put(o, "communicator_create", hw_figure_json(&g->comm_init)) &&
+		   (g->comm_split.runs == 0 ||
+		    put(o, "communicator_split", hw_figure_json(&g->comm_split)))) {
 		return o;
 	}
 	json_decref(o);
@@ -422,7 +403,7 @@ static int cmd_bench(int argc, char **argv)
 	if ((rc = parse_bench(argc, argv, &a, &done)) != NR_OK)
 		return rc < 0 ? done : rc;
 	if (!mpi && a.ranks >= 2) {
-		if ((rc = check_output(a.out, &e)) != NR_OK)
+		if ((rc = out_check(a.out, &e)) != NR_OK)
 			return report(&e);
 		return close_stdout(respawn(a.ranks, argc, argv));
 	}
@@ -433,7 +414,7 @@ static int cmd_bench(int argc, char **argv)
 	m = calloc(1, sizeof *m);
 	rc = m ? NR_OK : err_set(&e, NR_EIO, "out of memory");
 	if (rank == 0 && rc == NR_OK)
-		rc = check_output(a.out, &e);
+		rc = out_check(a.out, &e);
 	if (mpi)
 		rc = mpib_agree(rc); /* one rank's failure stops them all */
 	if (rc == NR_OK && size > 1)
@@ -546,49 +527,13 @@ static int parse_fit(int argc, char **argv, struct fit_args *a, int *done)
 	return NR_OK;
 }
 
-/* Read the records of the trace into the fit.  Lines that are blank are
- * passed over; a malformed one stops the fit unless skip_bad, then it is
- * counted in *skipped (and the first few said on standard error). */
-static int read_trace(const struct fit_args *a, const struct job *job, const struct cluster *cl,
-		      struct fit *f, long *lines, long *skipped, struct err *e)
+/* The first few lines skipped are said on standard error. */
+static void skipped(void *arg, const char *msg)
 {
-	struct step_record *r = malloc(sizeof *r);
-	char *buf, *line, *end;
-	size_t len;
-	int rc;
+	const struct fit_read *rd = arg;
 
-	if (!r)
-		return err_set(e, NR_EIO, "out of memory");
-	if ((rc = read_file(a->trace, &buf, &len, e))) {
-		free(r);
-		return rc;
-	}
-	*lines = *skipped = 0;
-	for (line = buf; line < buf + len; line = end + 1) {
-		bool malformed, blank = true;
-		end = memchr(line, '\n', (size_t)(buf + len - line));
-		if (!end)
-			end = buf + len;
-		++*lines;
-		for (const char *q = line; q < end && blank; q++)
-			blank = strchr(" \t\r", *q) != NULL;
-		if (blank)
-			continue;
-		rc = steprec_parse(a->trace, *lines, line, (size_t)(end - line), job, cl, r,
-				   &malformed, e);
-		if (rc == NR_OK)
-			rc = fit_add(f, r, e);
-		else if (malformed && a->skip_bad) {
-			if (++*skipped <= 5)
-				warnx_("skipping %s", e->msg);
-			rc = NR_OK;
-		}
-		if (rc)
-			break;
-	}
-	free(buf);
-	free(r);
-	return rc;
+	if (rd->skipped_lines <= 5)
+		warnx_("skipping %s", msg);
 }
 
 /* The cost document: the prior's hardware record, if any, carried over. */
@@ -631,7 +576,7 @@ static int cmd_fit(int argc, char **argv)
 	struct fit *f = NULL;
 	struct err e = { 0 };
 	json_t *doc = NULL;
-	long lines = 0, skipped = 0;
+	struct fit_read rd = { 0 };
 	int done = 0, rc;
 
 	if ((rc = parse_fit(argc, argv, &a, &done)) != NR_OK) {
@@ -647,19 +592,29 @@ static int cmd_fit(int argc, char **argv)
 	fit_prior_defaults(&prior);
 	if ((rc = job_load(job, a.job, &e)) || (rc = cluster_load(cl, a.cluster, &e)) ||
 	    (a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
-	    (rc = check_output(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)) ||
-	    (rc = read_trace(&a, job, cl, f, &lines, &skipped, &e)))
+	    (rc = out_check(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)))
 		goto fail;
-	if (skipped)
-		warnx_("skipped %ld malformed line%s of %ld in '%s'", skipped,
-		       skipped == 1 ? "" : "s", lines, strcmp(a.trace, "-") ? a.trace : "<stdin>");
+	rd.skip_bad = a.skip_bad;
+	rd.skipped = skipped;
+	rd.arg = &rd;
+	if ((rc = fit_read_trace(f, a.trace, job, cl, &rd, &e)))
+		goto fail;
+	if (rd.skipped_lines)
+		warnx_("skipped %ld line%s of %ld in '%s'", rd.skipped_lines,
+		       rd.skipped_lines == 1 ? "" : "s", rd.lines,
+		       strcmp(a.trace, "-") ? a.trace : "<stdin>");
 	if ((rc = fit_run(f, &a.o, res, &e)))
 		goto fail;
 	for (int j = 0; j < COEF_FIELDS; j++)
 		if (!res->c[j].fitted)
 			warnx_("keeping %s = %g from the prior: %s", coef_names[j], res->c[j].value,
 			       res->c[j].why);
-	if (!(doc = fit_document(&a, res, lines, skipped, &e))) {
+	for (int j = 0; j < COEF_FIELDS; j++)
+		if (*res->c[j].absorbs)
+			warnx_("%s = %g takes up the part of %s, kept at its prior: read them "
+			       "together (its standard error includes that prior's)", coef_names[j],
+			       res->c[j].value, res->c[j].absorbs);
+	if (!(doc = fit_document(&a, res, rd.lines, rd.skipped_lines, &e))) {
 		rc = e.code ? e.code : err_set(&e, NR_EIO, "out of memory");
 		goto fail;
 	}

@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "common/json.h"
+#include "run/oracle.h"
 #include "run/run.h"
 #include "run/sim.h"
 
@@ -22,7 +23,7 @@ const char *progname = "nereus-run";
 static const char usage[] =
 	"usage: nereus-run [--engine sim] --job FILE --cluster FILE [--events FILE]\n"
 	"                  --steps N [--seed S] [--noise F] [--every K] [--min-gain F]\n"
-	"                  [--policy adaptive|verl|openrlhf|fixed] [--plan FILE] [--cost FILE]\n"
+	"                  [--policy P] [--plan FILE] [--cost FILE]\n"
 	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
 	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
 	"                  [--quiet]\n"
@@ -41,7 +42,9 @@ static const char usage[] =
 	"  --every K           the controller also runs every K steps (default 10; 0: only\n"
 	"                      when conditions change)\n"
 	"  --min-gain F        fraction of step time a switch must save (default 0.01)\n"
-	"  --policy P          the plans the controller may choose (default adaptive)\n"
+	"  --policy P          the plans the controller may choose: adaptive (default),\n"
+	"                      verl, verl-tuned, verl-megatron, openrlhf,\n"
+	"                      openrlhf-hybrid, fixed\n"
 	"  --plan FILE         follow the plan in FILE instead of the controller; switch\n"
 	"                      when another process renames a new plan over it\n"
 	"  --cost FILE         the cost model's coefficients (default: built-in priors)\n"
@@ -56,7 +59,7 @@ static const char usage[] =
 	"  --pace SECONDS      wait this long after each step (for outside controllers)\n"
 	"  --charge HOW        price transitions with the transition graph (graph, the\n"
 	"                      default) or with its lower bound only (bound)\n"
-	"  --out-dir DIR       compare: write each policy's records and summary there\n"
+	"  --out-dir DIR       compare: write each row's records and summary there\n"
 	"  -q, --quiet         no decisions and no summary on standard error\n"
 	"  -h, --help          show this help\n"
 	"  -V, --version       show the version\n"
@@ -271,9 +274,9 @@ static int emit(void *arg, const struct step_record *r, struct err *e)
 	struct out *o = arg;
 	int rc;
 
-	if ((rc = steprec_fprint(o->f, r, e)))
+	if (o->f && (rc = steprec_fprint(o->f, r, e)))
 		return rc;
-	if (fflush(o->f) != 0)
+	if (o->f && fflush(o->f) != 0)
 		return err_set(e, NR_EIO, "cannot write '%s': %s", o->name, strerror(errno));
 	if (!o->a->quiet && show_progress() && (r->step + 1) * 100 / o->a->steps != o->shown) {
 		o->shown = (r->step + 1) * 100 / o->a->steps;
@@ -291,6 +294,18 @@ static void notice(void *arg, const char *msg)
 	if (!o->a->quiet)
 		fprintf(stderr, "%s%s: %s\n", o->shown && show_progress() ? "\r\033[K" : "",
 			progname, msg);
+}
+
+/* DIR of --now and --out-dir must be a folder. */
+static int check_dir(const char *dir, struct err *e)
+{
+	struct stat st;
+
+	if (stat(dir, &st) != 0)
+		return err_set(e, NR_EIO, "cannot write into '%s': %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return err_set(e, NR_EINPUT, "cannot write into '%s': %s", dir, strerror(ENOTDIR));
+	return NR_OK;
 }
 
 static int write_doc(json_t *doc, const char *dir, const char *name, struct err *e)
@@ -351,9 +366,11 @@ static void print_summary(const struct run *r, const struct run_summary *s)
 {
 	fprintf(stderr, "%s: %s %ld of %ld steps (%ld ok, %ld paused, %ld oom); step time mean "
 		"%.3f s, p50 %.3f s, p99 %.3f s; total %.1f s; %ld transitions, %.1f s (%.4f%% "
-		"of the total)", progname, s->complete ? "ran" : "stopped after", s->done,
-		s->steps, s->ok, s->paused, s->oom, s->mean_s, s->p50_s, s->p99_s, s->total_s,
-		s->transitions, s->transition_s, 100 * s->transition_share);
+		"of the total: moving state %.1f s, reading the store %.1f s, communicators "
+		"%.1f s, engines %.1f s)", progname, s->complete ? "ran" : "stopped after",
+		s->done, s->steps, s->ok, s->paused, s->oom, s->mean_s, s->p50_s, s->p99_s,
+		s->total_s, s->transitions, s->transition_s, 100 * s->transition_share, s->move_s,
+		s->store_s, s->comm_s, s->engine_s);
 	if (r->ctl)
 		fprintf(stderr, "; controller %ld decisions, %ld searches, %.3f s", r->ctl->st.replans,
 			r->ctl->st.searches, r->ctl->st.seconds);
@@ -405,6 +422,10 @@ static int run_one(const struct args *a, struct inputs *in)
 		r.ctl = &ctl;
 		run_refit_hook(&r);
 	}
+	/* an output that cannot be written fails now, not after the run */
+	if ((a->summary && (rc = out_check(a->summary, &e))) ||
+	    (a->svg && (rc = out_check(a->svg, &e))) || (a->now && (rc = check_dir(a->now, &e))))
+		goto out;
 	if (a->resume) {
 		if ((rc = records_load(&rs, a->records, &in->job, &e)) ||
 		    (rc = run_resume(&r, &rs, a->records, &e)) ||
@@ -415,11 +436,8 @@ static int run_one(const struct args *a, struct inputs *in)
 	}
 	if (a->records && strcmp(a->records, "-")) {
 		o.name = a->records;
-		o.f = fopen(a->records, a->resume ? "a" : "w");
-		if (!o.f) {
-			rc = err_set(&e, NR_EIO, "cannot open '%s': %s", a->records, strerror(errno));
+		if ((rc = out_open_stream(a->records, a->resume, &o.f, &e)))
 			goto out;
-		}
 	}
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
@@ -428,7 +446,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	rc = run_go(&r, &e);
-	if (o.f != stdout && fclose(o.f) != 0 && !rc)
+	if (o.f && o.f != stdout && fclose(o.f) != 0 && !rc)
 		rc = err_set(&e, NR_EIO, "cannot write '%s': %s", a->records, strerror(errno));
 	if (rc)
 		goto out;
@@ -456,6 +474,28 @@ out:
 
 /* --- compare ---------------------------------------------------------------------- */
 
+/* The rows: the policies, then fixed-best and the oracle, which know the
+ * trace (run/oracle.h). */
+enum row_kind { ROW_POLICY, ROW_FIXED_BEST, ROW_ORACLE };
+
+static const struct row {
+	const char *name;
+	enum plan_layout policy;
+	enum row_kind kind;
+} rows[] = {
+	{ "adaptive", LAYOUT_ADAPTIVE, ROW_POLICY },
+	{ "fixed", LAYOUT_FIXED, ROW_POLICY },
+	{ "fixed-best", LAYOUT_FIXED, ROW_FIXED_BEST },
+	{ "verl", LAYOUT_VERL, ROW_POLICY },
+	{ "verl-tuned", LAYOUT_VERL_TUNED, ROW_POLICY },
+	{ "verl-megatron", LAYOUT_VERL_MEGATRON, ROW_POLICY },
+	{ "openrlhf", LAYOUT_OPENRLHF, ROW_POLICY },
+	{ "openrlhf-hybrid", LAYOUT_OPENRLHF_HYBRID, ROW_POLICY },
+	{ "oracle", LAYOUT_ADAPTIVE, ROW_ORACLE },
+};
+#define NROWS (sizeof rows / sizeof rows[0])
+enum { R_ADAPTIVE, R_FIXED, R_VERL = 3, R_OPENRLHF = 6, R_ORACLE = NROWS - 1 };
+
 /* A number, or "-" where there is none (no step ran). */
 static void cell(double x, int width, int prec, const char *unit)
 {
@@ -465,10 +505,15 @@ static void cell(double x, int width, int prec, const char *unit)
 		printf(" %*s", width + (int)strlen(unit), "-");
 }
 
-static void print_row(const char *name, const struct run_summary *s,
-		      const struct run_summary *adaptive)
+static double oracle_gap(const struct run_summary *s, const struct run_summary *oracle)
 {
-	printf("%-9s %6ld %6ld %4ld", name, s->ok, s->paused, s->oom);
+	return s->done && oracle->total_s > 0 ? s->total_s / oracle->total_s - 1 : NAN;
+}
+
+static void print_row(const char *name, const struct run_summary *s,
+		      const struct run_summary *adaptive, const struct run_summary *oracle)
+{
+	printf("%-15s %6ld %6ld %4ld", name, s->ok, s->paused, s->oom);
 	cell(s->mean_s, 10, 3, "");
 	cell(s->p50_s, 10, 3, "");
 	cell(s->p99_s, 10, 3, "");
@@ -477,81 +522,162 @@ static void print_row(const char *name, const struct run_summary *s,
 	cell(100 * s->transition_share, 8, 4, "%");
 	cell(s->ok ? s->seq_per_s : NAN, 10, 3, "");
 	cell(s->ok && adaptive->ok ? adaptive->seq_per_s / s->seq_per_s : NAN, 7, 2, "x");
+	cell(100 * oracle_gap(s, oracle), 7, 2, "%");
 	putchar('\n');
 }
 
-static const enum plan_layout order[] = { LAYOUT_ADAPTIVE, LAYOUT_FIXED, LAYOUT_VERL,
-				     LAYOUT_OPENRLHF };
+/* What knowing the trace gives the last two rows. */
+struct hind {
+	struct hindsight h;
+	struct plan ref;           /* fixed-best's plan */
+	struct ctl_script script;  /* the oracle's */
+	const struct plan **plans;
+	double fixed_s, oracle_s;  /* predicted runs */
+};
 
-static int compare(const struct args *a, struct inputs *in)
+static int foresee(const struct args *a, struct inputs *in, struct hind *hd, struct err *e)
+{
+	struct charge ch;
+	int rc;
+
+	if ((rc = hindsight_init(&hd->h, &in->job, &in->cl, &in->k, &in->ev, a->steps, e)))
+		return rc;
+	if ((rc = hindsight_fixed_best(&hd->h, &hd->ref, &hd->fixed_s, e)))
+		return rc;
+	charge_init(&ch, !a->bound);
+	rc = hindsight_oracle(&hd->h, &ch, &hd->script, &hd->plans, &hd->oracle_s, e);
+	charge_free(&ch);
+	return rc;
+}
+
+/* Run one row: its records into out_dir (or nowhere), its summary into
+ * *s, and its summary document kept in *doc. */
+static int run_row(const struct args *a, struct inputs *in, const struct row *row,
+		   struct hind *hd, struct run_summary *s, json_t **doc, struct err *e)
 {
 	static struct sim sim;
 	static struct controller ctl;
 	static struct run r;
-	struct run_summary s[4];
+	static struct engine eng;
+	struct args quiet = *a;
+	struct out o = { &quiet, in, NULL, NULL, false, 0 };
+	char path[4096];
+	int rc;
+
+	quiet.quiet = true;
+	sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
+	eng = sim_engine(&sim);
+	ctl_init(&ctl, row->policy, a->min_gain, &in->k);
+	ctl.price_graph = !a->bound;
+	ctl.label = row->name;
+	if (row->kind == ROW_FIXED_BEST) {
+		memcpy(&ctl.ref, &hd->ref, sizeof ctl.ref);
+		ctl.have_ref = true;
+	}
+	run_init(&r);
+	r.eng = &eng;
+	r.ctl = &ctl;
+	if (row->kind == ROW_ORACLE)
+		ctl.script = &hd->script; /* it knows the truth: no refit */
+	else
+		run_refit_hook(&r);
+	r.steps = a->steps;
+	r.every = a->every;
+	r.emit = emit;
+	r.arg = &o;
+	snprintf(path, sizeof path, "%s/%s.jsonl", a->out_dir ? a->out_dir : "", row->name);
+	/* records only with --out-dir; without, emit writes nothing */
+	o.name = path;
+	if (!a->out_dir || (rc = out_open_stream(path, false, &o.f, e)) == NR_OK) {
+		rc = run_go(&r, e);
+		if (o.f && fclose(o.f) != 0 && !rc)
+			rc = err_set(e, NR_EIO, "cannot write '%s': %s", o.name, strerror(errno));
+	}
+	if (!rc) {
+		run_summarize(&r, s);
+		*doc = run_summary_json(&r, s);
+	}
+	ctl_free(&ctl);
+	run_free(&r);
+	return rc;
+}
+
+static int write_summary(const struct args *a, const struct row *row, json_t *doc,
+			 const struct run_summary *s, const struct run_summary *oracle,
+			 struct err *e)
+{
+	char name[64];
+	double gap = oracle_gap(s, oracle);
+
+	json_object_set_new(doc, "oracle", json_pack("{s:f,s:o}", "total_s", oracle->total_s,
+						     "gap", isfinite(gap) ? json_real(gap) :
+						     json_null()));
+	snprintf(name, sizeof name, "%s-summary.json", row->name);
+	return write_doc(doc, a->out_dir, name, e);
+}
+
+/* Ours beside the figures DESIGN.md cites, for context: the score is the
+ * gap to the oracle. */
+static void print_published(const struct run_summary *s)
+{
+	const struct run_summary *ad = &s[R_ADAPTIVE], *fx = &s[R_FIXED];
+
+	printf("adaptive: %+.2f%% of the oracle's total (%.1f s against %.1f s): the "
+	       "controller's score\n", 100 * oracle_gap(ad, &s[R_ORACLE]), ad->total_s,
+	       s[R_ORACLE].total_s);
+	printf("published, 8B PPO (DESIGN.md): mean step latency 27.7%% lower than fixed TP/PP; "
+	       "6 switches in 1,000 steps to 1,024 GPUs, 0.079%% of the run; throughput "
+	       "1.10-1.47x verl's, 2.14-7.27x OpenRLHF's\n");
+	printf("this run: mean step latency %.1f%% lower than fixed TP/PP; %ld switches, %.3f%% "
+	       "of the run; throughput %.2fx verl's, %.2fx OpenRLHF's\n",
+	       100 * (1 - ad->mean_s / fx->mean_s), ad->transitions,
+	       100 * ad->transition_share, ad->seq_per_s / s[R_VERL].seq_per_s,
+	       ad->seq_per_s / s[R_OPENRLHF].seq_per_s);
+}
+
+static int compare(const struct args *a, struct inputs *in)
+{
+	static struct hind hd;
+	struct run_summary s[NROWS];
+	json_t *doc[NROWS] = { NULL };
 	struct err e = { 0 };
-	int rc = NR_OK;
+	int rc;
 
 	if (a->out_dir && mkdir(a->out_dir, 0777) != 0 && errno != EEXIST) {
 		warnx_("cannot create '%s': %s", a->out_dir, strerror(errno));
 		return NR_EIO;
 	}
-	printf("%-9s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s\n", "policy", "ok",
+	if (a->out_dir && (rc = check_dir(a->out_dir, &e)))
+		return report(&e);
+	/* the oracle first: every row is measured against it */
+	if ((rc = foresee(a, in, &hd, &e)) ||
+	    (rc = run_row(a, in, &rows[R_ORACLE], &hd, &s[R_ORACLE], &doc[R_ORACLE], &e)))
+		goto out;
+	printf("%-15s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s %8s\n", "policy", "ok",
 	       "paused", "oom", "mean s", "p50 s", "p99 s", "total s", "moves", "move %",
-	       "seq/s", "adaptive");
-	for (int i = 0; i < 4; i++) {
-		struct engine eng;
-		struct out o = { a, in, NULL, NULL, false, 0 };
-		char path[4096];
-
-		sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
-		eng = sim_engine(&sim);
-		ctl_init(&ctl, order[i], a->min_gain, &in->k);
-		ctl.price_graph = !a->bound;
-		run_init(&r);
-		r.eng = &eng;
-		r.ctl = &ctl;
-		run_refit_hook(&r);
-		r.steps = a->steps;
-		r.every = a->every;
-		r.emit = emit;
-		r.arg = &o;
-		snprintf(path, sizeof path, "%s/%s.jsonl", a->out_dir ? a->out_dir : "",
-			 layout_names[order[i]]);
-		o.name = a->out_dir ? path : "/dev/null";
-		o.f = fopen(o.name, "w");
-		if (!o.f) {
-			rc = err_set(&e, NR_EIO, "cannot open '%s': %s", o.name, strerror(errno));
-		} else {
-			struct args quiet = *a;
-			quiet.quiet = true;
-			o.a = &quiet;
-			rc = run_go(&r, &e);
-			if (fclose(o.f) != 0 && !rc)
-				rc = err_set(&e, NR_EIO, "cannot write '%s': %s", o.name,
-					     strerror(errno));
-		}
-		if (!rc) {
-			run_summarize(&r, &s[i]);
-			if (a->out_dir) {
-				json_t *doc = run_summary_json(&r, &s[i]);
-				char name[64];
-				snprintf(name, sizeof name, "%s-summary.json", layout_names[order[i]]);
-				rc = write_doc(doc, a->out_dir, name, &e);
-				json_decref(doc);
-			}
-		}
-		ctl_free(&ctl);
-		run_free(&r);
-		if (rc)
-			return report(&e);
-		print_row(layout_names[order[i]], &s[i], &s[0]);
+	       "seq/s", "adaptive", "oracle");
+	for (size_t i = 0; i < NROWS; i++) {
+		if (i != R_ORACLE &&
+		    (rc = run_row(a, in, &rows[i], &hd, &s[i], &doc[i], &e)))
+			goto out;
+		if (a->out_dir && (rc = write_summary(a, &rows[i], doc[i], &s[i], &s[R_ORACLE], &e)))
+			goto out;
+		print_row(rows[i].name, &s[i], &s[0], &s[R_ORACLE]);
+		fflush(stdout);
 	}
-	for (int i = 1; i < 4; i++)
+	for (size_t i = 1; i < NROWS; i++)
 		if (s[i].paused)
 			printf("%s: paused %ld of %ld steps: nothing of its layout fit; a paused "
-			       "step costs as long as its last step that ran\n",
-			       layout_names[order[i]], s[i].paused, s[i].steps);
+			       "step costs as long as its last step that ran\n", rows[i].name,
+			       s[i].paused, s[i].steps);
+	print_published(s);
+out:
+	for (size_t i = 0; i < NROWS; i++)
+		json_decref(doc[i]);
+	free(hd.plans);
+	hindsight_free(&hd.h);
+	if (rc)
+		return report(&e);
 	return NR_OK;
 }
 

@@ -140,6 +140,7 @@ static int graph_run(const struct graph_args *a)
 	if ((rc = job_load(&job, a->job, &e)) || (rc = cluster_load(&cl, a->cluster, &e)) ||
 	    (a->cost && (rc = cost_load(&k, a->cost, &e))) ||
 	    (rc = plan_load(&v, &from, a->from, &e)) || (rc = plan_load(&v, &to, a->to, &e)) ||
+	    (a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)) ||
 	    (rc = tgraph_build(&v, &from, &to, &g, &e)))
 		return report(&e);
 	if (a->svg)
@@ -249,7 +250,7 @@ static void plan_layout_of(const struct job *job, const struct plan *p, int m,
 	lo->tp = c->tp;
 	lo->pp = c->pp;
 	lo->dp = c->dp;
-	lo->zero = c->zero || c->fsdp;
+	lo->zero = c->zero >= ZERO_1;
 	lo->trainable = job->models[m].stages[STAGE_TRAIN];
 }
 

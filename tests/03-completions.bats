@@ -40,7 +40,7 @@ zsh_offers() {
 	run bash_offers nereus-plan --
 	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --min-gain --output --pin --remaining-steps --stats --svg --version'
 	run bash_offers nereus-plan --layout ''
-	assert_output 'adaptive fixed openrlhf verl'
+	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run bash_offers nereus-plan --format t
 	assert_output 'table'
 	run bash_offers nereus-plan --job ''
@@ -51,7 +51,7 @@ zsh_offers() {
 	run zsh_offers nereus-plan --
 	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --min-gain --output --pin --remaining-steps --stats --svg --version'
 	run zsh_offers nereus-plan --layout ''
-	assert_output 'adaptive fixed openrlhf verl'
+	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run zsh_offers nereus-plan --format t
 	assert_output 'table'
 	run zsh_offers nereus-plan --job ''
@@ -93,7 +93,7 @@ zsh_offers() {
 	run bash_offers nereus-run compare --
 	assert_output '--charge --cluster --cost --events --every --help --job --min-gain --noise --out-dir --seed --steps --version'
 	run bash_offers nereus-run --policy ''
-	assert_output 'adaptive fixed openrlhf verl'
+	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run bash_offers nereus-run compare --charge ''
 	assert_output 'bound graph'
 	run bash_offers nereus-run compare --out-dir ''
@@ -108,7 +108,7 @@ zsh_offers() {
 	run zsh_offers nereus-run compare --
 	assert_output '--charge --cluster --cost --events --every --help --job --min-gain --noise --out-dir --seed --steps --version'
 	run zsh_offers nereus-run --policy ''
-	assert_output 'adaptive fixed openrlhf verl'
+	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run zsh_offers nereus-run compare --charge ''
 	assert_output 'bound graph'
 	run zsh_offers nereus-run compare --out-dir ''

@@ -107,6 +107,80 @@ json() {
 	[[ $stderr == *"needs at least"* ]] || fail "stderr: $stderr"
 }
 
+@test "--pin takes a ZeRO stage, and the plan writes it as a number" {
+	run nereus-plan --job "$JOB8" --cluster "$H100" --pin actor@training=tp1,pp1,zero2 -o plan.json
+	assert_success
+	[ "$(json plan.json 'd["models"]["actor"]["zero"]')" = 2 ]
+	[ "$(json plan.json '[m["zero"] for m in d["model_stages"] if m["model"] == "actor" and m["stage"] != "generation"]')" = '[2, 2]' ]
+	run nereus-plan --job "$JOB8" --cluster "$H100" --pin reference@inference=zero3 -o plan.json
+	assert_success
+	[ "$(json plan.json 'd["models"]["reference"]["zero"]')" = 3 ]
+}
+
+@test "the pin words of plans before ZeRO stages still mean what they meant" {
+	local pin want
+	for pin in zero:1 nozero:0 fsdp:3 zero,fsdp:3; do
+		run nereus-plan --job "$JOB8" --cluster "$H100" --pin "actor@training=tp4,pp2,${pin%:*}" -o plan.json
+		assert_success
+		want=${pin#*:}
+		[ "$(json plan.json 'd["models"]["actor"]["zero"]')" = "$want" ] || fail "$pin"
+	done
+	run nereus-plan --job "$JOB8" --cluster "$H100" --pin actor@training=nofsdp -o plan.json
+	assert_success
+	[ "$(json plan.json 'd["models"]["actor"]["zero"]')" != 3 ]
+}
+
+@test "ZeRO settings that contradict each other, or shard a frozen model's optimizer, are exit 2" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --pin actor@training=zero2,fsdp
+	assert_failure 2
+	[[ $stderr == *"contradict"* ]]
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --pin reference@inference=zero1
+	assert_failure 2
+	[[ $stderr == *"no gradients or optimizer state"* ]]
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --pin actor@training=zero4
+	assert_failure 2
+}
+
+@test "a plan written before ZeRO stages reads back: zero true is stage 1, fsdp true stage 3" {
+	nereus-plan --job "$JOB8" --cluster "$H100" --pin actor@training=zero1 --pin critic@training=zero3 -o plan.json
+	python3 - <<'PY'
+import json
+d = json.load(open("plan.json"))
+for name, m in d["models"].items():
+    z = m.pop("zero")
+    if name in ("actor", "critic"):
+        m["zero"] = z >= 1
+    m["fsdp"] = z == 3
+for m in d["model_stages"]:
+    m.pop("zero", None)
+json.dump(d, open("old.json", "w"))
+PY
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --current old.json --remaining-steps 0 -o kept.json
+	assert_failure 1
+	[ "$(json kept.json '(d["models"]["actor"]["zero"], d["models"]["critic"]["zero"])')" = 	  "$(json plan.json '(d["models"]["actor"]["zero"], d["models"]["critic"]["zero"])')" ]
+	[ "$(json kept.json 'd["step_time_s"]')" = "$(json plan.json 'd["step_time_s"]')" ]
+}
+
+@test "a plan with a frozen model on ZeRO-1 is bad input, named at its field" {
+	nereus-plan --job "$JOB8" --cluster "$H100" -o plan.json
+	python3 -c 'import json; d = json.load(open("plan.json")); d["models"]["reference"]["zero"] = 1; json.dump(d, open("bad.json", "w"), indent=1)'
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --current bad.json
+	assert_failure 2
+	[[ $stderr == *"bad.json:"*"models.reference.zero: a frozen model"* ]] || fail "$stderr"
+}
+
+@test "issue 10: 8B PPO on 8 A100-40GB has a plan no pin beats" {
+	cat > a100.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "a100-40", "nodes": 1, "gpus_per_node": 8,
+  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 } }
+JSON
+	run nereus-plan --job "$JOB8" --cluster a100.json -o plan.json
+	assert_success
+	run nereus-plan --job "$JOB8" --cluster a100.json --pin reference@inference=offload -o pinned.json
+	assert_success
+	python3 -c 'import json, sys; a = json.load(open("plan.json")); b = json.load(open("pinned.json")); sys.exit(a["step_time_s"] > b["step_time_s"])'
+}
+
 @test "a malformed pin is exit 2" {
 	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --pin actor@training=tp4,xx
 	assert_failure 2
@@ -119,7 +193,7 @@ json() {
 	local c=$EXAMPLES/clusters/h200-4x8.json l
 	run nereus-plan --job "$JOB8" --cluster "$c" -o adaptive.json
 	assert_success
-	for l in verl openrlhf; do
+	for l in verl verl-tuned verl-megatron openrlhf openrlhf-hybrid; do
 		run nereus-plan --job "$JOB8" --cluster "$c" --layout $l -o $l.json
 		assert_success
 		[ "$(json $l.json 'd["layout"]')" = $l ]
@@ -127,8 +201,25 @@ json() {
 a, b = (json.load(open(f))["step_time_s"] for f in sys.argv[1:])
 sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adaptive"
 	done
-	[ "$(json openrlhf.json 'len(d["pools"])')" = 5 ]
+	[ "$(json openrlhf.json 'len(d["pools"])')" = 3 ]
 	[ "$(json verl.json 'len(d["pools"])')" = 1 ]
+	[ "$(json verl.json 'd["generation"]["tp"]')" = 2 ]
+	[ "$(json openrlhf-hybrid.json 'len(d["pools"])')" = 1 ]
+}
+
+@test "a pin under a baseline layout narrows it but does not lift its limits" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout verl \
+		--pin actor@training=tp4
+	assert_failure 2
+	assert_equal "$stderr" "nereus-plan: pin 'actor@training=tp4': the verl layout fixes actor@training's TP at 1, not 4"
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout openrlhf \
+		--pin actor@training=nooffload
+	assert_failure 2
+	[[ $stderr == *"the openrlhf layout fixes actor@training's offload at on, not off"* ]]
+	run nereus-plan --job "$JOB8" --cluster "$H100" --layout verl --pin actor@training=fsdp \
+		-o verl.json
+	assert_success
+	[ "$(json verl.json 'd["layout"], len(d["pools"]), d["models"]["actor"]["tp"]')" = "('verl', 1, 1)" ]
 }
 
 @test "--layout fixed without --current is exit 2" {
@@ -217,7 +308,7 @@ sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adap
 @test "--stats prints search statistics on standard error" {
 	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --stats -o plan.json
 	assert_success
-	[[ $stderr == *"searched "*" partitions"* ]]
+	[[ $stderr == *"searched "*" partitions"*"ms of processor time"* ]]
 }
 
 @test "every EXAMPLE of nereus-plan(1) runs" {

@@ -43,6 +43,8 @@ series(hw["cpu"]["gemm_fp32_by_size"], "GFLOP/s", "n")
 if hw["mpi"]["ranks"] > 1:
     for k in ("sendrecv_busbw", "allreduce_busbw", "allgather_busbw"):
         series(hw["mpi"][k], "GB/s", "bytes")
+    for k in ("communicator_create", "communicator_split"):
+        figure(hw["mpi"][k], "ms")
 else:
     assert hw["mpi"]["note"]
 gpu = hw["gpu"]
@@ -51,6 +53,10 @@ if gpu["present"]:
         figure(gpu[k], "GB/s")
     figure(gpu["gemm_bf16"], "GFLOP/s")
     series(gpu["gemm_bf16_by_size"], "GFLOP/s", "n")
+    if gpu["nccl"]["devices"] > 1:
+        figure(gpu["nccl"]["communicator_create"], "ms")
+        if "communicator_split" in gpu["nccl"]:
+            figure(gpu["nccl"]["communicator_split"], "ms")
 else:
     assert gpu["note"]
 for expr in sys.argv[2:]:
@@ -152,7 +158,9 @@ EOF
 	check_cost hw.json 'hw["mpi"]["ranks"] == 2' \
 		'hw["mpi"]["allreduce_busbw"]["bytes"][0] == 4096' \
 		'"2(n-1)/n" in hw["mpi"]["allreduce_busbw"]["method"]' \
-		'hw["mpi"]["sendrecv_busbw"]["runs"] == 2'
+		'hw["mpi"]["sendrecv_busbw"]["runs"] == 2' \
+		'"MPI_Comm_split" in hw["mpi"]["communicator_split"]["method"]' \
+		'hw["mpi"]["communicator_create"]["runs"] == 2'
 }
 
 @test "--ranks without mpirun on PATH exits 4 and writes nothing" {

@@ -46,7 +46,7 @@ print(json.dumps(r))' "$2" "$3"
 	assert_success
 	printf '%s\n' "$output" > cost.json
 	[ "$(json cost.json 'd["kind"], len(d["coefficients"]), sorted(d)')" = \
-	  "('cost', 15, ['coefficients', 'fit', 'kind', 'nereus'])" ]
+	  "('cost', 19, ['coefficients', 'fit', 'kind', 'nereus'])" ]
 	[ "$(json cost.json 'd["fit"]["records"], d["fit"]["lines"], d["fit"]["first_step"], d["fit"]["last_step"]')" = \
 	  "(100, 100, 0, 99)" ]
 	[ "$(json cost.json 'all(0 < d["coefficients"][k] <= 1 for k in d["coefficients"] if k.endswith("_eff"))')" = True ]
@@ -71,7 +71,11 @@ EOF
 	assert_success
 	json cost.json '"\n".join("nereus-profile: keeping %s = %g from the prior: %s" % (k, c["value"], c["why"])
 	                          for k, c in d["fit"]["coefficients"].items() if not c["fitted"])' > kept
-	assert_equal "$stderr" "$(cat kept)"
+	assert_equal "$(grep '^nereus-profile: keeping' <<<"$stderr")" "$(cat kept)"
+	json cost.json '"\n".join("nereus-profile: %s = %g takes up the part of %s, kept at its prior: read them together (its standard error includes that prior\x27s)" % (k, c["value"], c["absorbs"])
+	                          for k, c in d["fit"]["coefficients"].items() if "absorbs" in c)' > absorbs
+	[ -s absorbs ]
+	assert_equal "$(grep -v '^nereus-profile: keeping' <<<"$stderr")" "$(cat absorbs)"
 	grep -q "keeping host_eff = 0.7 from the prior: no record's time depends on it (no model offloaded to host memory)" kept
 	grep -q "keeping train_eff = 0.45 from the prior: no record's time depends on it (no training entry, or all training compute hidden behind FSDP communication)" kept
 	grep -q "keeping step_s = 1 from the prior: only one record has a step time" kept
@@ -127,7 +131,7 @@ EOF
 	assert_success
 	assert_equal "${stderr_lines[0]}" "nereus-profile: skipping steps.jsonl:5:3: '[' or '{' expected near 'not'"
 	assert_equal "${stderr_lines[1]}" "nereus-profile: skipping steps.jsonl:6:1: missing required field \"engine\""
-	[[ $stderr == *"nereus-profile: skipped 2 malformed lines of 102 in 'steps.jsonl'"* ]]
+	[[ $stderr == *"nereus-profile: skipped 2 lines of 102 in 'steps.jsonl'"* ]]
 	[ "$(json cost.json 'd["fit"]["skipped_lines"], d["fit"]["records"], d["fit"]["lines"]')" = "(2, 100, 102)" ]
 }
 
@@ -168,19 +172,20 @@ EOF
 }
 
 @test "records without times are counted, and nothing to fit exits 2" {
-	printf '%s\n' '{"nereus":1,"kind":"step","step":0,"engine":"sim","gpus_up":8,"status":"paused"}' > steps.jsonl
-	run -2 --separate-stderr fit -o cost.json steps.jsonl
+	printf '%s\n' '{"nereus":1,"kind":"step","step":100,"engine":"sim","gpus_up":8,"status":"paused"}' > paused.jsonl
+	run -2 --separate-stderr fit -o cost.json paused.jsonl
 	assert_equal "${stderr_lines[0]}" "nereus-profile: no step record with status \"ok\": nothing to fit"
 	[ ! -e cost.json ]
-	cat "$TRACE" >> steps.jsonl
+	cat "$TRACE" paused.jsonl > steps.jsonl
 	fit -o cost.json steps.jsonl 2>/dev/null
 	[ "$(json cost.json 'd["fit"]["records"], d["fit"]["records_not_ok"]')" = "(100, 1)" ]
 }
 
 @test "--holdout keeps steps out by their number and reports the error on them" {
 	fit --holdout 0.2 -o a.json "$TRACE" 2>/dev/null
-	fit --holdout 0.2 -o b.json - 2>/dev/null < <(tac "$TRACE")
-	[ "$(json a.json 'd["fit"]["held_out_records"]')" = "$(json b.json 'd["fit"]["held_out_records"]')" ]
+	fit --holdout 0.2 -o b.json - 2>/dev/null < "$TRACE"
+	[ "$(json a.json 'd["fit"]["held_out_records"], d["coefficients"]')" = \
+	  "$(json b.json 'd["fit"]["held_out_records"], d["coefficients"]')" ]
 	[ "$(json a.json '10 <= d["fit"]["held_out_records"] <= 30 and d["fit"]["mape"]["holdout"] < 0.1')" = True ]
 	fit -o c.json "$TRACE" 2>/dev/null
 	[ "$(json c.json 'd["fit"]["mape"]["holdout"], d["fit"]["held_out_records"]')" = "(None, 0)" ]
@@ -202,6 +207,64 @@ EOF
 	[[ $stderr == *"nereus-profile: keeping host_eff = 0.55 from the prior: no record's time depends on it (no model offloaded to host memory)"* ]]
 	[ "$(json cost.json 'd["coefficients"]["host_eff"], d["fit"]["prior"], "cpu" in d["hardware"]')" = \
 	  "(0.55, 'prior.json', True)" ]
+}
+
+@test "a step recorded twice, or out of order, exits 2 naming both lines" {
+	{ head -n 6 "$TRACE"; sed -n 4p "$TRACE"; tail -n +7 "$TRACE"; } > steps.jsonl
+	run -2 --separate-stderr fit -o cost.json steps.jsonl
+	assert_equal "$stderr" "nereus-profile: steps.jsonl:7: step 3 is also at line 4: a step has one record"
+	[ ! -e cost.json ]
+	{ head -n 3 "$TRACE"; sed -n 5p "$TRACE"; sed -n 4p "$TRACE"; tail -n +6 "$TRACE"; } > steps.jsonl
+	run -2 --separate-stderr fit -o cost.json steps.jsonl
+	assert_equal "$stderr" "nereus-profile: steps.jsonl:5: step 3 comes after step 4 at line 4: records go in step order"
+	run --separate-stderr fit --skip-bad -o cost.json steps.jsonl
+	assert_success
+	assert_equal "${stderr_lines[0]}" "nereus-profile: skipping steps.jsonl:5: step 3 comes after step 4 at line 4: records go in step order"
+	[ "$(json cost.json 'd["fit"]["records"], d["fit"]["skipped_lines"]')" = "(99, 1)" ]
+}
+
+@test "a peak beyond the GPU or a prompt longer than the job's exits 2, or is skipped" {
+	{ head -n 2 "$TRACE"; bad_stage 3 peak_gib 90; tail -n +4 "$TRACE"; } > steps.jsonl
+	run -2 --separate-stderr fit -o cost.json steps.jsonl
+	assert_equal "$stderr" "nereus-profile: steps.jsonl:3: model_stages[0].peak_gib: 90 GiB, more than the 80 GiB of a GPU of cluster 'h100-8x8' by more than its headroom (5%)"
+	# 84 GiB is within 5% of 80: a measurement at the device's edge
+	{ head -n 2 "$TRACE"; bad_stage 3 peak_gib 84; tail -n +4 "$TRACE"; } > steps.jsonl
+	fit -o cost.json steps.jsonl 2>/dev/null
+	{ head -n 2 "$TRACE"; sed -n 3p "$TRACE" | sed 's/"prompt_len":[0-9]*/"prompt_len":4096/'
+	  tail -n +4 "$TRACE"; } > steps.jsonl
+	run -2 --separate-stderr fit -o cost.json steps.jsonl
+	assert_equal "$stderr" "nereus-profile: steps.jsonl:3: prompt_len: 4096 tokens, longer than the prompt_len of job 'ppo-llama3-8b' (1024): not a record of this job"
+	run --separate-stderr fit --skip-bad -o cost.json steps.jsonl
+	assert_success
+	[ "$(json cost.json 'd["fit"]["records"], d["fit"]["skipped_lines"]')" = "(99, 1)" ]
+}
+
+@test "an empty trace exits 2 naming the file" {
+	: > empty.jsonl
+	run -2 --separate-stderr fit -o cost.json empty.jsonl
+	assert_equal "$stderr" "nereus-profile: 'empty.jsonl' is empty: no step record to fit"
+	printf '\n  \n' | { run -2 --separate-stderr fit -o cost.json -; \
+		assert_equal "$stderr" "nereus-profile: '<stdin>' is empty: no step record to fit"; }
+	[ ! -e cost.json ]
+}
+
+@test "--prior skips the steps its fit has seen; nothing new exits 1" {
+	fit -o early.json <(head -n 60 "$TRACE") 2>/dev/null
+	run --separate-stderr fit --prior early.json -o cost.json "$TRACE"
+	assert_success
+	[ "$(json cost.json 'd["fit"]["records_before_prior"], d["fit"]["records"], d["fit"]["first_step"]')" = "(60, 40, 60)" ]
+	# the same window again: nothing new, and the errors do not shrink
+	run -1 --separate-stderr fit --prior cost.json -o again.json "$TRACE"
+	assert_equal "$stderr" "nereus-profile: every record is at or before step 99, the newest the prior has seen: nothing new to fit"
+	[ ! -e again.json ]
+}
+
+@test "the switch coefficients are fitted to the records' switches" {
+	fit -o cost.json "$TRACE" 2>/dev/null
+	[ "$(json cost.json 'd["fit"]["switches"]')" = 10 ]
+	[ "$(json cost.json 'all(d["fit"]["coefficients"][k]["fitted"] for k in ("comm_init_s", "comm_group_s", "store_gbps"))')" = True ]
+	# the generator's truth: 45 s, 0.8 s, 6 GB/s
+	[ "$(json cost.json 'abs(d["coefficients"]["comm_init_s"] / 45 - 1) < 0.1 and abs(d["coefficients"]["store_gbps"] / 6 - 1) < 0.1')" = True ]
 }
 
 @test "--half-life weighs recent steps more and forgets the prior" {

@@ -120,5 +120,6 @@ assert c["down"] == {"nodes": [1], "gpus": [2]}, c["down"]
 assert c["memory_headroom"] == 0.1 and c["name"] == "two-nodes"
 assert j["batch"]["response_len"] == {"mean": 1500, "p90": 3000, "max": 6000}
 EOF
-	nereus-plan --job now/job.json --cluster now/cluster.json -o /dev/null
+	nereus-plan --job now/job.json --cluster now/cluster.json -o next.json
+	[ "$(python3 -c 'import json; print(json.load(open("next.json"))["kind"])')" = plan ]
 }

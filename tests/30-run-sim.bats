@@ -237,9 +237,11 @@ JSON
 	"${RUN[@]}" --steps 3 --policy verl -q > verl.jsonl
 	holds verl.jsonl - \
 		'set(m["pool"] for m in recs[0]["model_stages"]) == {0}' \
-		'set(m["tp"] for m in recs[0]["model_stages"] if m["stage"] != "generation") == {1}'
+		'set(m["tp"] for m in recs[0]["model_stages"] if m["stage"] != "generation") == {1}' \
+		'[m["tp"] for m in recs[0]["model_stages"] if m["stage"] == "generation"] == [2]'
 	"${RUN[@]}" --steps 3 --policy openrlhf --summary s.json -q > o.jsonl
-	holds o.jsonl s.json 'len(set(m["pool"] for m in recs[0]["model_stages"])) == 5' \
+	holds o.jsonl s.json 'len(set(m["pool"] for m in recs[0]["model_stages"])) == 3' \
+		'len(set(m["pool"] for m in recs[0]["model_stages"] if m["model"] in ("actor", "reference") and m["stage"] != "generation")) == 1' \
 		's["policy"] == "openrlhf"'
 }
 
@@ -256,7 +258,7 @@ JSON
 	done
 	[ "$n" -eq 12 ]
 	[ -s steps.jsonl ] && [ -s summary.json ] && [ "$(head -c 4 run.svg)" = '<svg' ]
-	[ "$(ls policies | wc -l)" -eq 8 ]
+	[ "$(ls policies | wc -l)" -eq 18 ]
 	[ "$(wc -l < half.jsonl)" -eq 200 ]
 	[ -s a100-trace.jsonl ] && [ -s remaining-steps ]
 }

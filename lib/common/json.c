@@ -2,65 +2,18 @@
  * typed field readers that report file:line:column and the field path. */
 #include "common/json.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_PATH 512
 
 static const char *shown(const char *file)
 {
 	return strcmp(file, "-") == 0 ? "<stdin>" : file;
-}
-
-int read_file(const char *file, char **buf, size_t *len, struct err *e)
-{
-	FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
-	size_t cap = 1 << 16, n = 0;
-	char *b;
-
-	if (!f)
-		return err_set(e, NR_EINPUT, "cannot open '%s': %s", file, strerror(errno));
-	b = malloc(cap);
-	for (;;) {
-		size_t r;
-		if (!b)
-			break;
-		if (n + 1 >= cap) {
-			char *nb = realloc(b, cap *= 2);
-			if (!nb) {
-				free(b);
-				b = NULL;
-				break;
-			}
-			b = nb;
-		}
-		r = fread(b + n, 1, cap - n - 1, f);
-		n += r;
-		if (r == 0)
-			break;
-	}
-	if (!b || ferror(f)) {
-		int saved = errno;
-		free(b);
-		if (f != stdin)
-			fclose(f);
-		return err_set(e, NR_EINPUT, "cannot read '%s': %s", shown(file),
-			       b ? strerror(saved) : "out of memory");
-	}
-	if (f != stdin)
-		fclose(f);
-	b[n] = '\0';
-	*buf = b;
-	*len = n;
-	return NR_OK;
 }
 
 /* --- the position index ------------------------------------------------ */
@@ -214,16 +167,22 @@ const char *jdoc_kind(const struct jdoc *d)
 static int load_object(struct jdoc *d, const char *name, const char *buf, size_t len,
 		       bool index, const char *what, struct err *e)
 {
+	size_t bom = utf8_bom(buf, len);
 	json_error_t je;
-	struct scan sc = { buf, 0, len, 1, 1, d, 0 };
+	struct scan sc = { buf + bom, 0, len - bom, 1, 1, d, 0 };
 
 	memset(d, 0, sizeof *d);
 	d->file = strdup(shown(name));
 	if (!d->file)
 		return err_set(e, NR_EIO, "out of memory");
-	d->root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	d->root = json_loadb(buf + bom, len - bom, JSON_REJECT_DUPLICATES, &je);
 	if (!d->root) {
-		err_set(e, NR_EINPUT, "%s:%d:%d: %s", d->file, je.line, je.column, je.text);
+		/* jansson says column 0 at the start of a line; ours start at 1 */
+		if (len == bom)
+			err_set(e, NR_EINPUT, "%s:1:1: empty: expected %s", d->file, what);
+		else
+			err_set(e, NR_EINPUT, "%s:%d:%d: %s", d->file, je.line > 0 ? je.line : 1,
+				je.column > 0 ? je.column : 1, je.text);
 		jdoc_free(d);
 		return NR_EINPUT;
 	}
@@ -522,53 +481,7 @@ int jget_arr(const struct jdoc *d, json_t *obj, const char *path, const char *ke
 	return jget_typed(d, obj, path, key, required, out, JSON_ARRAY, "an array", e);
 }
 
-/* --- atomic writes ------------------------------------------------------ */
-
-int write_file_atomic(const char *file, const void *buf, size_t len, struct err *e)
-{
-	char tmp[PATH_MAX];
-	const char *p = buf;
-	int fd;
-
-	if (strcmp(file, "-") == 0) {
-		if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0)
-			return err_set(e, NR_EIO, "cannot write standard output: %s",
-				       strerror(errno));
-		return NR_OK;
-	}
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", file) >= (int)sizeof tmp)
-		return err_set(e, NR_EINPUT, "output name too long: '%s'", file);
-	fd = mkstemp(tmp);
-	if (fd < 0)
-		return err_set(e, NR_EIO, "cannot create '%s': %s", tmp, strerror(errno));
-	while (len > 0) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	if (fchmod(fd, 0644) != 0 || fsync(fd) != 0)
-		goto fail;
-	if (close(fd) != 0) {
-		fd = -1;
-		goto fail;
-	}
-	if (rename(tmp, file) != 0) {
-		fd = -1;
-		goto fail;
-	}
-	return NR_OK;
-fail:
-	err_set(e, NR_EIO, "cannot write '%s': %s", file, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return NR_EIO;
-}
+/* --- writing ------------------------------------------------------------ */
 
 int jdoc_write(json_t *doc, const char *file, size_t flags, struct err *e)
 {

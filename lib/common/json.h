@@ -13,6 +13,8 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/in.h"
+#include "common/out.h"
 
 #define NR_FORMAT 1 /* the "nereus" format version every document carries */
 
@@ -28,10 +30,12 @@ struct jdoc {
 	size_t npos;
 };
 
-/* Load FILE ("-" = standard input) and check "nereus" and "kind".
- * kind NULL accepts any kind. */
+/* Load FILE ("-" = standard input; at most NR_DOC_MAX bytes, as
+ * read_file reads it) and check "nereus" and "kind".  kind NULL accepts
+ * any kind. */
 int jdoc_load(struct jdoc *d, const char *file, const char *kind, struct err *e);
-/* The same from a buffer already in memory; name is used in messages. */
+/* The same from a buffer already in memory; name is used in messages.  A
+ * UTF-8 byte-order mark at its start is passed over. */
 int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
 	       const char *kind, struct err *e);
 /* A JSON object that is not a Nereus document (a model's tokenizer.json):
@@ -85,13 +89,9 @@ int jget_arr(const struct jdoc *d, json_t *obj, const char *path, const char *ke
 /* Describe a JSON value for messages: "\"32\"", "3.5", "an object"… */
 void jdescribe(json_t *v, char *out, size_t n);
 
-/* Write a document to FILE ("-" = standard output) atomically: a temporary
- * name in the same directory, fsync, rename.  Flags as json_dumpf. */
+/* Write a document to FILE ("-" = standard output) as out.h writes every
+ * output (a new or regular file through a temporary beside it, synced and
+ * renamed; a device or FIFO in place).  Flags as json_dumpf. */
 int jdoc_write(json_t *doc, const char *file, size_t flags, struct err *e);
-
-/* Read a whole file ("-" = stdin) into a NUL-terminated buffer. */
-int read_file(const char *file, char **buf, size_t *len, struct err *e);
-/* Write bytes to FILE ("-" = stdout) atomically, as jdoc_write does. */
-int write_file_atomic(const char *file, const void *buf, size_t len, struct err *e);
 
 #endif

@@ -413,6 +413,67 @@ static int coll_series(struct ring *g, const struct hw_opts *o, enum coll c,
 	return NR_OK;
 }
 
+static void comm_figure(struct hw_figure *f, const struct hw_opts *o, double *ms,
+			const char *method)
+{
+	hw_stats(ms, (size_t)o->runs, &f->value, &f->spread);
+	snprintf(f->unit, sizeof f->unit, "ms");
+	snprintf(f->method, sizeof f->method, "%s", method);
+	f->runs = o->runs;
+}
+
+/* What a switch pays for communicators: creating one over every GPU from
+ * nothing (a job whose GPUs changed) and splitting one into groups (a new
+ * TP, PP or DP group), each call timed whole on the host clock and its
+ * communicators destroyed after, untimed. */
+static int comm_costs(struct ring *g, const struct hw_opts *o, struct gpub_result *r,
+		      double *ms, struct err *e)
+{
+	ncclComm_t c[MAX_GPUS];
+	ncclResult_t nr;
+	char method[320];
+
+	progress(o, "NCCL communicator creation");
+	for (int run = 0; run < o->runs; run++) {
+		double t0 = hw_now();
+		if ((nr = ncclCommInitAll(c, g->n, NULL)) != ncclSuccess)
+			return err_set(e, NR_EIO, "GPU: ncclCommInitAll over %d GPUs: %s", g->n,
+				       ncclGetErrorString(nr));
+		ms[run] = (hw_now() - t0) * 1e3;
+		for (int i = 0; i < g->n; i++)
+			ncclCommDestroy(c[i]);
+	}
+	snprintf(method, sizeof method, "ncclCommInitAll over %d GPUs (one process): the time "
+		 "of the call, host clock; runs: %d, each with a new communicator", g->n, o->runs);
+	comm_figure(&r->comm_init, o, ms, method);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+	progress(o, "NCCL communicator split");
+	for (int run = 0; run < o->runs; run++) {
+		ncclResult_t end;
+		double t0 = hw_now();
+		nr = ncclGroupStart();
+		for (int i = 0; i < g->n && nr == ncclSuccess; i++) {
+			cudaSetDevice(i);
+			nr = ncclCommSplit(g->comm[i], i / 2, i, &c[i], NULL);
+		}
+		end = ncclGroupEnd();
+		if (nr == ncclSuccess)
+			nr = end;
+		if (nr != ncclSuccess)
+			return err_set(e, NR_EIO, "GPU: ncclCommSplit over %d GPUs: %s", g->n,
+				       ncclGetErrorString(nr));
+		ms[run] = (hw_now() - t0) * 1e3;
+		for (int i = 0; i < g->n; i++)
+			ncclCommDestroy(c[i]);
+	}
+	snprintf(method, sizeof method, "ncclCommSplit of a communicator over %d GPUs into "
+		 "pairs (GPUs 2k and 2k+1), one group call: its time, host clock; runs: %d",
+		 g->n, o->runs);
+	comm_figure(&r->comm_split, o, ms, method);
+#endif
+	return NR_OK;
+}
+
 static int nccl(const struct hw_opts *o, struct gpub_result *r, double *secs, double *rate,
 		struct err *e)
 {
@@ -447,7 +508,8 @@ static int nccl(const struct hw_opts *o, struct gpub_result *r, double *secs, do
 	    (status = coll_series(g, o, C_ALLGATHER, &r->allgather, secs, rate, e)) != NR_OK ||
 	    (status = coll_series(g, o, C_REDUCESCATTER, &r->reducescatter, secs, rate, e)) !=
 		    NR_OK ||
-	    (status = coll_series(g, o, C_SENDRECV, &r->sendrecv, secs, rate, e)) != NR_OK)
+	    (status = coll_series(g, o, C_SENDRECV, &r->sendrecv, secs, rate, e)) != NR_OK ||
+	    (status = comm_costs(g, o, r, secs, e)) != NR_OK)
 		goto out;
 	r->nccl_devices = g->n;
 out:

@@ -1,7 +1,8 @@
 /* Measuring the GPUs of this host (built only when nvcc is found):
  * device memory copy, host<->device copies from pinned memory, cuBLAS bf16
  * GEMM, and NCCL collectives across every GPU present (one process,
- * ncclCommInitAll), all timed with CUDA events.
+ * ncclCommInitAll), all timed with CUDA events; and what NCCL communicators
+ * cost to create and to split, on the host clock.
  *
  * Bus bandwidth follows nccl-tests: algbw = S / t with S the message size
  * (all-gather: total output; reduce-scatter: total input), and
@@ -32,6 +33,9 @@ struct gpub_result {
 	char nccl_version[32];
 	char nccl_note[128];
 	struct hw_series allreduce, allgather, reducescatter, sendrecv; /* busbw GB/s */
+	/* ms to create a communicator over every GPU (ncclCommInitAll) and
+	 * to split one into pairs (ncclCommSplit; runs 0 before NCCL 2.18) */
+	struct hw_figure comm_init, comm_split;
 };
 
 /* Measure. No GPU (the CUDA runtime reports none, or no driver) is not an

@@ -11,7 +11,8 @@
 const char *const coef_names[COEF_FIELDS + 1] = {
 	"train_eff", "infer_eff", "prefill_eff", "decode_eff", "intra_eff", "inter_eff",
 	"host_eff", "allreduce_lat_s", "microbatch_s", "decode_step_s", "stage_s", "step_s",
-	"act_factor", "workspace_gib", "frag", NULL
+	"act_factor", "workspace_gib", "frag", "comm_init_s", "comm_group_s", "engine_init_s",
+	"store_gbps", NULL
 };
 
 static const size_t offsets[COEF_FIELDS] = {
@@ -22,12 +23,18 @@ static const size_t offsets[COEF_FIELDS] = {
 	offsetof(struct coef, microbatch_s), offsetof(struct coef, decode_step_s),
 	offsetof(struct coef, stage_s), offsetof(struct coef, step_s),
 	offsetof(struct coef, act_factor), offsetof(struct coef, workspace_gib),
-	offsetof(struct coef, frag),
+	offsetof(struct coef, frag), offsetof(struct coef, comm_init_s),
+	offsetof(struct coef, comm_group_s), offsetof(struct coef, engine_init_s),
+	offsetof(struct coef, store_gbps),
 };
 
-/* Efficiencies are fractions; the rest are non-negative amounts. */
+/* Efficiencies are fractions of (0, 1]; a bandwidth is positive; the rest
+ * are non-negative amounts.  An efficiency or a bandwidth of 0 would mean
+ * infinite time. */
+static const double minima[COEF_FIELDS] = { 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4,
+					    [18] = 1e-3 };
 static const double maxima[COEF_FIELDS] = { 1, 1, 1, 1, 1, 1, 1, 10, 10, 10, 3600, 3600, 10,
-					    1024, 1 };
+					    1024, 1, 3600, 600, 3600, 1e5 };
 
 double *coef_field(struct coef *c, int i)
 {
@@ -58,6 +65,15 @@ void coef_defaults(struct coef *c)
 	c->act_factor = 1.0;
 	c->workspace_gib = 3.0;
 	c->frag = 0.10;
+	/* Creating a communicator from nothing (ncclCommInitRank: bootstrap,
+	 * topology, connections) takes seconds at tens of GPUs and minutes at
+	 * scale; splitting one from an existing communicator (ncclCommSplit)
+	 * a fraction of a second; a vLLM engine started afresh 30 s and more;
+	 * a shared file system serves a job tens of GB/s at best. */
+	c->comm_init_s = 30;
+	c->comm_group_s = 0.5;
+	c->engine_init_s = 30;
+	c->store_gbps = 10;
 }
 
 int cost_load(struct coef *c, const char *file, struct err *e)
@@ -78,13 +94,10 @@ int cost_load(struct coef *c, const char *file, struct err *e)
 		goto out;
 	if (co && (rc = jcheck_keys(&d, co, "coefficients", coef_names, e)))
 		goto out;
-	for (int i = 0; co && i < COEF_FIELDS; i++) {
-		/* an efficiency of 0 would mean infinite time; a margin may be 0 */
-		double lo = coef_field(c, i) <= &c->host_eff ? 1e-4 : 0;
-		if ((rc = jget_num(&d, co, "coefficients", coef_names[i], false, lo, maxima[i],
-				   coef_field(c, i), e)))
+	for (int i = 0; co && i < COEF_FIELDS; i++)
+		if ((rc = jget_num(&d, co, "coefficients", coef_names[i], false, minima[i],
+				   maxima[i], coef_field(c, i), e)))
 			goto out;
-	}
 out:
 	jdoc_free(&d);
 	return rc;

@@ -1,7 +1,8 @@
 /* The cost document's coefficients: the few numbers that turn the cost and
- * memory models' analytic terms into seconds and bytes.  Defaults are
- * datasheet-era priors; nereus-profile fit writes calibrated ones.
- * nereus-cost(5). */
+ * memory models' analytic terms into seconds and bytes, and what a switch
+ * between plans costs besides the bytes it moves.  Defaults are priors
+ * from published figures (nereus-cost(5) cites them); nereus-profile fit
+ * writes calibrated ones. */
 #ifndef NEREUS_COSTDOC_H
 #define NEREUS_COSTDOC_H
 
@@ -25,9 +26,14 @@ struct coef {
 	double act_factor;     /* scales the Korthikanti activation terms for Llama */
 	double workspace_gib;  /* per GPU: context, communicator buffers, workspace */
 	double frag;           /* fragmentation: fraction added to dynamic memory */
+	/* what a switch costs besides moving state (nereus-cost(5), SWITCHES) */
+	double comm_init_s;    /* creating the job's communicator anew: its GPUs changed */
+	double comm_group_s;   /* one communicator a GPU creates from it (TP, PP, DP group) */
+	double engine_init_s;  /* re-creating the generation engines */
+	double store_gbps;     /* the state store's bandwidth, shared by every reader */
 };
 
-#define COEF_FIELDS 15
+#define COEF_FIELDS 19
 
 /* Names in document order, NULL-terminated, and the matching offsets. */
 extern const char *const coef_names[COEF_FIELDS + 1];

@@ -41,7 +41,7 @@ static int load_hf_config(const struct jdoc *jd, const char *path, const char *j
 		snprintf(file, sizeof file, "%s", cfg);
 	if ((rc = read_file(file, &buf, &len, e)))
 		return jdoc_fail(jd, path, e, "%s", e->msg);
-	root = json_loadb(buf, len, 0, &je);
+	root = json_loadb(buf + utf8_bom(buf, len), len - utf8_bom(buf, len), 0, &je);
 	free(buf);
 	if (!root)
 		return err_set(e, NR_EINPUT, "%s:%d:%d: %s", file, je.line, je.column, je.text);

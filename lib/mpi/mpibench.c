@@ -208,6 +208,52 @@ static void series(struct bench *b, enum op op, struct hw_series *s)
 	}
 }
 
+/* The time of one communicator call, the slowest rank's, on rank 0: dup of
+ * the world, or a split of it into pairs of ranks.  The communicator made
+ * is freed after, untimed. */
+static double comm_once(bool split)
+{
+	MPI_Comm c;
+	double t0, t, tmax = 0;
+	int rank;
+
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = hw_now();
+	if (split)
+		MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &c);
+	else
+		MPI_Comm_dup(MPI_COMM_WORLD, &c);
+	t = hw_now() - t0;
+	MPI_Comm_free(&c);
+	MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	return tmax;
+}
+
+static void comm_figure(struct bench *b, bool split, struct hw_figure *f)
+{
+	int warm = b->o->warmup > 0 ? b->o->warmup : 1;
+
+	if (b->rank == 0 && b->o->progress)
+		b->o->progress(b->o->progress_arg, split ? "MPI communicator split" :
+				"MPI communicator creation");
+	for (int i = 0; i < warm; i++)
+		comm_once(split);
+	for (int r = 0; r < b->o->runs; r++)
+		b->secs[r] = comm_once(split) * 1e3;
+	if (b->rank != 0)
+		return;
+	hw_stats(b->secs, (size_t)b->o->runs, &f->value, &f->spread);
+	snprintf(f->unit, sizeof f->unit, "ms");
+	snprintf(f->method, sizeof f->method, split ?
+		 "MPI_Comm_split of MPI_COMM_WORLD (%d ranks) into pairs of ranks; time of the "
+		 "slowest rank, the new communicator freed after, untimed; untimed warm-up "
+		 "calls: %d" : "MPI_Comm_dup of MPI_COMM_WORLD (%d ranks); time of the slowest "
+		 "rank, the new communicator freed after, untimed; untimed warm-up calls: %d",
+		 b->size, warm);
+	f->runs = b->o->runs;
+}
+
 int mpib_run(const struct hw_opts *o, struct mpib_result *r, struct err *e)
 {
 	struct bench b = { .o = o, .target = o->quick ? 0.005 : 0.02 };
@@ -247,6 +293,8 @@ int mpib_run(const struct hw_opts *o, struct mpib_result *r, struct err *e)
 	series(&b, OP_SENDRECV, &r->sendrecv);
 	series(&b, OP_ALLREDUCE, &r->allreduce);
 	series(&b, OP_ALLGATHER, &r->allgather);
+	comm_figure(&b, false, &r->comm_dup);
+	comm_figure(&b, true, &r->comm_split);
 	free(b.send);
 	free(b.recv);
 	free(b.rate);

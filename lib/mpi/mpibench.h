@@ -1,5 +1,6 @@
 /* Measuring MPI between the ranks of one job: send/recv, all-reduce and
- * all-gather bandwidth across message sizes.
+ * all-gather bandwidth across message sizes, and what communicators cost
+ * to create and to split (what a switch of plans pays for its groups).
  *
  * Bus bandwidth is computed as NCCL's nccl-tests do, so figures compare
  * across collectives and rank counts: algbw = S / t, with S the message
@@ -26,6 +27,9 @@ struct mpib_result {
 	struct hw_series sendrecv;   /* busbw GB/s by message bytes */
 	struct hw_series allreduce;  /* busbw GB/s by message bytes */
 	struct hw_series allgather;  /* busbw GB/s by total gathered bytes */
+	/* ms to create a communicator over every rank (MPI_Comm_dup of the
+	 * world) and to split the world into pairs (MPI_Comm_split) */
+	struct hw_figure comm_dup, comm_split;
 };
 
 /* Whether this process was started by an MPI launcher (mpirun, srun):

@@ -38,8 +38,8 @@ static double ring(int n, double factor)
 static double tp_comm(const struct env *v, const struct arch *a, const struct pconf *c,
 		      double tokens, double per_layer, double micro)
 {
-	double layers = ceil((double)a->layers / c->pp);
-	double bytes = tokens * a->hidden * 2.0 * per_layer * layers;
+	double layers = (double)((a->layers + c->pp - 1) / c->pp);
+	double bytes = tokens * a->hidden * a->dtype_bytes * per_layer * layers;
 
 	if (c->tp == 1)
 		return 0;
@@ -52,7 +52,7 @@ static double pp_comm(const struct env *v, const struct arch *a, const struct pc
 {
 	if (c->pp == 1)
 		return 0;
-	return tokens * a->hidden * 2.0 * dirs / link_bw(v, pconf_gpus(c));
+	return tokens * a->hidden * a->dtype_bytes * dirs / link_bw(v, pconf_gpus(c));
 }
 
 static void total(struct stime *t)
@@ -72,23 +72,36 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 	long m = job_microbatches(j, c->dp, c->mb);
 	double micro = (double)epochs * j->mini_batches * m;
 	double steps = epochs * j->mini_batches;
-	double grads = 4.0 * mem_stage_params(a, c->tp, c->pp);
-	/* ZeRO: reduce-scatter fp32 grads, all-gather bf16 weights; else all-reduce */
-	double dp_bytes = c->fsdp ? 0 : c->zero ? grads * ring(c->dp, 1) * 1.5 :
-					       grads * ring(c->dp, 2);
+	double p = mem_stage_params(a, c->tp, c->pp), grads = 4.0 * p, weights = a->dtype_bytes * p;
+	double dp_bw = link_bw(v, c->tp * c->dp), step_bytes = 0, micro_bytes = 0;
 
+	/* per optimizer step: ZeRO-0 all-reduces the fp32 gradients; ZeRO-1
+	 * reduce-scatters them and all-gathers the updated weights.  ZeRO-2 must
+	 * reduce-scatter every micro-batch's gradients (a shard cannot hold the
+	 * rest of them) and ZeRO-3 also gathers the weights for forward and
+	 * backward, each micro-batch, overlapped with compute */
+	switch (c->zero) {
+	case ZERO_0:
+		step_bytes = grads * ring(c->dp, 2);
+		break;
+	case ZERO_1:
+		step_bytes = (grads + weights) * ring(c->dp, 1);
+		break;
+	case ZERO_2:
+		step_bytes = weights * ring(c->dp, 1);
+		micro_bytes = grads * ring(c->dp, 1);
+		break;
+	default:
+		micro_bytes = (grads + 2 * weights) * ring(c->dp, 1);
+		break;
+	}
 	*t = (struct stime){ 0 };
 	t->compute = epochs * tokens * passes * fwd_flops(a, s) /
 		     (pconf_gpus(c) * peak(v) * v->k->train_eff);
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
 	t->comm = epochs * tp_comm(v, a, c, tokens / c->dp, tp_calls, micro / epochs) +
-		  steps * dp_bytes / link_bw(v, c->tp * c->dp) +
-		  epochs * pp_comm(v, a, c, tokens / c->dp, 2.0);
-	/* FSDP gathers the weights for forward and backward and scatters the
-	 * gradients every micro-batch; prefetching hides it behind compute */
-	if (c->fsdp)
-		t->comm += fmax(0, micro * grads * 2 * ring(c->dp, 1) / link_bw(v, c->tp * c->dp) -
-				   t->compute);
+		  steps * step_bytes / dp_bw + epochs * pp_comm(v, a, c, tokens / c->dp, 2.0) +
+		  fmax(0, micro * micro_bytes / dp_bw - t->compute);
 	t->overhead = steps * (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
 	total(t);
 }
@@ -107,9 +120,10 @@ void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
 	t->comm = tp_comm(v, a, c, tokens / c->dp, 2.0, (double)m) +
 		  pp_comm(v, a, c, tokens / c->dp, 1.0);
-	if (c->fsdp)
-		t->comm += fmax(0, m * 2.0 * mem_stage_params(a, c->tp, c->pp) * ring(c->dp, 1) /
-				   link_bw(v, c->tp * c->dp) - t->compute);
+	/* ZeRO-3 gathers the weights for every micro-batch's forward */
+	if (c->zero == ZERO_3)
+		t->comm += fmax(0, m * a->dtype_bytes * mem_stage_params(a, c->tp, c->pp) *
+				   ring(c->dp, 1) / link_bw(v, c->tp * c->dp) - t->compute);
 	t->overhead = (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
 	total(t);
 }
@@ -118,35 +132,28 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 	      double kv_bytes, struct stime *t)
 {
 	const struct job *j = v->job;
-	double engines = c->dp;
-	double seqs = ceil(job_sequences(j) / engines);
-	/* vLLM-style paged KV: plan room for the p90 length, grow on demand */
-	double per_seq = mem_kv_per_seq(a, c->tp, j->prompt_len + j->response.p90) *
-			 (1 + v->k->frag);
-	double conc = floor(kv_bytes / per_seq);
-	double steps, active, ctx, bytes, mem_t, comp_t, comm_t;
+	double seqs = ceil(job_sequences(j) / (double)c->dp);
+	double bytes, mem_t, comp_t, comm_t;
+	struct kv_fill f;
 
 	*t = (struct stime){ 0 };
-	if (conc < 1)
+	if (!mem_kv_fill(j, a, c->tp, seqs, kv_bytes, v->k, &f))
 		return false;
-	conc = fmin(conc, seqs);
-	/* continuous batching: never fewer steps than the longest response */
-	steps = fmax((double)j->response.max, ceil(seqs * j->response.mean / conc));
-	active = seqs * j->response.mean / steps;
-	ctx = j->prompt_len + j->response.mean / 2;
-	bytes = 2.0 * mem_stage_params(a, c->tp, 1) +
-		active * mem_kv_per_seq(a, c->tp, ctx);
+	/* each decode step reads the weights and the KV cache of the tokens in
+	 * flight: area / steps of them */
+	bytes = a->dtype_bytes * mem_stage_params(a, c->tp, 1) +
+		f.active * mem_kv_per_seq(a, c->tp, f.ctx);
 	mem_t = bytes / (v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff);
 	/* a decoded token attends to its whole context: twice the causal average */
-	comp_t = active * fwd_flops(a, 2 * ctx) / c->tp / (peak(v) * v->k->infer_eff);
+	comp_t = f.active * fwd_flops(a, 2 * f.ctx) / c->tp / (peak(v) * v->k->infer_eff);
 	comm_t = c->tp > 1 ? 2.0 * a->layers *
-		 (v->k->allreduce_lat_s + active * a->hidden * 2.0 * ring(c->tp, 2.0) /
-		  link_bw(v, c->tp)) : 0;
-	t->concurrency = conc;
+		 (v->k->allreduce_lat_s + f.active * a->hidden * a->dtype_bytes *
+		  ring(c->tp, 2.0) / link_bw(v, c->tp)) : 0;
+	t->concurrency = f.held;
 	t->compute = seqs * j->prompt_len * fwd_flops(a, j->prompt_len) /
-		     (c->tp * peak(v) * v->k->prefill_eff) + steps * fmax(mem_t, comp_t);
-	t->comm = steps * comm_t;
-	t->overhead = steps * v->k->decode_step_s + v->k->stage_s;
+		     (c->tp * peak(v) * v->k->prefill_eff) + f.steps * fmax(mem_t, comp_t);
+	t->comm = f.steps * comm_t;
+	t->overhead = f.steps * v->k->decode_step_s + v->k->stage_s;
 	total(t);
 	return true;
 }
@@ -154,9 +161,9 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 double move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
 		  bool same_gpus)
 {
-	double need = 2.0 * mem_stage_params(a, gen->tp, 1);
-	double have = 2.0 * mem_stage_params(a, train->tp, train->pp) /
-		      (train->fsdp ? train->dp : 1);
+	double need = a->dtype_bytes * mem_stage_params(a, gen->tp, 1);
+	double have = a->dtype_bytes * mem_stage_params(a, train->tp, train->pp) /
+		      pconf_weight_shards(train);
 
 	/* a generation shard contains the training shard on the same GPU only
 	 * when the training TP splits it further */

@@ -25,7 +25,7 @@ struct stime {
 	double overhead;  /* fixed per-stage, per-micro-batch and per-decode-step costs */
 	double move;      /* moving weights into this layout (actor generation) */
 	double total;
-	double concurrency; /* generation: sequences decoded at once per engine */
+	double concurrency; /* generation: sequences an engine's KV cache holds at once */
 };
 
 /* Effective per-GPU bandwidth in bytes/s of the links a group spanning
@@ -40,9 +40,10 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 /* Forward passes over the step's tokens (log-probs, values, rewards). */
 void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c,
 		struct stime *t);
-/* Generation: prefill plus decode steps paced by the longest response, with
- * concurrency limited by kv_bytes (KV-cache room per GPU).  Returns false
- * when not even one sequence fits. */
+/* Generation: prefill plus decode steps, as many as a paged KV pool of
+ * kv_bytes per GPU (mem_kv_fill) needs for the batch's length distribution,
+ * and never fewer than the longest response.  Returns false when the pool
+ * cannot hold one sequence at its longest. */
 bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 	      double kv_bytes, struct stime *t);
 /* Bytes each generation GPU must receive to hold the actor in layout gen,

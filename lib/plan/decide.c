@@ -1,32 +1,161 @@
-/* The switch decision and the baseline layouts (see decide.h). */
+/* The switch decision and the price of a switch (see decide.h). */
 #include "plan/decide.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-const char *const layout_names[NLAYOUTS + 1] = { "adaptive", "verl", "openrlhf", "fixed",
-						 NULL };
+/* --- what a switch costs ---------------------------------------------------- */
+
+/* Communicators a GPU keeps for one layout: one per kind of group that has
+ * more than one GPU. */
+static int kinds(const struct pconf *c)
+{
+	return (c->tp > 1) + (c->pp > 1) + (c->dp > 1);
+}
+
+static bool same_groups(const struct pconf *x, const struct pconf *y)
+{
+	return x->tp == y->tp && x->pp == y->pp && x->dp == y->dp;
+}
+
+static bool holds(const struct plan *p, int g, int item)
+{
+	return p->gpu_pool[g] >= 0 && (p->pools[p->gpu_pool[g]].items & (1u << item));
+}
+
+/* Whether item sits on the same GPUs in a and b. */
+static bool same_gpus(const struct plan *a, const struct plan *b, int n, int item)
+{
+	for (int g = 0; g < n; g++)
+		if (holds(a, g, item) != holds(b, g, item))
+			return false;
+	return true;
+}
+
+void switch_fixed(const struct env *v, const struct plan *a, const struct plan *b,
+		  struct switch_cost *c)
+{
+	const struct job *j = v->job;
+	int n = cluster_gpus(v->cl);
+	bool changed[MAX_ITEMS];
+
+	/* NCCL cannot add a rank to a communicator nor keep one whose rank is
+	 * gone: a new GPU, or a lost one, means the job's communicator anew */
+	c->world = false;
+	for (int g = 0; g < n && !c->world; g++)
+		c->world = (b->gpu_pool[g] >= 0 && a->gpu_pool[g] < 0) ||
+			   (a->gpu_pool[g] >= 0 && !v->cl->up[g]);
+	changed[ITEM_GEN] = c->world || a->gen.tp != b->gen.tp || a->gen.dp != b->gen.dp ||
+			    !same_gpus(a, b, n, ITEM_GEN);
+	for (int m = 0; m < j->nmodels; m++)
+		changed[1 + m] = c->world || !same_groups(&a->home[m], &b->home[m]) ||
+				 !same_gpus(a, b, n, 1 + m);
+	c->groups = 0;
+	c->engines = a->gen.tp != b->gen.tp;
+	for (int g = 0; g < n; g++) {
+		int k = 0;
+		if (b->gpu_pool[g] < 0)
+			continue;
+		for (int m = 0; m < j->nmodels; m++)
+			k += holds(b, g, 1 + m) && changed[1 + m] ? kinds(&b->home[m]) : 0;
+		if (holds(b, g, ITEM_GEN)) {
+			k += changed[ITEM_GEN] && b->gen.tp > 1;
+			c->engines |= !holds(a, g, ITEM_GEN);
+		}
+		c->groups = k > c->groups ? k : c->groups;
+	}
+	c->comm_s = (c->world ? v->k->comm_init_s : 0) + c->groups * v->k->comm_group_s;
+	c->engine_s = c->engines ? v->k->engine_init_s : 0;
+	c->total_s = c->move_s + c->store_s + c->comm_s + c->engine_s;
+}
+
+void switch_cost(const struct env *v, const struct plan *a, const struct plan *b,
+		 double move_s, double store_bytes, struct switch_cost *c)
+{
+	struct move mv;
+
+	memset(c, 0, sizeof *c);
+	plan_move(v, a, b, &mv);
+	c->move_bytes = mv.total_bytes;
+	c->graph = move_s >= 0;
+	c->move_s = c->graph ? move_s : mv.seconds;
+	c->store_bytes = c->graph ? store_bytes : 0;
+	/* every reader shares the store: its bandwidth, not each GPU's host
+	 * link, bounds how soon the last lost piece arrives */
+	c->store_s = fmax(0, c->store_bytes / (v->k->store_gbps * 1e9) - c->move_s);
+	switch_fixed(v, a, b, c);
+}
+
+void switch_cost_add(struct switch_cost *sum, const struct switch_cost *c)
+{
+	sum->move_s += c->move_s;
+	sum->move_bytes += c->move_bytes;
+	sum->store_bytes += c->store_bytes;
+	sum->store_s += c->store_s;
+	sum->groups += c->groups;
+	sum->comm_s += c->comm_s;
+	sum->engine_s += c->engine_s;
+	sum->total_s += c->total_s;
+}
+
+json_t *switch_cost_to_json(const struct switch_cost *c)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "move_s", json_real(c->move_s));
+	json_object_set_new(o, "move_source", json_string(c->graph ?
+		"transition graph schedule" : "bytes over link bandwidth (lower bound)"));
+	json_object_set_new(o, "move_gib", json_real(c->move_bytes / GIB));
+	json_object_set_new(o, "store_gib", json_real(c->store_bytes / GIB));
+	json_object_set_new(o, "store_s", json_real(c->store_s));
+	json_object_set_new(o, "communicator_new", json_boolean(c->world));
+	json_object_set_new(o, "groups", json_integer(c->groups));
+	json_object_set_new(o, "communicators_s", json_real(c->comm_s));
+	json_object_set_new(o, "engines_new", json_boolean(c->engines));
+	json_object_set_new(o, "engines_s", json_real(c->engine_s));
+	return o;
+}
+
+/* --- the decision -------------------------------------------------------------- */
+
+/* The parts of a switch's time, in words: "1.2 s moving state, 30.0 s
+ * communicators". */
+static void parts_in_words(const struct switch_cost *c, char *buf, size_t n)
+{
+	int k = snprintf(buf, n, "%.1f s moving state", c->move_s);
+
+	if (c->store_s > 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ", %.1f s more reading %.1f GiB from the "
+			      "store", c->store_s, c->store_bytes / GIB);
+	if (c->comm_s > 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ", %.1f s creating communicators%s",
+			      c->comm_s, c->world ? " (the job's anew)" : "");
+	if (c->engine_s > 0 && k >= 0 && (size_t)k < n)
+		snprintf(buf + k, n - (size_t)k, ", %.1f s re-creating the engines", c->engine_s);
+}
 
 void plan_decide(const struct env *v, const struct plan *cur, const struct plan *next,
 		 long remaining_steps, double min_gain, struct decision *d)
 {
-	plan_decide_with(v, cur, next, remaining_steps, min_gain, -1, d);
+	plan_decide_with(v, cur, next, remaining_steps, min_gain, NULL, d);
 }
 
 void plan_decide_with(const struct env *v, const struct plan *cur, const struct plan *next,
-		      long remaining_steps, double min_gain, double transition_s,
+		      long remaining_steps, double min_gain, const struct switch_cost *price,
 		      struct decision *d)
 {
-	struct move mv;
+	char parts[320];
 
 	memset(d, 0, sizeof *d);
-	plan_move(v, cur, next, &mv);
+	if (price)
+		d->cost = *price;
+	else
+		switch_cost(v, cur, next, -1, 0, &d->cost);
 	d->current_step_s = cur->step_time;
 	d->next_step_s = next->step_time;
-	d->graph = transition_s >= 0;
-	d->transition_s = d->graph ? transition_s : mv.seconds;
-	d->move_bytes = mv.total_bytes;
+	d->transition_s = d->cost.total_s;
 	d->remaining_steps = remaining_steps;
 	d->min_gain = min_gain;
 	if (!cur->feasible) {
@@ -50,16 +179,17 @@ void plan_decide_with(const struct env *v, const struct plan *cur, const struct 
 		return;
 	}
 	d->break_even_steps = d->transition_s / d->gain_s;
+	parts_in_words(&d->cost, parts, sizeof parts);
 	if (remaining_steps >= 0 && d->break_even_steps >= remaining_steps) {
-		snprintf(d->reason, sizeof d->reason, "the switch takes %.1f s and pays back "
-			 "after %.1f steps, but only %ld remain", d->transition_s,
+		snprintf(d->reason, sizeof d->reason, "the switch takes %.1f s (%s) and pays back "
+			 "after %.1f steps, but only %ld remain", d->transition_s, parts,
 			 d->break_even_steps, remaining_steps);
 		return;
 	}
 	d->do_switch = true;
 	snprintf(d->reason, sizeof d->reason, "saves %.3f s per step (%.1f%%); the %.1f s "
-		 "switch pays back after %.1f steps", d->gain_s,
-		 100 * d->gain_s / cur->step_time, d->transition_s, d->break_even_steps);
+		 "switch (%s) pays back after %.1f steps", d->gain_s,
+		 100 * d->gain_s / cur->step_time, d->transition_s, parts, d->break_even_steps);
 }
 
 json_t *decision_to_json(const struct decision *d)
@@ -73,9 +203,10 @@ json_t *decision_to_json(const struct decision *d)
 	json_object_set_new(o, "gain_per_step_s", isfinite(d->gain_s) ?
 			    json_real(d->gain_s) : json_null());
 	json_object_set_new(o, "transition_s", json_real(d->transition_s));
-	json_object_set_new(o, "transition_source", json_string(d->graph ?
+	json_object_set_new(o, "transition_source", json_string(d->cost.graph ?
 		"transition graph schedule" : "bytes over link bandwidth (lower bound)"));
-	json_object_set_new(o, "move_gib", json_real(d->move_bytes / GIB));
+	json_object_set_new(o, "move_gib", json_real(d->cost.move_bytes / GIB));
+	json_object_set_new(o, "transition", switch_cost_to_json(&d->cost));
 	json_object_set_new(o, "break_even_steps", isfinite(d->break_even_steps) ?
 			    json_real(d->break_even_steps) : json_null());
 	json_object_set_new(o, "remaining_steps", d->remaining_steps >= 0 ?
@@ -83,126 +214,4 @@ json_t *decision_to_json(const struct decision *d)
 	json_object_set_new(o, "min_gain", json_real(d->min_gain));
 	json_object_set_new(o, "reason", json_string(d->reason));
 	return o;
-}
-
-/* verl and OpenRLHF size their rollout engines' TP by model size in their
- * example configurations: 1 for small models, 2 around 7–8B, up to 8 for
- * 70B. */
-static int rollout_tp(const struct arch *a, int gpn)
-{
-	double p = arch_params(a);
-	int t = p < 3e9 ? 1 : p < 14e9 ? 2 : p < 40e9 ? 4 : 8;
-
-	while (t > 1 && (t > gpn || a->kv_heads % t || a->heads % t))
-		t /= 2;
-	return t;
-}
-
-/* FSDP / ZeRO-3 for every model: TP1, PP1, everything sharded over DP
- * (a pool of one GPU has nothing to shard over). */
-static void fully_sharded(const struct job *j, struct space *sp)
-{
-	for (int m = 0; m < j->nmodels; m++) {
-		sp->home[m].tp = sp->home[m].pp = 1;
-		sp->home[m].zero = model_trainable(&j->models[m]);
-		sp->home[m].fsdp = -1;
-	}
-}
-
-static int layout_verl(const struct env *v, struct space *sp)
-{
-	const struct job *j = v->job;
-	int gpn = v->cl->gpus_per_node;
-
-	/* everything colocated on every GPU; every model on FSDP (TP1, PP1,
-	 * weights, gradients and optimizer sharded); recompute, micro-batch and
-	 * offload left to the search */
-	sp->npools = 1;
-	sp->pool_items[0] = (1u << (1 + j->nmodels)) - 1;
-	fully_sharded(j, sp);
-	sp->gen.tp = rollout_tp(&j->models[job_actor(j)].arch, gpn);
-	return NR_OK;
-}
-
-/* Largest size ≤ want a pool may take: whole nodes, or a power of two
- * inside one. */
-static int round_size(int want, int gpn)
-{
-	int z = 1;
-
-	if (want >= gpn)
-		return want / gpn * gpn;
-	while (z * 2 <= want)
-		z *= 2;
-	return z;
-}
-
-static int layout_openrlhf(const struct env *v, struct space *sp, struct err *e)
-{
-	const struct job *j = v->job;
-	int gpn = v->cl->gpus_per_node, n = cluster_gpus_up(v->cl);
-	double share[MAX_ITEMS], sum = 2; /* the vLLM engines weigh as the actor */
-
-	/* a pool per model and one for the vLLM engines; models on DeepSpeed
-	 * ZeRO-3 (TP1, PP1, everything sharded); pools sized actor = critic =
-	 * engines = 2 × reference = 2 × reward, as its example scripts do */
-	sp->npools = 1 + j->nmodels;
-	share[0] = 2;
-	for (int m = 0; m < j->nmodels; m++) {
-		share[1 + m] = j->models[m].role == ROLE_ACTOR || j->models[m].role == ROLE_CRITIC ?
-			       2 : 1;
-		sum += share[1 + m];
-	}
-	for (int i = 0; i < sp->npools; i++) {
-		sp->pool_items[i] = 1u << i;
-		sp->pool_size[i] = round_size((int)(n * share[i] / sum), gpn);
-		if (sp->pool_size[i] < 1)
-			return err_set(e, NR_EINFEASIBLE, "the OpenRLHF layout needs a GPU per "
-				       "model and one for the engines: %d GPUs are up", n);
-	}
-	fully_sharded(j, sp);
-	sp->gen.tp = rollout_tp(&j->models[job_actor(j)].arch, gpn);
-	while (sp->gen.tp > sp->pool_size[0])
-		sp->gen.tp /= 2;
-	return NR_OK;
-}
-
-static int layout_fixed(const struct env *v, const struct plan *cur, struct space *sp,
-			struct err *e)
-{
-	const struct job *j = v->job;
-
-	if (!cur)
-		return err_set(e, NR_EINPUT, "--layout fixed keeps the TP/PP of a plan: give "
-			       "it with --current");
-	/* the same pools and TP/PP; only DP (the pool sizes) follows the GPUs */
-	sp->npools = cur->npools;
-	for (int i = 0; i < cur->npools; i++)
-		sp->pool_items[i] = cur->pools[i].items;
-	for (int m = 0; m < j->nmodels; m++) {
-		sp->home[m].tp = cur->home[m].tp;
-		sp->home[m].pp = cur->home[m].pp;
-		sp->home[m].mb = cur->home[m].mb;
-		sp->home[m].rc = (int)cur->home[m].rc;
-		sp->home[m].zero = cur->home[m].zero;
-		sp->home[m].offload = cur->home[m].offload;
-		sp->home[m].fsdp = cur->home[m].fsdp;
-	}
-	sp->gen.tp = cur->gen.tp;
-	return NR_OK;
-}
-
-int layout_space(const struct env *v, enum plan_layout l, const struct plan *current,
-		 struct space *sp, struct err *e)
-{
-	switch (l) {
-	case LAYOUT_VERL:
-		return layout_verl(v, sp);
-	case LAYOUT_OPENRLHF:
-		return layout_openrlhf(v, sp, e);
-	case LAYOUT_FIXED:
-		return layout_fixed(v, current, sp, e);
-	default:
-		return NR_OK;
-	}
 }

@@ -1,5 +1,5 @@
-/* The memory model (see memory.h for notation and the reference for the
- * formulas). */
+/* The memory model (see memory.h for notation, nereus-plan(1) for the
+ * formulas and their sources). */
 #include "plan/memory.h"
 
 #include <math.h>
@@ -7,6 +7,7 @@
 #include "doc/cluster.h"
 
 const char *const recompute_names[NRECOMPUTE + 1] = { "none", "selective", "full", NULL };
+const char *const zero_names[NZERO_STAGES + 1] = { "zero0", "zero1", "zero2", "zero3", NULL };
 
 double job_max_seq(const struct job *job)
 {
@@ -20,26 +21,55 @@ long job_microbatches(const struct job *job, int dp, int mb)
 	return per_replica < 1 ? 1 : (per_replica + mb - 1) / mb;
 }
 
-static double padded_vocab(const struct arch *a, int tp)
+/* Uniform on [x, y]: E[r²] = (x² + xy + y²) / 3. */
+static double uniform_sq(double x, double y)
 {
-	double unit = 128.0 * tp;
-
-	return ceil(a->vocab / unit) * unit;
+	return (x * x + x * y + y * y) / 3;
 }
 
-/* Parameters on the first and the last pipeline stage of one TP rank. */
+double job_response_sq(const struct job *job)
+{
+	double mean = job->response.mean, q = job->response.p90, top = (double)job->response.max;
+	/* mean = 0.9 (lo + q)/2 + 0.1 (q + top)/2 */
+	double lo = fmin(q, fmax(0, (2 * mean - 0.1 * (q + top)) / 0.9 - q));
+
+	return 0.9 * uniform_sq(lo, q) + 0.1 * uniform_sq(q, top);
+}
+
+static double padded_vocab(const struct arch *a, int tp)
+{
+	long unit = 128L * tp;
+
+	return (double)((a->vocab + unit - 1) / unit * unit);
+}
+
+/* Layers on the worst pipeline stage: ceil(L / p). */
+static double stage_layers(const struct arch *a, int pp)
+{
+	return (double)((a->layers + pp - 1) / pp);
+}
+
+/* The output layer's parameters, all TP ranks together: the padded
+ * vocabulary's rows, or a critic's or reward model's score head [1, h]. */
+static double head_params(const struct arch *a, int tp)
+{
+	return a->score_head ? a->hidden : padded_vocab(a, tp) * a->hidden;
+}
+
+/* Parameters on the first and the last pipeline stage of one TP rank
+ * (arch_layer_params counts the attention biases). */
 static void stage_params(const struct arch *a, int tp, int pp, double *first, double *last)
 {
-	double lp = ceil((double)a->layers / pp) * arch_layer_params(a);
-	double emb = padded_vocab(a, tp) * a->hidden;
+	double lp = stage_layers(a, pp) * arch_layer_params(a);
+	double emb = padded_vocab(a, tp) * a->hidden, head = head_params(a, tp);
 
 	if (pp == 1) {
-		*first = *last = (emb * (a->tied ? 1 : 2) + lp + a->hidden) / tp;
+		*first = *last = (emb + (a->tied ? 0 : head) + lp + a->hidden) / tp;
 		return;
 	}
 	/* with tied embeddings the last stage keeps its own copy */
 	*first = (emb + lp) / tp;
-	*last = (lp + a->hidden + emb) / tp;
+	*last = (lp + a->hidden + head) / tp;
 }
 
 double mem_stage_params(const struct arch *a, int tp, int pp)
@@ -47,32 +77,88 @@ double mem_stage_params(const struct arch *a, int tp, int pp)
 	double first, last;
 
 	stage_params(a, tp, pp, &first, &last);
-	return fmax(first, last);
+	return first > last ? first : last;
 }
 
+/* Per layer and token, with sequence parallelism splitting every term over
+ * the t ranks, in elements of the model's dtype:
+ *   attention: RMSNorm input h, its output (the QKV projection's input) h,
+ *     the rotated queries a·d = h, keys g·d and values g·d that the
+ *     attention kernel keeps, and its output (the output projection's
+ *     input) h: 4h + 2gd.  Rotary embedding keeps nothing but cos and sin.
+ *     FlashAttention keeps no s² scores: only the log-sum-exp of each
+ *     query row, a·s·b fp32 values, which selective recompute drops too.
+ *   MLP: RMSNorm input h, its output (gate and up's input) h, the fused
+ *     SwiGLU's input [gate; up] 2F, and its output (down's input) F:
+ *     2h + 3F.
+ *   No dropout, so no masks.  Sum: 6h + 2gd + 3F; for Llama-3-8B (g·d =
+ *   h/4, F = 3.5h) that is 17h, Korthikanti's 34 bytes by coincidence, and
+ *   for Qwen2.5-7B (g·d = h/7, F ≈ 5.3h) 22h, 44 bytes.
+ * Full recompute keeps only the layer's input, h. */
 double mem_layer_act(const struct arch *a, double s, double b, int tp, enum recompute rc)
 {
-	double sbh = s * b * a->hidden, t = tp;
+	double e = a->dtype_bytes, sb = s * b, t = tp, h = a->hidden;
+	double gd = (double)a->kv_heads * arch_head_dim(a);
+	double kept = e * sb * (6 * h + 2 * gd + 3.0 * a->ffn) / t;
 
 	switch (rc) {
 	case RC_NONE:
-		return sbh * (34.0 / t + 5.0 * a->heads * s / (a->hidden * t));
+		return kept + 4.0 * a->heads * sb / t;
 	case RC_SELECTIVE:
-		return sbh * 34.0 / t;
+		return kept;
 	default:
-		return 2.0 * sbh;
+		return e * sb * h / t;
 	}
 }
 
-static double logits_bytes(const struct arch *a, double s, double b, int tp, bool grad)
+/* Per logit element: the output layer's result in the model's dtype, its
+ * fp32 upcast (none when that is the dtype), the fp32 log-softmax, and when
+ * training its fp32 gradient: 14 bytes for bf16.  A score head has one
+ * logit a token (a value, kept whole on every TP rank). */
+double mem_logits(const struct arch *a, double s, double b, int tp, bool grad)
 {
-	return s * b * padded_vocab(a, tp) / tp * 4.0 * (grad ? 2 : 1);
+	double e = a->dtype_bytes, per = e + (e < 4 ? 4 : 0) + 4 + (grad ? 4 : 0);
+	double tokens = fmin(s * b, LOGITS_CHUNK_TOKENS);
+
+	if (a->score_head)
+		return s * b * per;
+	return tokens * padded_vocab(a, tp) / tp * per;
 }
 
-/* FSDP holds the layer it computes and the one it prefetches whole. */
-static double gathered(const struct arch *a, const struct pconf *c)
+/* Parameters per TP rank of the largest two neighbouring FSDP units of a
+ * stage with nl layers, and the embedding and the final norm with the
+ * output layer when it holds them (units: embedding, layer, ..., layer,
+ * norm and output). */
+static double unit_pair(const struct arch *a, int tp, double nl, bool emb, bool out)
 {
-	return c->fsdp ? 2 * 2 * arch_layer_params(a) / c->tp : 0;
+	double layer = arch_layer_params(a), ve = padded_vocab(a, tp) * a->hidden;
+	double pair = nl >= 2 ? 2 * layer : layer;
+
+	if (emb)
+		pair = fmax(pair, ve + layer);
+	if (out)
+		pair = fmax(pair, head_params(a, tp) + a->hidden + layer);
+	return pair / tp;
+}
+
+static void gathered_stages(const struct arch *a, const struct pconf *c, double *first,
+			    double *last)
+{
+	double nl = stage_layers(a, c->pp), e = a->dtype_bytes;
+
+	*first = *last = 0;
+	if (c->zero != ZERO_3)
+		return;
+	*first = e * unit_pair(a, c->tp, nl, true, c->pp == 1);
+	*last = e * unit_pair(a, c->tp, nl, c->pp == 1, true);
+}
+
+double mem_gathered(const struct arch *a, const struct pconf *c)
+{
+	double first, last;
+
+	gathered_stages(a, c, &first, &last);
+	return fmax(first, last);
 }
 
 static void finish(struct mem *m, const struct coef *k)
@@ -83,39 +169,43 @@ static void finish(struct mem *m, const struct coef *k)
 		   m->frag + m->workspace;
 }
 
+/* Weights, gradients and optimizer of a stage holding P parameters. */
+static void state_terms(const struct arch *a, const struct pconf *c, double p, double gathered,
+			struct mem *m)
+{
+	m->weights = a->dtype_bytes * p / pconf_weight_shards(c) + gathered;
+	m->grads = 4 * p / pconf_grad_shards(c);
+	m->master = 4 * p / pconf_optim_shards(c);
+	m->adam = 8 * p / pconf_optim_shards(c);
+}
+
 void mem_train(const struct job *job, const struct arch *a, const struct pconf *c,
 	       const struct coef *k, struct mem *out)
 {
-	double first, last, s = job_max_seq(job), shard = c->zero || c->fsdp ? c->dp : 1;
-	double wshard = c->fsdp ? c->dp : 1;
-	double lp = ceil((double)a->layers / c->pp);
+	double first, last, gf, gl, s = job_max_seq(job);
+	double lp = stage_layers(a, c->pp);
 	long m = job_microbatches(job, c->dp, c->mb);
 	double inflight = (double)(m < c->pp ? m : c->pp);
 	double layer = k->act_factor * mem_layer_act(a, s, c->mb, c->tp, c->rc);
-	/* full recompute re-runs one layer at a time with all its activations */
+	/* full recompute rebuilds one layer at a time with all its activations */
 	double redo = c->rc == RC_FULL ?
-		k->act_factor * mem_layer_act(a, s, c->mb, c->tp, RC_SELECTIVE) : 0;
+		k->act_factor * mem_layer_act(a, s, c->mb, c->tp, RC_NONE) : 0;
 	struct mem f = { 0 }, l = { 0 };
 
 	stage_params(a, c->tp, c->pp, &first, &last);
-	f.weights = 2 * first / wshard + gathered(a, c);
-	f.grads = 4 * first / wshard;
-	f.master = 4 * first / shard;
-	f.adam = 8 * first / shard;
+	gathered_stages(a, c, &gf, &gl);
+	state_terms(a, c, first, gf, &f);
 	f.act = layer * lp * inflight + redo;
 	if (c->pp == 1)
-		f.logits = logits_bytes(a, s, c->mb, c->tp, true);
+		f.logits = mem_logits(a, s, c->mb, c->tp, true);
 	finish(&f, k);
 	*out = f;
 	if (c->pp == 1)
 		return;
 	/* 1F1B: the last stage has one micro-batch in flight, plus the logits */
-	l.weights = 2 * last / wshard + gathered(a, c);
-	l.grads = 4 * last / wshard;
-	l.master = 4 * last / shard;
-	l.adam = 8 * last / shard;
+	state_terms(a, c, last, gl, &l);
 	l.act = layer * lp + redo;
-	l.logits = logits_bytes(a, s, c->mb, c->tp, true);
+	l.logits = mem_logits(a, s, c->mb, c->tp, true);
 	finish(&l, k);
 	if (l.total > f.total)
 		*out = l;
@@ -127,10 +217,10 @@ void mem_infer(const struct job *job, const struct arch *a, const struct pconf *
 	double s = job_max_seq(job);
 	struct mem m = { 0 };
 
-	m.weights = 2 * mem_stage_params(a, c->tp, c->pp) / (c->fsdp ? c->dp : 1) +
-		    gathered(a, c);
+	m.weights = a->dtype_bytes * mem_stage_params(a, c->tp, c->pp) / pconf_weight_shards(c) +
+		    mem_gathered(a, c);
 	m.act = k->act_factor * mem_layer_act(a, s, c->mb, c->tp, RC_SELECTIVE);
-	m.logits = logits_bytes(a, s, c->mb, c->tp, false);
+	m.logits = mem_logits(a, s, c->mb, c->tp, false);
 	finish(&m, k);
 	*out = m;
 }
@@ -140,26 +230,70 @@ void mem_gen_base(const struct arch *a, const struct pconf *c, const struct coef
 {
 	struct mem m = { 0 };
 
-	m.weights = 2 * mem_stage_params(a, c->tp, 1);
+	m.weights = a->dtype_bytes * mem_stage_params(a, c->tp, 1);
 	finish(&m, k);
 	*out = m;
 }
 
-double mem_kv_per_seq(const struct arch *a, int tp, double ctx)
+double mem_kv_per_token(const struct arch *a, int tp)
 {
+	/* TP splits the KV heads; beyond them each rank keeps whole heads */
 	int shards = tp < a->kv_heads ? tp : a->kv_heads;
 
-	return arch_kv_bytes_per_token(a) / shards * ctx;
+	return arch_kv_bytes_per_token(a) / shards;
+}
+
+double mem_kv_per_seq(const struct arch *a, int tp, double ctx)
+{
+	return mem_kv_per_token(a, tp) * ctx;
+}
+
+/* Σ over decode steps of the context a sequence of r response tokens holds:
+ * Σ_{k=1..r} (P + k) = P r + r(r + 1)/2, in expectation over r. */
+static double seq_area(const struct job *job)
+{
+	double mean = job->response.mean;
+
+	return (double)job->prompt_len * mean + (job_response_sq(job) + mean) / 2;
+}
+
+bool mem_kv_fill(const struct job *job, const struct arch *a, int tp, double seqs,
+		 double kv_room, const struct coef *k, struct kv_fill *out)
+{
+	double per = mem_kv_per_token(a, tp) * (1 + k->frag);
+	double mean = job->response.mean;
+
+	*out = (struct kv_fill){ 0 };
+	out->pool = kv_room > 0 ? kv_room / per : 0;
+	if (out->pool < job_max_seq(job))
+		return false;
+	out->area = seqs * seq_area(job);
+	out->steps = fmax((double)job->response.max, out->area / out->pool);
+	out->active = seqs * mean / out->steps;
+	out->ctx = seq_area(job) / mean;
+	out->held = fmin(seqs, out->pool / out->ctx);
+	/* the tokens in flight on average: all the pool holds when it paces
+	 * decoding */
+	out->bytes = out->area / out->steps * mem_kv_per_token(a, tp);
+	return true;
+}
+
+double mem_kv_room(const struct job *job, const struct arch *a, int tp, double held,
+		   const struct coef *k)
+{
+	double per = mem_kv_per_token(a, tp) * (1 + k->frag);
+
+	/* held = pool / ctx below seqs; at seqs any pool that large paces
+	 * decoding alike, by the longest response */
+	return fmax(held * seq_area(job) / job->response.mean, job_max_seq(job)) * per;
 }
 
 double mem_resident(const struct arch *a, const struct pconf *home, bool trainable)
 {
 	double p = mem_stage_params(a, home->tp, home->pp);
-
-	double wshard = home->fsdp ? home->dp : 1;
+	double w = a->dtype_bytes * p / pconf_weight_shards(home);
 
 	if (home->offload)
 		return 0;
-	return trainable ? 2 * p / wshard + 12 * p / (home->zero || home->fsdp ? home->dp : 1) :
-			   2 * p / wshard;
+	return trainable ? w + 12 * p / pconf_optim_shards(home) : w;
 }

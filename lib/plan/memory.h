@@ -1,10 +1,12 @@
 /* The memory model: bytes per GPU for one model-stage under a parallel
  * configuration, term by term, so each term can be checked and shown.
+ * Every formula is in nereus-plan(1), MEMORY MODEL, with its source.
  *
- * Notation (Korthikanti et al. 2022): s sequence length, b micro-batch,
- * h hidden, a heads, t TP, p PP, L layers.  The worst pipeline stage is
- * reported (the first holds the embedding and the most in-flight
- * micro-batches, the last the output layer and logits). */
+ * Notation: s sequence length, b micro-batch, h hidden, a query heads, g
+ * KV heads, d head dim, F ffn, V_p padded vocabulary, e the model's dtype
+ * bytes, t TP, p PP, L layers.  The worst pipeline stage is reported (the
+ * first holds the embedding and the most in-flight micro-batches, the last
+ * the output layer and logits). */
 #ifndef NEREUS_MEMORY_H
 #define NEREUS_MEMORY_H
 
@@ -12,13 +14,18 @@
 #include "doc/job.h"
 #include "plan/pconf.h"
 
+/* Tokens of one chunk of the output layer: the engine computes the logits,
+ * their log-softmax and its gradient this many tokens at a time, so a
+ * micro-batch never holds more than LOGITS_CHUNK_TOKENS × V_p/t of them. */
+#define LOGITS_CHUNK_TOKENS 1024
+
 struct mem {
-	double weights;    /* bf16 weights in this layout */
+	double weights;    /* weights in the model's dtype (gathered FSDP units included) */
 	double grads;      /* fp32 gradients (training) */
 	double master;     /* fp32 master weights (training) */
 	double adam;       /* Adam m and v, fp32 (training) */
 	double act;        /* activations kept for backward, or one layer's forward */
-	double logits;     /* fp32 logits (and their gradient when training) */
+	double logits;     /* the output layer's logits, upcast, log-softmax, gradient */
 	double kv;         /* generation KV cache */
 	double workspace;  /* calibrated fixed workspace */
 	double frag;       /* fragmentation margin on the dynamic terms */
@@ -27,8 +34,17 @@ struct mem {
 
 /* Parameters held by one GPU of the worst pipeline stage. */
 double mem_stage_params(const struct arch *a, int tp, int pp);
-/* Activation bytes of one layer for one micro-batch (before act_factor). */
+/* Activation bytes one layer keeps for backward for one micro-batch
+ * (before act_factor): e·s·b·(6h + 2gd + 3F)/t with sequence parallelism,
+ * plus FlashAttention's fp32 log-sum-exp without recompute; the layer's
+ * input alone with full recompute. */
 double mem_layer_act(const struct arch *a, double s, double b, int tp, enum recompute rc);
+/* Logit bytes of one micro-batch of b sequences of s tokens, chunked. */
+double mem_logits(const struct arch *a, double s, double b, int tp, bool grad);
+/* Weights FSDP holds gathered on the worst stage: the largest two
+ * neighbouring units (embedding, each layer, final norm with the output
+ * layer), the one computing and the one prefetched. */
+double mem_gathered(const struct arch *a, const struct pconf *c);
 
 /* Training: weights, grads, optimizer, activations of min(m, p) in-flight
  * micro-batches, logits.  m = micro-batches per mini-batch per replica. */
@@ -41,18 +57,49 @@ void mem_infer(const struct job *job, const struct arch *a, const struct pconf *
  * whatever the GPU has left; see cost_gen for how it paces decoding. */
 void mem_gen_base(const struct arch *a, const struct pconf *c, const struct coef *k,
 		  struct mem *out);
-/* KV bytes per sequence per GPU when holding ctx tokens. */
+/* KV bytes per token per generation GPU (the engines run the actor in its
+ * dtype, as the EMUs hold them), and per sequence of ctx tokens. */
+double mem_kv_per_token(const struct arch *a, int tp);
 double mem_kv_per_seq(const struct arch *a, int tp, double ctx);
 
+/* A paged engine's KV cache (vLLM's PagedAttention): sequences are
+ * admitted while the blocks they hold now fit, and the newest is preempted
+ * when the running ones need a block that is not free, so the pool is kept
+ * full with no room reserved for lengths not reached yet.  For one engine
+ * decoding seqs sequences next to kv_room bytes per GPU: */
+struct kv_fill {
+	double pool;     /* tokens the pool holds */
+	double area;     /* Σ over sequences and decode steps of the context held */
+	double steps;    /* decode steps: area / pool, never below the longest response */
+	double active;   /* sequences decoding at once, on average */
+	double ctx;      /* mean context a decoded token attends to (and a
+			  * running sequence holds) */
+	double held;     /* sequences the pool holds at once at that context,
+			  * at most seqs: the engine's concurrency */
+	double bytes;    /* KV bytes per GPU in flight on average (area / steps tokens) */
+};
+/* false when the pool cannot hold one sequence at its longest. */
+bool mem_kv_fill(const struct job *job, const struct arch *a, int tp, double seqs,
+		 double kv_room, const struct coef *k, struct kv_fill *out);
+/* A room (bytes per GPU, fragmentation included) at which an engine's
+ * concurrency (kv_fill.held) is held: mem_kv_fill's inverse, as far as
+ * anything depends on it. */
+double mem_kv_room(const struct job *job, const struct arch *a, int tp, double held,
+		   const struct coef *k);
+
 /* State a model keeps on each GPU of its home layout between its stages:
- * trainable models keep bf16 weights, fp32 master and Adam (sharded over DP
- * when zero, all of it when fsdp); frozen ones their bf16 weights (sharded
- * when fsdp).  0 when offloaded. */
+ * trainable models keep their weights, fp32 master and Adam, frozen ones
+ * their weights, each sharded over DP as the ZeRO stage says.  0 when
+ * offloaded. */
 double mem_resident(const struct arch *a, const struct pconf *home, bool trainable);
 
 /* The sequence length memory must hold: prompt plus the longest response. */
 double job_max_seq(const struct job *job);
 /* Micro-batches per mini-batch per DP replica. */
 long job_microbatches(const struct job *job, int dp, int mb);
+/* E[r²] of the response lengths r: mean, p90 and max describe a density
+ * uniform on [lo, p90] with 90% of the mass and on [p90, max] with 10%, lo
+ * chosen to give the mean (clamped to [0, p90]). */
+double job_response_sq(const struct job *job);
 
 #endif

@@ -26,10 +26,11 @@ void model_memory(const struct env *v, int m, const struct pconf *home, struct m
 {
 	const struct model *md = &v->job->models[m];
 	const struct arch *a = &md->arch;
-	double weights = 2 * mem_stage_params(a, home->tp, home->pp) / (home->fsdp ? home->dp : 1);
+	double weights = mem_resident(a, home, false);
 
 	memset(out, 0, sizeof *out);
-	out->res = mem_resident(a, home, model_trainable(md));
+	out->weights = weights;
+	out->res = model_trainable(md) ? mem_resident(a, home, true) : weights;
 	if (md->stages[STAGE_INF]) {
 		mem_infer(v->job, a, home, v->k, &out->mem[STAGE_INF]);
 		out->need[STAGE_INF] = out->mem[STAGE_INF].total - weights;
@@ -54,12 +55,10 @@ void model_times(const struct env *v, int m, const struct pconf *home, struct mc
 		out->t[s] = out->st[s].total;
 }
 
-void model_offload(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+void model_offload(const struct env *v, int m, struct mcost *out)
 {
 	const struct model *md = &v->job->models[m];
-	double kept = out->res;
-	double weights = 2 * mem_stage_params(&md->arch, home->tp, home->pp) /
-			 (home->fsdp ? home->dp : 1);
+	double kept = out->res, weights = out->weights;
 
 	/* nothing stays between stages: each stage holds all it uses.  A frozen
 	 * model's weights come in for its pass and are dropped; a trainable
@@ -90,7 +89,7 @@ void model_cost(const struct env *v, int m, const struct pconf *home, struct mco
 	model_memory(v, m, &kept, out);
 	model_times(v, m, &kept, out);
 	if (home->offload)
-		model_offload(v, m, home, out);
+		model_offload(v, m, out);
 }
 
 bool gen_cost(const struct env *v, const struct pconf *gen, double resident,
@@ -98,18 +97,19 @@ bool gen_cost(const struct env *v, const struct pconf *gen, double resident,
 	      struct mem *m, double *peak)
 {
 	const struct arch *a = &v->job->models[job_actor(v->job)].arch;
-	double cap = cluster_gpu_bytes(v->cl), room, per_seq;
+	double cap = cluster_gpu_bytes(v->cl), room;
 	const struct job *j = v->job;
+	struct kv_fill f;
 
 	mem_gen_base(a, gen, v->k, m);
 	room = cap - resident - m->total;
 	if (!cost_gen(v, a, gen, room, t)) {
-		*peak = resident + m->total + mem_kv_per_seq(a, gen->tp, j->prompt_len +
-							     j->response.p90);
+		*peak = resident + m->total + mem_kv_per_seq(a, gen->tp, job_max_seq(j)) *
+					      (1 + v->k->frag);
 		return false;
 	}
-	per_seq = mem_kv_per_seq(a, gen->tp, j->prompt_len + j->response.p90);
-	m->kv = t->concurrency * per_seq;
+	mem_kv_fill(j, a, gen->tp, ceil(job_sequences(j) / (double)gen->dp), room, v->k, &f);
+	m->kv = f.bytes;
 	m->frag += v->k->frag * m->kv;
 	m->total += m->kv * (1 + v->k->frag);
 	*peak = resident + m->total;
@@ -335,11 +335,11 @@ static void shard_of(const struct pconf *c, int r, struct span *layers, struct s
 	w->lo = (double)t / c->tp;
 	w->hi = (double)(t + 1) / c->tp;
 	*state = *w;
-	if (c->zero || c->fsdp) {
+	if (c->zero >= ZERO_1) {
 		state->lo = (t + (double)d / c->dp) / c->tp;
 		state->hi = (t + (double)(d + 1) / c->dp) / c->tp;
 	}
-	if (c->fsdp)
+	if (c->zero == ZERO_3)
 		*w = *state;
 }
 
@@ -373,8 +373,9 @@ void plan_move(const struct env *v, const struct plan *a, const struct plan *b,
 		if (!v->cl->up[g] || b->gpu_pool[g] < 0)
 			continue;
 		for (int m = 0; m < j->nmodels; m++) {
-			double w = 2 * arch_params(&j->models[m].arch);
-			double st = model_trainable(&j->models[m]) ? 6 * w : 0; /* 12 B/param */
+			double n = arch_params(&j->models[m].arch);
+			double w = j->models[m].arch.dtype_bytes * n;
+			double st = model_trainable(&j->models[m]) ? 12 * n : 0; /* fp32 master, Adam */
 			struct span lb, wb, sb, la, wa, sa;
 			if (!(b->pools[b->gpu_pool[g]].items & (1u << (1 + m))))
 				continue;

@@ -70,6 +70,7 @@ struct mcost {
 	struct mem mem[NSTAGES];
 	double t[NSTAGES];  /* seconds per stage, offload transfers included */
 	double res;         /* resident bytes per GPU between stages */
+	double weights;     /* of which weights (all of res for a frozen model) */
 	double need[NSTAGES]; /* bytes per GPU it needs on top while running a stage */
 	double trans;       /* the most of those */
 };
@@ -79,7 +80,7 @@ void model_cost(const struct env *v, int m, const struct pconf *home, struct mco
  * (st, t) with the state kept on the GPUs, then what offloading changes. */
 void model_memory(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
 void model_times(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
-void model_offload(const struct env *v, int m, const struct pconf *home, struct mcost *out);
+void model_offload(const struct env *v, int m, struct mcost *out);
 /* Generation engines in layout gen next to resident bytes of other state;
  * actor_home and same_pool say where the weights come from.  false when
  * not one sequence's KV cache fits. */

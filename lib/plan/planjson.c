@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "plan/plan.h"
+#include "plan/render.h"
 
 static double gib(double bytes)
 {
@@ -23,39 +24,15 @@ static double secs(double s)
 /* "0-7,16-23": the GPUs of pool i as ranges. */
 static json_t *gpu_list(const struct cluster *cl, const struct plan *p, int i)
 {
-	char *buf;
-	size_t cap = 64, len = 0;
-	int n = cluster_gpus(cl);
+	struct sbuf b = { 0 };
+	char *s;
 	json_t *out;
 
-	buf = malloc(cap);
-	if (!buf)
+	plan_pool_gpus(&b, cl, p, i);
+	if (!(s = sb_take(&b)))
 		return NULL;
-	buf[0] = '\0';
-	for (int g = 0; g < n; g++) {
-		int h = g;
-		char item[32];
-		int k;
-		if (p->gpu_pool[g] != i)
-			continue;
-		while (h + 1 < n && p->gpu_pool[h + 1] == i)
-			h++;
-		k = h > g ? snprintf(item, sizeof item, "%s%d-%d", len ? "," : "", g, h) :
-			    snprintf(item, sizeof item, "%s%d", len ? "," : "", g);
-		if (len + (size_t)k + 1 > cap) {
-			char *nb = realloc(buf, cap = (cap + (size_t)k) * 2);
-			if (!nb) {
-				free(buf);
-				return NULL;
-			}
-			buf = nb;
-		}
-		memcpy(buf + len, item, (size_t)k + 1);
-		len += (size_t)k;
-		g = h;
-	}
-	out = json_string(buf);
-	free(buf);
+	out = json_string(s);
+	free(s);
 	return out;
 }
 
@@ -70,11 +47,9 @@ static json_t *conf_json(const struct pconf *c, bool train, bool gen)
 	if (gen)
 		return o;
 	json_object_set_new(o, "micro_batch", json_integer(c->mb));
-	if (train) {
+	if (train)
 		json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
-		json_object_set_new(o, "zero", json_boolean(c->zero));
-	}
-	json_object_set_new(o, "fsdp", json_boolean(c->fsdp));
+	json_object_set_new(o, "zero", json_integer(c->zero));
 	json_object_set_new(o, "offload", json_boolean(c->offload));
 	return o;
 }
@@ -205,14 +180,42 @@ static int parse_gpus(const struct jdoc *d, const char *path, const char *text,
 	return NR_OK;
 }
 
+/* "zero": the stage, 0 to 3, or as plans before stages wrote it, a boolean
+ * (true: stage 1); "fsdp": true, as they wrote stage 3. */
+static int load_zero(const struct jdoc *d, json_t *o, const char *path, bool trainable,
+		     enum zero_stage *out, struct err *e)
+{
+	json_t *z = json_object_get(o, "zero");
+	bool fsdp = false;
+	long stage = ZERO_0;
+	char sub[300];
+	int rc;
+
+	jpath(sub, sizeof sub, path, "zero");
+	if (json_is_boolean(z))
+		stage = json_is_true(z) ? ZERO_1 : ZERO_0;
+	else if (z && (rc = jget_int(d, o, path, "zero", false, ZERO_0, ZERO_3, &stage, e)))
+		return rc;
+	if ((rc = jget_bool(d, o, path, "fsdp", false, &fsdp, e)))
+		return rc;
+	if (fsdp)
+		stage = ZERO_3;
+	if (!trainable && (stage == ZERO_1 || stage == ZERO_2))
+		return jdoc_fail(d, sub, e, "a frozen model has no gradients or optimizer state "
+				 "to shard: expected 0 or 3, got %ld", stage);
+	*out = (enum zero_stage)stage;
+	return NR_OK;
+}
+
 static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen,
-		     struct pconf *c, int *pool, struct err *e)
+		     bool trainable, struct pconf *c, int *pool, struct err *e)
 {
 	static const char *const keys[] = { "tp", "pp", "dp", "micro_batch", "recompute", "zero",
 					    "fsdp", "offload", "pool", NULL };
 	long tp, pp = 1, dp, mb = 1, pl;
 	int rc_ = RC_SELECTIVE, rc;
-	bool zero = false, off = false, fsdp = false;
+	enum zero_stage zero = ZERO_0;
+	bool off = false;
 
 	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
 	    (rc = jget_int(d, o, path, "tp", true, 1, MAX_GPUS, &tp, e)) ||
@@ -220,8 +223,7 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 	    (rc = jget_int(d, o, path, "dp", true, 1, MAX_GPUS, &dp, e)) ||
 	    (rc = jget_int(d, o, path, "micro_batch", false, 1, 1 << 20, &mb, e)) ||
 	    (rc = jget_enum(d, o, path, "recompute", false, recompute_names, &rc_, e)) ||
-	    (rc = jget_bool(d, o, path, "zero", false, &zero, e)) ||
-	    (rc = jget_bool(d, o, path, "fsdp", false, &fsdp, e)) ||
+	    (rc = load_zero(d, o, path, trainable, &zero, e)) ||
 	    (rc = jget_bool(d, o, path, "offload", false, &off, e)) ||
 	    (rc = jget_int(d, o, path, "pool", true, 0, MAX_ITEMS - 1, &pl, e)))
 		return rc;
@@ -230,8 +232,9 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 		jpath(sub, sizeof sub, path, "pp");
 		return jdoc_fail(d, sub, e, "generation engines have no pipeline stages");
 	}
-	*c = (struct pconf){ (int)tp, (int)pp, (int)dp, (int)mb, (enum recompute)rc_, zero, off,
-			     fsdp };
+	/* engines shard nothing over DP; older plans wrote "fsdp": false there */
+	*c = (struct pconf){ (int)tp, (int)pp, (int)dp, (int)mb, (enum recompute)rc_,
+			     gen ? ZERO_0 : zero, off };
 	*pool = (int)pl;
 	return NR_OK;
 }
@@ -322,7 +325,8 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 		if ((rc = jget_obj(&d, models, "models", j->models[m].name, true, &o, e)))
 			goto out;
 		jpath(path, sizeof path, "models", j->models[m].name);
-		if ((rc = load_conf(&d, o, path, false, &p->home[m], &pool, e)))
+		if ((rc = load_conf(&d, o, path, false, model_trainable(&j->models[m]),
+				    &p->home[m], &pool, e)))
 			goto out;
 		if (pool >= p->npools || !(p->pools[pool].items & (1u << (1 + m)))) {
 			jpath(sub, sizeof sub, path, "pool");
@@ -336,7 +340,7 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 			       json_object_size(models), j->name, j->nmodels);
 		goto out;
 	}
-	if ((rc = load_conf(&d, gen, "generation", true, &p->gen, &gpool, e)))
+	if ((rc = load_conf(&d, gen, "generation", true, false, &p->gen, &gpool, e)))
 		goto out;
 	if (gpool >= p->npools || !(p->pools[gpool].items & 1u)) {
 		rc = jdoc_fail(&d, "generation.pool", e, "pool %d does not list \"generation\"",

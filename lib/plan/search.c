@@ -1,4 +1,45 @@
-/* The global plan search (see search.h for the space). */
+/* The global plan search (see search.h for the space).
+ *
+ * Why the fast search is exact.  A plan's step time is step_s plus, for
+ * each stage, the longest of its pools' times in that stage, and a pool's
+ * time in a stage is the sum of its items' times there.  A pool fits when
+ * its resident bytes R (summed over its models) plus the largest need T of
+ * one of its model-stages on top of them fit a GPU, and its engines, if it
+ * has them, find room next to R for one sequence at its longest.  The
+ * engines take G(R, tp) + mv(tp): G does not decrease as R grows (less room
+ * for the KV cache, never fewer decode steps, none cheaper: cost_gen), and
+ * mv moves the actor's weights in, which depends on the actor's home layout
+ * when both share the pool.  So a pool's models enter a plan only through R,
+ * T, the two sums of their inference and training times, and the actor's mv
+ * at each engine TP, and no larger value on any of these axes ever makes a
+ * plan fit that did not, or run faster.  The fast search drops:
+ *   1. a configuration of a model at a pool size that another ties or beats
+ *      on each axis (resident, need, inference time, training time, and for
+ *      the actor the move into engines of each TP);
+ *   2. a partial combination of a pool's models that another ties or beats
+ *      on each axis (R, T, the time sums; the actor comes last, so its move
+ *      is known when the engines are costed), or that cannot fit or beat the
+ *      best plan even if every model still to come took its least resident
+ *      bytes, need and times;
+ *   3. an entry of a pool's front (its three stage times at one size) that
+ *      another entry there ties or beats in every stage: the other pools'
+ *      choices and the placement depend on the pool's size only;
+ *   4. a branch whose lower bound exceeds the best plan found.  glb, per
+ *      stage, is the least time a model (or the engines, with all memory to
+ *      themselves and nothing to move) takes in any configuration of any
+ *      size, which no plan undercuts; a plan holding a pool at (g, ti, tt)
+ *      takes at least step_s + max(g, glb) + max(ti, glb) + max(tt, glb),
+ *      and at least step_s + max(g, glb) + ti + tt.
+ * Every drop keeps a choice at least as good on every axis, so an optimum
+ * survives.  Two exact shortcuts change nothing either: models alike in
+ * everything (twins) sharing a pool are combined in one order only, and a
+ * stage time below glb counts as glb (no plan's stage is shorter).  A first
+ * pass over each model's two fastest configurations finds a good plan
+ * early, whose time then bounds the exact pass.  Among equals the first
+ * found is kept (--current then breaks ties among the plans reached by the
+ * fewest bytes moved).  --exhaustive drops nothing but what does not fit:
+ * every partition, size, configuration and engine TP is costed;
+ * test_search_diff checks that both agree on random jobs and clusters. */
 #include "plan/search.h"
 
 #include <math.h>
@@ -9,41 +50,64 @@
 #include <time.h>
 
 #define MAX_SIZES 128
+#define MAX_TPS 8 /* engine TPs 1, 2, …, 128 */
+#define GRID 64   /* resident amounts the engines' time is sampled at */
 #define EPS 1e-9
+#define FIRST_PASS 2 /* configurations per model and size in the first pass */
+/* fmin and fmax are calls where NaN must be honoured; none arises here */
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 struct cand {
 	struct pconf c;
 	double t_inf, t_train, res, trans;
+	double mv[MAX_TPS]; /* the actor: moving its weights into engines of TP 2^i here */
 };
 
 struct clist {
 	bool done;
 	int n, cap;
-	struct cand *v;
+	struct cand *v;         /* by the sum of the two times, fastest first */
+	double min_res, min_trans, min_ti, min_tt;
 };
 
+/* A combination of a pool's choices and its time in each stage. */
 struct entry {
 	double v[NSTAGES];
-	struct pconf home[MAX_MODELS];
-	struct pconf gen;
+	uint16_t pick[MAX_MODELS]; /* each model's index in its candidate list */
+	int gen_tp;
 };
 
 struct front {
 	bool done;
 	int n, cap;
 	struct entry *v;
-	double min[NSTAGES]; /* per-stage minimum over entries */
+};
+
+/* The engines of one pool size: their time without moving the actor in, at
+ * each TP and resident amount of the grid, and the move from elsewhere. */
+struct gtab {
+	bool done;
+	int ntp, tp[MAX_TPS];  /* the TPs the space has here (log2) */
+	double g[MAX_TPS][GRID + 1]; /* -1 until asked for */
+	double far[MAX_TPS];
 };
 
 struct search {
 	const struct env *v;
 	const struct space *sp;
 	bool exhaustive;
+	int limit;             /* use only this many configurations of each list; 0 all */
 	int nitems, nsizes, actor;
 	int sizes[MAX_SIZES];
 	double cap;
+	double grid_per_byte;  /* GRID / cap */
 	struct clist *cands;   /* [model][size] */
+	struct clist all;      /* every configuration of one, before rule 1 */
+	struct key *keys, *tmpkeys; /* orders, and room to sort them */
+	int nkeys;
 	struct front *fronts;  /* [item set][size] */
+	struct gtab *gtabs;    /* [size] */
 	int twin[MAX_MODELS];  /* first model with the same candidates */
 	double glb[NSTAGES];   /* per-stage lower bound of any plan */
 	bool glb_done;
@@ -70,20 +134,41 @@ struct search {
 void space_init(struct space *sp)
 {
 	memset(sp, 0, sizeof *sp);
-	for (int m = 0; m < MAX_MODELS; m++) {
-		sp->home[m].rc = sp->home[m].zero = sp->home[m].offload = sp->home[m].fsdp = -1;
-	}
-	sp->gen.rc = sp->gen.zero = sp->gen.offload = sp->gen.fsdp = -1;
+	for (int m = 0; m < MAX_MODELS; m++)
+		sp->home[m].rc = sp->home[m].offload = -1;
+	sp->gen.rc = sp->gen.offload = -1;
 }
 
 /* --- pins ------------------------------------------------------------------ */
+
+#define ZERO_ALL ((1u << NZERO_STAGES) - 1)
+
+/* The ZeRO stages a pin's words allow: zeroN; and as older plans spelled
+ * them, zero (stage 1, or 3 beside fsdp), nozero (0), fsdp (3), nofsdp (not
+ * 3).  0 when they contradict each other. */
+static unsigned zero_words(unsigned exact, int zero, int fsdp)
+{
+	unsigned mask = exact ? exact : ZERO_ALL;
+
+	if (fsdp == 1)
+		mask &= 1u << ZERO_3;
+	if (fsdp == 0)
+		mask &= ~(1u << ZERO_3);
+	if (zero == 1)
+		mask &= fsdp == 1 ? 1u << ZERO_3 : 1u << ZERO_1;
+	if (zero == 0)
+		mask &= 1u << ZERO_0;
+	return mask;
+}
 
 int pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e)
 {
 	char name[128], *at, *eq, *tok, *save, buf[256];
 	const struct model *md;
-	struct pin pin = { 0, 0, 0, 0, -1, -1, -1, -1 };
-	int stage = -1;
+	struct pin pin = { 0, 0, 0, 0, -1, 0, -1 };
+	int stage = -1, zero = -1, fsdp = -1;
+	unsigned exact = 0;
+	bool zero_given = false;
 
 	if (strlen(text) >= sizeof buf)
 		return err_set(e, NR_EINPUT, "pin '%.40s…' is too long", text);
@@ -124,23 +209,43 @@ int pin_parse(const struct job *job, const char *text, struct space *sp, struct 
 			*dst = val;
 			continue;
 		}
+		if (sscanf(tok, "zero%d%c", &val, &extra) == 1 && tok[4] >= '0' && tok[4] <= '9') {
+			if (val < ZERO_0 || val > ZERO_3)
+				return err_set(e, NR_EINPUT, "pin '%s': '%s': ZeRO stages are "
+					       "zero0 to zero3", text, tok);
+			if (exact && exact != 1u << val)
+				return err_set(e, NR_EINPUT, "pin '%s': two ZeRO stages", text);
+			exact = 1u << val;
+			zero_given = true;
+			continue;
+		}
 		if (strcmp(tok, "none") == 0 || strcmp(tok, "selective") == 0 ||
 		    strcmp(tok, "full") == 0)
 			pin.rc = tok[0] == 'n' ? RC_NONE : tok[0] == 's' ? RC_SELECTIVE : RC_FULL;
 		else if (strcmp(tok, "zero") == 0 || strcmp(tok, "nozero") == 0)
-			pin.zero = tok[0] == 'z';
+			zero = tok[0] == 'z';
 		else if (strcmp(tok, "fsdp") == 0 || strcmp(tok, "nofsdp") == 0)
-			pin.fsdp = tok[0] == 'f';
+			fsdp = tok[0] == 'f';
 		else if (strcmp(tok, "offload") == 0 || strcmp(tok, "nooffload") == 0)
 			pin.offload = tok[0] == 'o';
 		else
 			return err_set(e, NR_EINPUT, "pin '%s': unknown setting '%s' (expected "
-				       "tpN, ppN, dpN, mbN, none, selective, full, zero, "
-				       "nozero, fsdp, nofsdp, offload, nooffload)", text, tok);
+				       "tpN, ppN, dpN, mbN, none, selective, full, zero0 to zero3, "
+				       "zero, nozero, fsdp, nofsdp, offload, nooffload)", text, tok);
+		zero_given |= zero >= 0 || fsdp >= 0;
+	}
+	if (zero_given) {
+		pin.zero = zero_words(exact, zero, fsdp);
+		if (!pin.zero)
+			return err_set(e, NR_EINPUT, "pin '%s': its ZeRO settings contradict each "
+				       "other", text);
+		if (!model_trainable(md) && stage != STAGE_GEN &&
+		    !(pin.zero & (1u << ZERO_0 | 1u << ZERO_3)))
+			return err_set(e, NR_EINPUT, "pin '%s': %s has no gradients or optimizer "
+				       "state to shard (zero0 or zero3)", text, name);
 	}
 	if (stage == STAGE_GEN) {
-		if (pin.pp > 1 || pin.mb || pin.rc >= 0 || pin.zero >= 0 || pin.offload >= 0 ||
-		    pin.fsdp >= 0)
+		if (pin.pp > 1 || pin.mb || pin.rc >= 0 || zero_given || pin.offload >= 0)
 			return err_set(e, NR_EINPUT, "pin '%s': generation engines take only "
 				       "tpN and dpN", text);
 		sp->gen = pin;
@@ -154,9 +259,8 @@ static bool pin_ok(const struct pin *p, const struct pconf *c)
 {
 	return (!p->tp || p->tp == c->tp) && (!p->pp || p->pp == c->pp) &&
 	       (!p->dp || p->dp == c->dp) && (!p->mb || p->mb == c->mb) &&
-	       (p->rc < 0 || p->rc == (int)c->rc) && (p->zero < 0 || p->zero == c->zero) &&
-	       (p->offload < 0 || p->offload == c->offload) &&
-	       (p->fsdp < 0 || p->fsdp == c->fsdp);
+	       (p->rc < 0 || p->rc == (int)c->rc) && (!p->zero || p->zero & (1u << c->zero)) &&
+	       (p->offload < 0 || p->offload == c->offload);
 }
 
 /* --- sizes and placement ------------------------------------------------- */
@@ -228,21 +332,16 @@ static bool sizes_fit(const struct search *s, const int *size, int k)
 
 /* --- candidates per model and size --------------------------------------- */
 
-static bool dominates(const struct cand *a, const struct cand *b)
-{
-	return a->t_inf <= b->t_inf && a->t_train <= b->t_train && a->res <= b->res &&
-	       a->trans <= b->trans;
-}
-
-/* Make room for one more element in a growing array. */
-static int grow(void **v, int *cap, int n, size_t elem)
+/* Make room for n elements in a growing array. */
+static int reserve(void **v, int *cap, int n, size_t elem)
 {
 	void *nv;
-	int nc;
+	int nc = *cap ? *cap : 16;
 
-	if (n < *cap)
+	if (n <= *cap)
 		return 0;
-	nc = *cap ? *cap * 2 : 16;
+	while (nc < n)
+		nc *= 2;
 	nv = realloc(*v, elem * (size_t)nc);
 	if (!nv)
 		return -1;
@@ -251,71 +350,10 @@ static int grow(void **v, int *cap, int n, size_t elem)
 	return 0;
 }
 
-static int cand_add(struct clist *l, const struct pconf *c, const struct mcost *mc)
+/* Make room for one more. */
+static int grow(void **v, int *cap, int n, size_t elem)
 {
-	if (grow((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
-		return -1;
-	l->v[l->n++] = (struct cand){ *c, mc->t[STAGE_INF], mc->t[STAGE_TRAIN], mc->res,
-				      mc->trans };
-	return 0;
-}
-
-static double cand_time(const struct cand *c)
-{
-	return c->t_inf + c->t_train;
-}
-
-static double cand_mem(const struct cand *c)
-{
-	return c->res + c->trans;
-}
-
-static int by_time_then_mem(const void *x, const void *y)
-{
-	const struct cand *a = x, *b = y;
-
-	if (cand_time(a) != cand_time(b))
-		return cand_time(a) < cand_time(b) ? -1 : 1;
-	if (cand_mem(a) != cand_mem(b))
-		return cand_mem(a) < cand_mem(b) ? -1 : 1;
-	return memcmp(&a->c, &b->c, sizeof a->c);
-}
-
-/* The space keeps, for each model and pool size, the configurations no other
- * beats alone on both its time and its memory (resident plus running): in
- * order of time, each kept one needs less memory than all before it. */
-static void keep_frontier(struct clist *l)
-{
-	double least = HUGE_VAL;
-	int n = 0;
-
-	if (l->n == 0)
-		return;
-	qsort(l->v, (size_t)l->n, sizeof *l->v, by_time_then_mem);
-	for (int i = 0; i < l->n; i++) {
-		if (cand_mem(&l->v[i]) < least) {
-			least = cand_mem(&l->v[i]);
-			l->v[n++] = l->v[i];
-		}
-	}
-	l->n = n;
-}
-
-/* The fast search also drops configurations another beats on every count
- * that matters in a pool (time per stage, resident and running bytes). */
-static void keep_undominated(struct clist *l)
-{
-	int n = 0;
-
-	for (int i = 0; i < l->n; i++) {
-		bool beaten = false;
-		for (int k = 0; k < l->n && !beaten; k++)
-			beaten = k != i && dominates(&l->v[k], &l->v[i]) &&
-				 (!dominates(&l->v[i], &l->v[k]) || k < i);
-		if (!beaten)
-			l->v[n++] = l->v[i];
-	}
-	l->n = n;
+	return reserve(v, cap, n + 1, elem);
 }
 
 static bool tp_ok(const struct search *s, const struct arch *a, int t, int z)
@@ -324,22 +362,171 @@ static bool tp_ok(const struct search *s, const struct arch *a, int t, int z)
 	       z % t == 0;
 }
 
+/* The engines' layout at TP 2^i on a pool of z GPUs, if the space has it. */
+static bool gen_conf(const struct search *s, int i, int z, struct pconf *g)
+{
+	const struct arch *a = &s->v->job->models[s->actor].arch;
+	int t = 1 << i;
+
+	*g = (struct pconf){ t, 1, z / t, 1, RC_NONE, ZERO_0, false };
+	return t <= z && tp_ok(s, a, t, z) && pin_ok(&s->sp->gen, g);
+}
+
+static bool cand_dominates(const struct cand *a, const struct cand *b, bool mv)
+{
+	if (a->t_inf > b->t_inf || a->t_train > b->t_train || a->res > b->res ||
+	    a->trans > b->trans)
+		return false;
+	for (int i = 0; mv && i < MAX_TPS; i++)
+		if (a->mv[i] > b->mv[i])
+			return false;
+	return true;
+}
+
+/* A configuration's place in an order: by a first and a second number,
+ * then by its index, so the order is the same on every machine. */
+struct key {
+	double first, second;
+	int i;
+};
+
+static bool key_before(const struct key *a, const struct key *b)
+{
+	if (a->first != b->first)
+		return a->first < b->first;
+	if (a->second != b->second)
+		return a->second < b->second;
+	return a->i < b->i;
+}
+
+/* Sort n keys (merge sort, stable; tmp holds n). */
+static void sort_keys(struct key *v, int n, struct key *tmp)
+{
+	struct key *from = v, *to = tmp;
+
+	for (int w = 1; w < n; w *= 2) {
+		for (int lo = 0; lo < n; lo += 2 * w) {
+			int mid = MIN(lo + w, n), hi = MIN(lo + 2 * w, n), i = lo, j = mid, k = lo;
+			while (i < mid && j < hi)
+				to[k++] = key_before(&from[j], &from[i]) ? from[j++] : from[i++];
+			while (i < mid)
+				to[k++] = from[i++];
+			while (j < hi)
+				to[k++] = from[j++];
+		}
+		struct key *t = from;
+		from = to;
+		to = t;
+	}
+	if (from != v)
+		memcpy(v, from, sizeof *v * (size_t)n);
+}
+
+/* Room for n keys to sort. */
+static int reserve_keys(struct search *s, int n)
+{
+	int cap = s->nkeys;
+
+	if (reserve((void **)&s->keys, &cap, n, sizeof *s->keys) < 0)
+		return -1;
+	cap = s->nkeys;
+	if (reserve((void **)&s->tmpkeys, &cap, n, sizeof *s->tmpkeys) < 0)
+		return -1;
+	s->nkeys = cap;
+	return 0;
+}
+
+static double time_sum(const struct cand *c)
+{
+	return c->t_inf + c->t_train;
+}
+
+/* Copy all's configurations into l, fastest first; the fast search only
+ * those no other ties or beats on every axis (rule 1).  Taken in order of
+ * resident bytes and need, a configuration can only be beaten by one
+ * before it, or by one that ties on both: keeping it then keeps more.  Of
+ * equals the leaner comes first, and is kept. */
+static int keep_fastest(const struct clist *all, struct clist *l, bool prune, bool mv,
+			struct key *keys, struct key *tmp)
+{
+	struct cand *kept = malloc(sizeof *kept * (size_t)(all->n ? all->n : 1));
+	int n = 0;
+
+	if (!kept)
+		return -1;
+	for (int i = 0; i < all->n; i++)
+		keys[i] = (struct key){ all->v[i].res, all->v[i].trans, i };
+	sort_keys(keys, all->n, tmp);
+	for (int i = 0; i < all->n; i++) {
+		const struct cand *c = &all->v[keys[i].i];
+		bool beaten = false;
+		for (int k = n - 1; k >= 0 && prune && !beaten; k--)
+			beaten = cand_dominates(&kept[k], c, mv);
+		if (!beaten)
+			kept[n++] = *c;
+	}
+	for (int i = 0; i < n; i++)
+		keys[i] = (struct key){ time_sum(&kept[i]), kept[i].res, i };
+	sort_keys(keys, n, tmp);
+	l->v = malloc(sizeof *l->v * (size_t)(n ? n : 1));
+	if (!l->v) {
+		free(kept);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		l->v[i] = kept[keys[i].i];
+	l->n = l->cap = n;
+	free(kept);
+	return 0;
+}
+
+static int cand_add(struct clist *l, const struct pconf *c, const struct mcost *mc,
+		    const double *mv)
+{
+	struct cand *d;
+
+	if (grow((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
+		return -1;
+	d = &l->v[l->n++];
+	d->c = *c;
+	d->t_inf = mc->t[STAGE_INF];
+	d->t_train = mc->t[STAGE_TRAIN];
+	d->res = mc->res;
+	d->trans = mc->trans;
+	memcpy(d->mv, mv, sizeof d->mv);
+	return 0;
+}
+
+/* The actor's moves into engines of each TP on its own pool of z GPUs from
+ * layout c (they depend on its TP, PP, DP and whether it shards weights). */
+static void moves(struct search *s, const struct pconf *c, int z, double *mv)
+{
+	for (int i = 0; i < MAX_TPS; i++) {
+		struct pconf g;
+		mv[i] = gen_conf(s, i, z, &g) ?
+			cost_move(s->v, &s->v->job->models[s->actor].arch, c, &g, true) : 0;
+	}
+}
+
 static struct clist *cands(struct search *s, int m, int zi)
 {
-	struct clist *l;
+	struct clist *l, *all;
 
 	m = s->twin[m];
 	l = &s->cands[m * s->nsizes + zi];
 	const struct model *md = &s->v->job->models[m];
 	const struct arch *a = &md->arch;
 	const struct pin *pin = &s->sp->home[m];
-	bool train = model_trainable(md);
+	bool train = model_trainable(md), actor = m == s->actor;
 	int z = s->sizes[zi];
 	long seqs = job_sequences(s->v->job);
+	double mv[2][MAX_TPS];
 
 	if (l->done)
 		return l;
 	l->done = true;
+	all = &s->all;
+	all->n = 0;
 	for (int t = 1; t <= z; t *= 2) {
 		if (!tp_ok(s, a, t, z))
 			continue;
@@ -351,25 +538,31 @@ static struct clist *cands(struct search *s, int m, int zi)
 			dp = z / (t * p);
 			per = train ? (seqs / s->v->job->mini_batches + dp - 1) / dp :
 				      (seqs + dp - 1) / dp;
+			memset(mv, 0, sizeof mv);
+			for (int w = 0; actor && w < 2; w++)
+				moves(s, &(struct pconf){ t, p, dp, 1, RC_NONE,
+							  w ? ZERO_3 : ZERO_0, false }, z, mv[w]);
 			for (int mb = 1; mb <= 8; mb *= 2) {
 				if (mb > 1 && mb > per)
 					break;
 				for (int rc = train ? 0 : RC_SELECTIVE; rc <= (train ? 2 : RC_SELECTIVE); rc++)
-				for (int zero = 0; zero <= (train && dp > 1); zero++)
-				for (int fsdp = 0; fsdp <= (dp > 1 && zero == train); fsdp++) {
-					struct pconf kept = { t, p, dp, mb, (enum recompute)rc, zero,
-							      false, fsdp };
+				for (int zero = ZERO_0; zero <= (dp > 1 ? ZERO_3 : ZERO_0); zero++) {
+					struct pconf kept = { t, p, dp, mb, (enum recompute)rc,
+							      (enum zero_stage)zero, false };
 					struct pconf gone = kept;
 					struct mcost mk, mo;
-					bool use_kept = pin_ok(pin, &kept), use_gone;
+					bool use_kept, use_gone;
+					if (!train && (zero == ZERO_1 || zero == ZERO_2))
+						continue;
 					gone.offload = true;
+					use_kept = pin_ok(pin, &kept);
 					use_gone = pin_ok(pin, &gone);
 					if (!use_kept && !use_gone)
 						continue;
 					/* cost once; the offloaded twin follows from it */
 					model_memory(s->v, m, &kept, &mk);
 					mo = mk;
-					model_offload(s->v, m, &gone, &mo);
+					model_offload(s->v, m, &mo);
 					s->st->candidates += use_kept + use_gone;
 					use_kept &= mk.res + mk.trans <= s->cap;
 					use_gone &= mo.trans <= s->cap;
@@ -377,35 +570,62 @@ static struct clist *cands(struct search *s, int m, int zi)
 						continue;
 					model_times(s->v, m, &kept, &mk);
 					mo = mk;
-					model_offload(s->v, m, &gone, &mo);
-					if ((use_kept && cand_add(l, &kept, &mk) < 0) ||
-					    (use_gone && cand_add(l, &gone, &mo) < 0))
+					model_offload(s->v, m, &mo);
+					if ((use_kept && cand_add(all, &kept, &mk, mv[zero == ZERO_3]) < 0) ||
+					    (use_gone && cand_add(all, &gone, &mo, mv[zero == ZERO_3]) < 0))
 						s->err = NR_EIO;
 				}
 			}
 		}
 	}
-	keep_frontier(l);
-	if (!s->exhaustive)
-		keep_undominated(l);
+	if (reserve_keys(s, all->n) < 0 ||
+	    keep_fastest(all, l, !s->exhaustive, actor, s->keys, s->tmpkeys) < 0) {
+		s->err = NR_EIO;
+		return l;
+	}
+	l->min_res = l->min_trans = l->min_ti = l->min_tt = HUGE_VAL;
+	for (int i = 0; i < l->n; i++) {
+		l->min_res = MIN(l->min_res, l->v[i].res);
+		l->min_trans = MIN(l->min_trans, l->v[i].trans);
+		l->min_ti = MIN(l->min_ti, l->v[i].t_inf);
+		l->min_tt = MIN(l->min_tt, l->v[i].t_train);
+	}
 	return l;
 }
 
 /* --- pool fronts ----------------------------------------------------------- */
 
-static int front_add(struct front *f, const struct entry *e)
+static int ncands(const struct search *s, const struct clist *l)
 {
-	for (int i = 0; i < f->n; i++) {
-		const double *o = f->v[i].v;
-		if (o[0] <= e->v[0] && o[1] <= e->v[1] && o[2] <= e->v[2])
+	return s->limit && s->limit < l->n ? s->limit : l->n;
+}
+
+static bool entry_beats(const double *a, const double *b)
+{
+	return a[0] <= b[0] && a[1] <= b[1] && a[2] <= b[2];
+}
+
+/* Whether an entry of f ties or beats stage times v. */
+static bool front_beats(const struct front *f, const double *v)
+{
+	for (int i = 0; i < f->n; i++)
+		if (entry_beats(f->v[i].v, v))
+			return true;
+	return false;
+}
+
+/* Add e; with prune, rule 3: unless an entry ties or beats it, and
+ * dropping the entries it beats. */
+static int front_add(struct front *f, const struct entry *e, bool prune)
+{
+	if (prune) {
+		if (front_beats(f, e->v))
 			return 0;
-	}
-	for (int i = 0; i < f->n;) {
-		const double *o = f->v[i].v;
-		if (e->v[0] <= o[0] && e->v[1] <= o[1] && e->v[2] <= o[2])
-			f->v[i] = f->v[--f->n];
-		else
-			i++;
+		for (int i = 0; i < f->n;)
+			if (entry_beats(e->v, f->v[i].v))
+				f->v[i] = f->v[--f->n];
+			else
+				i++;
 	}
 	if (grow((void **)&f->v, &f->cap, f->n, sizeof *f->v) < 0)
 		return -1;
@@ -416,7 +636,7 @@ static int front_add(struct front *f, const struct entry *e)
 /* A partial combination of home configurations for a pool's models. */
 struct part {
 	double res, trans, ti, tt;
-	uint16_t pick[MAX_MODELS]; /* each model's index in its candidate list */
+	uint16_t pick[MAX_MODELS];
 };
 
 struct parts {
@@ -424,75 +644,138 @@ struct parts {
 	struct part *v;
 };
 
-static bool part_dominates(const struct part *a, const struct part *b)
+static int parts_add(struct parts *l, const struct part *q)
 {
-	return a->res <= b->res && a->trans <= b->trans && a->ti <= b->ti && a->tt <= b->tt;
-}
-
-/* Add q, keeping only combinations no other one beats on every count
- * (resident bytes, running bytes, inference and training time): the pool's
- * feasibility and times are monotone in each, so nothing optimal is lost. */
-static int parts_add(struct parts *l, const struct part *q, bool prune)
-{
-	if (prune) {
-		for (int i = 0; i < l->n; i++)
-			if (part_dominates(&l->v[i], q))
-				return 0;
-		for (int i = 0; i < l->n;)
-			if (part_dominates(q, &l->v[i]))
-				l->v[i] = l->v[--l->n];
-			else
-				i++;
-	}
 	if (grow((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
 		return -1;
 	l->v[l->n++] = *q;
 	return 0;
 }
 
-/* The fastest engines next to resident bytes; false when none fits. */
-static bool best_gen(struct search *s, int zi, const struct part *p, bool actor_here,
-		     struct entry *e)
+static bool part_dominates(const struct part *a, const struct part *b)
 {
-	const struct arch *a = &s->v->job->models[s->actor].arch;
-	int z = s->sizes[zi];
-	bool any = false;
-	struct pconf home = { 1, 1, 1, 1, RC_SELECTIVE, false, false, false };
+	return a->res <= b->res && a->trans <= b->trans && a->ti <= b->ti && a->tt <= b->tt;
+}
 
-	if (actor_here)
-		home = cands(s, s->actor, zi)->v[p->pick[s->actor]].c;
-	for (int t = 1; t <= z; t *= 2) {
-		struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false, false };
-		struct stime st;
-		struct mem m;
-		double peak;
-		if (!tp_ok(s, a, t, z) || !pin_ok(&s->sp->gen, &g))
-			continue;
-		if (!gen_cost(s->v, &g, p->res, &home, actor_here, &st, &m, &peak))
-			continue;
-		if (!any || st.total < e->v[STAGE_GEN]) {
-			e->v[STAGE_GEN] = st.total;
-			e->gen = g;
-			any = true;
-		}
+/* Put l's combinations in the order of their keys (first, second, index),
+ * through the spare list tmp. */
+static int order_parts(struct search *s, struct parts *l, struct parts *tmp, bool by_time)
+{
+	struct key *k;
+
+	if (reserve_keys(s, l->n) < 0 || reserve((void **)&tmp->v, &tmp->cap, l->n, sizeof *tmp->v) < 0)
+		return -1;
+	k = s->keys;
+	for (int i = 0; i < l->n; i++) {
+		const struct part *p = &l->v[i];
+		k[i] = by_time ? (struct key){ p->ti + p->tt, p->res, i } :
+				 (struct key){ p->res, p->trans, i };
 	}
-	return any;
+	sort_keys(k, l->n, s->tmpkeys);
+	for (int i = 0; i < l->n; i++)
+		tmp->v[i] = l->v[k[i].i];
+	tmp->n = l->n;
+	struct parts t = *l;
+	*l = *tmp;
+	*tmp = t;
+	return 0;
+}
+
+/* Rule 2: keep the combinations no other ties or beats on every axis.  In
+ * order of resident bytes and need, a combination can only be beaten by
+ * one before it, or by one that ties on both: keeping it then only keeps
+ * more. */
+static int keep_pareto(struct search *s, struct parts *l, struct parts *tmp)
+{
+	int n = 0;
+
+	if (order_parts(s, l, tmp, false) < 0)
+		return -1;
+	for (int i = 0; i < l->n; i++) {
+		bool beaten = false;
+		for (int k = n - 1; k >= 0 && !beaten; k--)
+			beaten = part_dominates(&l->v[k], &l->v[i]);
+		if (!beaten)
+			l->v[n++] = l->v[i];
+	}
+	l->n = n;
+	return 0;
+}
+
+/* The engines at TP 2^i on a pool of size zi next to res resident bytes,
+ * without moving the actor in: the seconds, HUGE_VAL when they do not
+ * fit. */
+static double gen_alone(struct search *s, int zi, int i, double res)
+{
+	struct pconf g, away = { 1, 1, 1, 1, RC_SELECTIVE, ZERO_0, false };
+	struct stime st;
+	struct mem m;
+	double peak;
+
+	if (!gen_conf(s, i, s->sizes[zi], &g) ||
+	    !gen_cost(s->v, &g, res, &away, false, &st, &m, &peak))
+		return HUGE_VAL;
+	return st.total - st.move;
+}
+
+/* The engines' time without the move, sampled (when first asked for) at
+ * GRID + 1 resident amounts from 0 to a GPU's bytes: as it never falls when
+ * residents grow, the sample at or below a resident amount bounds it from
+ * below. */
+static struct gtab *gtab(struct search *s, int zi)
+{
+	struct gtab *t = &s->gtabs[zi];
+
+	if (t->done)
+		return t;
+	t->done = true;
+	t->ntp = 0;
+	for (int i = 0; i < MAX_TPS; i++) {
+		struct pconf g, away = { 1, 1, 1, 1, RC_SELECTIVE, ZERO_0, false };
+		if (!gen_conf(s, i, s->sizes[zi], &g))
+			continue;
+		t->tp[t->ntp++] = i;
+		t->far[i] = cost_move(s->v, &s->v->job->models[s->actor].arch, &away, &g, false);
+		for (int j = 0; j <= GRID; j++)
+			t->g[i][j] = -1;
+	}
+	return t;
+}
+
+/* The least the engines of a pool of size zi can take next to res
+ * resident bytes, moving the actor in at mv (NULL: from another pool;
+ * zero: no lower). */
+static double gen_lb(struct search *s, int zi, double res, const double *mv)
+{
+	struct gtab *t = gtab(s, zi);
+	double x = res * s->grid_per_byte, best = HUGE_VAL;
+	int j = x < 0 ? 0 : x > GRID ? GRID : (int)x;
+
+	for (int k = 0; k < t->ntp; k++) {
+		int i = t->tp[k];
+		double g;
+		if (t->g[i][j] < 0)
+			t->g[i][j] = gen_alone(s, zi, i, s->cap * j / GRID);
+		g = t->g[i][j] + (mv ? mv[i] : t->far[i]);
+		best = MIN(best, g);
+	}
+	return best;
 }
 
 static const double *set_lb(struct search *s, unsigned items);
+static const double *size_lb(struct search *s, unsigned items, int zi);
 
-/* The most a pool may spend in each stage and still be part of a plan
- * that beats the best found: the best less every other stage's least.
- * Bounds only tighten as the search goes, so a front built under an
- * earlier bound never misses what a later one would keep. */
-static void stage_caps(struct search *s, double *cap)
+/* Rule 4's bound, for a pool's choices while its front is built: no plan
+ * with the pool at stage times (g, ti, tt) or more takes less than step_s
+ * plus, per stage, the larger of the pool's time and the least any plan
+ * takes there (glb); nor less than step_s + max(g, glb) + ti + tt, which
+ * the least sum of a model's two times bounds more tightly.  Bounds only
+ * tighten as the search goes, so a front built under an earlier bound
+ * never misses what a later one would keep. */
+static bool bounded(struct search *s)
 {
-	double sum = s->v->k->step_s;
-
-	for (int st = 0; st < NSTAGES; st++)
-		cap[st] = HUGE_VAL;
 	if (s->exhaustive || !s->found)
-		return;
+		return false;
 	if (!s->glb_done) {
 		for (int st = 0; st < NSTAGES; st++)
 			s->glb[st] = 0;
@@ -502,76 +785,207 @@ static void stage_caps(struct search *s, double *cap)
 				s->glb[st] = fmax(s->glb[st], set_lb(s, 1u << (1 + m))[st]);
 		s->glb_done = true;
 	}
-	for (int st = 0; st < NSTAGES; st++)
-		sum += s->glb[st];
-	for (int st = 0; st < NSTAGES; st++)
-		cap[st] = s->best * (1 + EPS) - (sum - s->glb[st]);
+	return true;
 }
 
+/* The least the engines of a pool take when its residents come to res or
+ * more (0 without engines; the actor's move not counted when it is here,
+ * as it may be nothing). */
+static double pool_gen_lb(struct search *s, int zi, bool gen_here, bool actor_here, double res)
+{
+	static const double no_move[MAX_TPS];
+
+	return gen_here ? gen_lb(s, zi, res, actor_here ? no_move : NULL) : 0;
+}
+
+static bool beyond(const struct search *s, double g, double ti, double tt, double sum)
+{
+	double base = s->v->k->step_s + MAX(g, s->glb[STAGE_GEN]);
+	double split = base + MAX(ti, s->glb[STAGE_INF]) + MAX(tt, s->glb[STAGE_TRAIN]);
+
+	return MAX(split, base + sum) > s->best * (1 + EPS);
+}
+
+/* The least every model after the k-th of a pool still adds: resident
+ * bytes, need, times, and the sum of its two times (rule 2's bound). */
+struct rest {
+	double res, trans, ti, tt, sum;
+};
+
+static void rests(struct search *s, int zi, const int *order, int n, struct rest *r)
+{
+	r[n] = (struct rest){ 0, 0, 0, 0, 0 };
+	for (int k = n - 1; k >= 0; k--) {
+		const struct clist *l = cands(s, order[k], zi);
+		double sum = HUGE_VAL;
+		for (int c = 0; c < l->n; c++)
+			sum = fmin(sum, l->v[c].t_inf + l->v[c].t_train);
+		r[k].res = r[k + 1].res + l->min_res;
+		r[k].trans = fmax(r[k + 1].trans, l->min_trans);
+		r[k].ti = r[k + 1].ti + l->min_ti;
+		r[k].tt = r[k + 1].tt + l->min_tt;
+		r[k].sum = r[k + 1].sum + sum;
+	}
+}
+
+/* The front of a pool of items at size zi: its models combined one at a
+ * time, the actor last so that its move into the engines is known when the
+ * engines are costed. */
 static struct front *front(struct search *s, unsigned items, int zi)
 {
-	double cap[NSTAGES];
 	struct front *f = &s->fronts[items * (unsigned)s->nsizes + (unsigned)zi];
-	struct parts cur = { 0 }, next = { 0 };
-	struct part zero = { 0 };
-	bool actor_here = items & (1u << (1 + s->actor));
+	struct parts cur = { 0 }, next = { 0 }, spare = { 0 };
+	struct part zero;
+	bool gen_here = items & 1u, actor_here = items & (1u << (1 + s->actor));
+	bool prune = !s->exhaustive, bound;
+	int order[MAX_MODELS], twin_at[MAX_MODELS], n = 0;
+	struct rest rest[MAX_MODELS + 1];
 
 	if (f->done)
 		return f;
 	f->done = true;
 	s->st->pool_fronts++;
-	stage_caps(s, cap);
-	if (parts_add(&cur, &zero, false) < 0)
+	bound = bounded(s);
+	for (int m = 0; m < s->v->job->nmodels; m++)
+		if (m != s->actor && (items & (1u << (1 + m))))
+			order[n++] = m;
+	if (actor_here)
+		order[n++] = s->actor;
+	/* twins in one pool: the same combinations in another order are the
+	 * same combination, so their picks never decrease */
+	for (int k = 0; k < n; k++) {
+		twin_at[k] = -1;
+		for (int j = 0; j < k && prune; j++)
+			if (s->twin[order[j]] == s->twin[order[k]])
+				twin_at[k] = j;
+	}
+	rests(s, zi, order, n, rest);
+	memset(&zero, 0, sizeof zero);
+	if (parts_add(&cur, &zero) < 0)
 		s->err = NR_EIO;
-	for (int m = 0; m < s->v->job->nmodels && !s->err; m++) {
-		const struct clist *l;
-		if (!(items & (1u << (1 + m))))
-			continue;
-		l = cands(s, m, zi);
+	/* all but the last model: partial combinations */
+	for (int k = 0; k + 1 < n && !s->err; k++) {
+		int m = order[k];
+		const struct clist *l = cands(s, m, zi);
 		next.n = 0;
 		for (int i = 0; i < cur.n; i++) {
-			for (int k = 0; k < l->n; k++) {
-				const struct cand *c = &l->v[k];
+			int from = twin_at[k] >= 0 ? cur.v[i].pick[order[twin_at[k]]] : 0;
+			double gfix = bound ? pool_gen_lb(s, zi, gen_here, actor_here,
+							  cur.v[i].res + rest[k].res) : 0;
+			for (int c = from; c < ncands(s, l); c++) {
+				const struct cand *d = &l->v[c];
 				struct part q = cur.v[i];
-				q.res += c->res;
-				q.trans = fmax(q.trans, c->trans);
+				q.res += d->res;
+				q.trans = MAX(q.trans, d->trans);
+				q.ti += d->t_inf;
+				q.tt += d->t_train;
+				/* the candidates come fastest first: none after this is faster */
+				if (bound && beyond(s, gfix, 0, 0, q.ti + q.tt + rest[k + 1].sum))
+					break;
 				if (q.res + q.trans > s->cap)
 					continue;
-				q.ti += c->t_inf;
-				q.tt += c->t_train;
-				if (q.ti > cap[STAGE_INF] || q.tt > cap[STAGE_TRAIN])
-					continue;
-				q.pick[m] = (uint16_t)k;
-				if (parts_add(&next, &q, !s->exhaustive) < 0)
+				if (prune) {
+					const struct rest *r = &rest[k + 1];
+					/* what is still to come needs at least this much */
+					q.trans = MAX(q.trans, r->trans);
+					if (q.res + r->res + q.trans > s->cap)
+						continue;
+					if (bound && beyond(s, gfix, q.ti + r->ti, q.tt + r->tt,
+							    q.ti + q.tt + r->sum))
+						continue;
+				}
+				q.pick[m] = (uint16_t)c;
+				if (parts_add(&next, &q) < 0)
 					s->err = NR_EIO;
 			}
 		}
+		if (prune && keep_pareto(s, &next, &spare) < 0)
+			s->err = NR_EIO;
 		struct parts t = cur;
 		cur = next;
 		next = t;
 	}
+	/* the last model (or none): entries, from the fastest combinations on,
+	 * so that the front soon holds entries that beat most of the rest */
+	if (prune && order_parts(s, &cur, &spare, true) < 0)
+		s->err = NR_EIO;
 	for (int i = 0; i < cur.n && !s->err; i++) {
-		struct entry e;
-		memset(&e, 0, sizeof e);
-		for (int m = 0; m < s->v->job->nmodels; m++)
-			if (items & (1u << (1 + m)))
-				e.home[m] = cands(s, m, zi)->v[cur.v[i].pick[m]].c;
-		e.v[STAGE_INF] = cur.v[i].ti;
-		e.v[STAGE_TRAIN] = cur.v[i].tt;
-		if ((items & 1u) && !best_gen(s, zi, &cur.v[i], actor_here, &e))
-			continue;
-		if (e.v[STAGE_GEN] > cap[STAGE_GEN])
-			continue;
-		if (front_add(f, &e) < 0)
-			s->err = NR_EIO;
+		int last = n ? order[n - 1] : -1;
+		const struct clist *l = n ? cands(s, last, zi) : NULL;
+		int from = n && twin_at[n - 1] >= 0 ? cur.v[i].pick[order[twin_at[n - 1]]] : 0;
+		double gfix = prune ? pool_gen_lb(s, zi, gen_here, actor_here,
+						  cur.v[i].res + (n ? l->min_res : 0)) : 0;
+		if (prune) {
+			/* the least any entry of this combination can be */
+			double least[NSTAGES] = { gfix, cur.v[i].ti + (n ? l->min_ti : 0),
+						  cur.v[i].tt + (n ? l->min_tt : 0) };
+			for (int st = 0; bound && st < NSTAGES; st++)
+				least[st] = MAX(least[st], s->glb[st]);
+			if (front_beats(f, least))
+				continue;
+		}
+		for (int c = from; c < (n ? ncands(s, l) : 1) && !s->err; c++) {
+			const struct cand *d = n ? &l->v[c] : NULL;
+			const double *mv = d && last == s->actor ? d->mv : NULL;
+			double res = cur.v[i].res + (d ? d->res : 0);
+			double trans = MAX(cur.v[i].trans, d ? d->trans : 0);
+			if (d && bound && beyond(s, gfix, 0, 0, cur.v[i].ti + cur.v[i].tt +
+						 d->t_inf + d->t_train))
+				break;
+			struct entry e;
+			memset(&e, 0, sizeof e);
+			memcpy(e.pick, cur.v[i].pick, sizeof e.pick);
+			if (d)
+				e.pick[last] = (uint16_t)c;
+			e.v[STAGE_INF] = cur.v[i].ti + (d ? d->t_inf : 0);
+			e.v[STAGE_TRAIN] = cur.v[i].tt + (d ? d->t_train : 0);
+			e.gen_tp = -1;
+			if (res + trans > s->cap)
+				continue;
+			if (bound)
+				for (int st = STAGE_INF; st < NSTAGES; st++)
+					e.v[st] = MAX(e.v[st], s->glb[st]);
+			if (!gen_here) {
+				if ((!bound || !beyond(s, 0, e.v[STAGE_INF], e.v[STAGE_TRAIN],
+						       e.v[STAGE_INF] + e.v[STAGE_TRAIN])) &&
+				    front_add(f, &e, prune) < 0)
+					s->err = NR_EIO;
+				continue;
+			}
+			if (prune) {
+				/* gfix bounds the engines' time as well, and costs nothing */
+				e.v[STAGE_GEN] = bound ? MAX(gfix, s->glb[STAGE_GEN]) : gfix;
+				if (front_beats(f, e.v))
+					continue;
+				e.v[STAGE_GEN] = gen_lb(s, zi, res, mv);
+				if (e.v[STAGE_GEN] == HUGE_VAL || front_beats(f, e.v) ||
+				    (bound && beyond(s, e.v[STAGE_GEN], e.v[STAGE_INF],
+						     e.v[STAGE_TRAIN], e.v[STAGE_INF] +
+						     e.v[STAGE_TRAIN])))
+					continue;
+			}
+			/* every engine TP (the fast search only its best: the TP
+			 * changes nothing but this pool's generation time) */
+			for (int k = 0; k < gtab(s, zi)->ntp; k++) {
+				int t = gtab(s, zi)->tp[k];
+				double g = gen_alone(s, zi, t, res);
+				if (g == HUGE_VAL)
+					continue;
+				g += mv ? mv[t] : gtab(s, zi)->far[t];
+				if (prune && e.gen_tp >= 0 && g >= e.v[STAGE_GEN])
+					continue;
+				e.v[STAGE_GEN] = bound ? MAX(g, s->glb[STAGE_GEN]) : g;
+				e.gen_tp = t;
+				if (!prune && front_add(f, &e, false) < 0)
+					s->err = NR_EIO;
+			}
+			if (prune && e.gen_tp >= 0 && front_add(f, &e, true) < 0)
+				s->err = NR_EIO;
+		}
 	}
 	free(cur.v);
 	free(next.v);
-	for (int st = 0; st < NSTAGES; st++) {
-		f->min[st] = HUGE_VAL;
-		for (int i = 0; i < f->n; i++)
-			f->min[st] = fmin(f->min[st], f->v[i].v[st]);
-	}
+	free(spare.v);
 	return f;
 }
 
@@ -581,8 +995,6 @@ static struct front *front(struct search *s, unsigned items, int zi)
 static const double *size_lb(struct search *s, unsigned items, int zi)
 {
 	double *lb = s->size_lb[items * (unsigned)s->nsizes + (unsigned)zi];
-	const struct arch *a = &s->v->job->models[s->actor].arch;
-	int z = s->sizes[zi];
 
 	if (s->size_lb_done[items * (unsigned)s->nsizes + (unsigned)zi])
 		return lb;
@@ -591,29 +1003,15 @@ static const double *size_lb(struct search *s, unsigned items, int zi)
 		lb[st] = 0;
 	for (int m = 0; m < s->v->job->nmodels; m++) {
 		const struct clist *l;
-		double ti = HUGE_VAL, tt = HUGE_VAL;
 		if (!(items & (1u << (1 + m))))
 			continue;
 		l = cands(s, m, zi);
-		for (int k = 0; k < l->n; k++) {
-			ti = fmin(ti, l->v[k].t_inf);
-			tt = fmin(tt, l->v[k].t_train);
-		}
-		lb[STAGE_INF] += ti;
-		lb[STAGE_TRAIN] += tt;
+		lb[STAGE_INF] += l->min_ti;
+		lb[STAGE_TRAIN] += l->min_tt;
 	}
 	if (items & 1u) {
-		double tg = HUGE_VAL;
-		for (int t = 1; t <= z; t *= 2) {
-			struct pconf g = { t, 1, z / t, 1, RC_NONE, false, false, false };
-			struct stime st;
-			struct mem m;
-			double peak;
-			if (tp_ok(s, a, t, z) && pin_ok(&s->sp->gen, &g) &&
-			    gen_cost(s->v, &g, 0, &g, true, &st, &m, &peak))
-				tg = fmin(tg, st.total);
-		}
-		lb[STAGE_GEN] = tg;
+		static const double none[MAX_TPS];
+		lb[STAGE_GEN] = gen_lb(s, zi, 0, none);
 	}
 	return lb;
 }
@@ -634,9 +1032,9 @@ static const double *set_lb(struct search *s, unsigned items)
 	return s->lb[items];
 }
 
-/* Whether the plans below this point of the walk could still beat the best:
- * pools before i as picked, pool i at size zi (or any size when zi < 0),
- * the rest at their best size. */
+/* Rule 4: whether the plans below this point of the walk could still beat
+ * the best: pools before i as picked, pool i at size zi (or any size when
+ * zi < 0), the rest at their best size. */
 static bool promising(struct search *s, int i, int zi, const double *mx)
 {
 	double bound = s->v->k->step_s;
@@ -662,13 +1060,14 @@ static void build(struct search *s, struct plan *p)
 	memset(p->pools, 0, sizeof p->pools);
 	p->npools = s->npools;
 	for (int i = 0; i < s->npools; i++) {
+		int zi = s->zi[i];
 		p->pools[i].items = s->pools[i];
-		p->pools[i].ngpus = s->sizes[s->zi[i]];
+		p->pools[i].ngpus = s->sizes[zi];
 		for (int m = 0; m < s->v->job->nmodels; m++)
 			if (s->pools[i] & (1u << (1 + m)))
-				p->home[m] = s->pick[i]->home[m];
+				p->home[m] = cands(s, m, zi)->v[s->pick[i]->pick[m]].c;
 		if (s->pools[i] & 1u)
-			p->gen = s->pick[i]->gen;
+			gen_conf(s, s->pick[i]->gen_tp, s->sizes[zi], &p->gen);
 	}
 	plan_place(s->v->cl, p);
 	plan_evaluate(s->v, p);
@@ -761,6 +1160,41 @@ static void partitions(struct search *s, int item, int *block, int nblocks, int 
 	}
 }
 
+/* One pass over the space: the layout's pools, or every partition. */
+static void pass(struct search *s, int *block)
+{
+	const struct cluster *cl = s->v->cl;
+
+	if (s->sp->npools) {
+		s->npools = s->sp->npools;
+		memcpy(s->pools, s->sp->pool_items, sizeof s->pools);
+		s->st->partitions++;
+		walk(s, 0, cluster_gpus_up(cl), (const double[NSTAGES]){ 0 });
+		return;
+	}
+	/* most pools first: their fronts are cheap (one model each) and give a
+	 * good bound before the crowded pools are costed */
+	for (int want = s->nitems; want >= 1; want--)
+		partitions(s, 0, block, 0, want, cluster_gpus_up(cl));
+}
+
+static void forget_fronts(struct search *s)
+{
+	for (size_t i = 0; i < ((size_t)1 << s->nitems) * (size_t)s->nsizes; i++) {
+		free(s->fronts[i].v);
+		s->fronts[i] = (struct front){ 0 };
+	}
+}
+
+/* The leanest ZeRO stage a pin allows a model with dp ranks. */
+static enum zero_stage leanest_zero(const struct pin *pin, bool train, int dp)
+{
+	for (int z = dp > 1 ? ZERO_3 : ZERO_0; z > ZERO_0; z--)
+		if ((!pin->zero || pin->zero & (1u << z)) && (train || z == ZERO_3))
+			return (enum zero_stage)z;
+	return ZERO_0;
+}
+
 /* Why nothing fits, in words: the first model-stage that cannot fit even on
  * every GPU at its leanest, or the plain fact. */
 static int explain(struct search *s, struct err *e)
@@ -772,7 +1206,8 @@ static int explain(struct search *s, struct err *e)
 	for (int m = 0; m < j->nmodels; m++) {
 		double need = HUGE_VAL;
 		struct pconf best = { 0 };
-		int stage = model_trainable(&j->models[m]) ? STAGE_TRAIN : STAGE_INF;
+		bool train = model_trainable(&j->models[m]);
+		int stage = train ? STAGE_TRAIN : STAGE_INF;
 		const struct arch *a = &j->models[m].arch;
 		int z = s->sizes[top];
 		/* a DP pin fixes the pool size; otherwise the largest pool is leanest */
@@ -781,10 +1216,10 @@ static int explain(struct search *s, struct err *e)
 		for (int t = 1; t <= z; t *= 2)
 			for (int p = 1; p <= a->layers && t * p <= z; p++) {
 				const struct pin *pin = &s->sp->home[m];
-				struct pconf c = { t, p, z / (t * p), pin->mb ? pin->mb : 1,
+				int dp = z / (t * p);
+				struct pconf c = { t, p, dp, pin->mb ? pin->mb : 1,
 						   pin->rc >= 0 ? (enum recompute)pin->rc : RC_FULL,
-						   pin->zero != 0, pin->offload == 1,
-						   pin->fsdp == 1 };
+						   leanest_zero(pin, train, dp), pin->offload == 1 };
 				struct mcost mc;
 				if (!tp_ok(s, a, t, z) || a->layers % p || z % (t * p) ||
 				    !pin_ok(pin, &c))
@@ -815,19 +1250,21 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 		struct err *e)
 {
 	struct search *s = calloc(1, sizeof *s);
-	struct timespec t0, t1;
+	struct timespec t0, t1, c0, c1;
 	int block[MAX_ITEMS], rc = NR_OK;
 
 	memset(st, 0, sizeof *st);
 	if (!s)
 		return err_set(e, NR_EIO, "out of memory");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	s->v = v;
 	s->sp = sp;
 	s->exhaustive = exhaustive;
 	s->nitems = 1 + v->job->nmodels;
 	s->actor = job_actor(v->job);
 	s->cap = cluster_gpu_bytes(v->cl);
+	s->grid_per_byte = GRID / s->cap;
 	s->st = st;
 	s->current = current;
 	s->out = best;
@@ -840,30 +1277,32 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 			const struct model *b = &v->job->models[k];
 			if (!memcmp(&a->arch, &b->arch, sizeof a->arch) &&
 			    !memcmp(a->stages, b->stages, sizeof a->stages) &&
-			    !memcmp(&sp->home[m], &sp->home[k], sizeof sp->home[m]))
+			    !memcmp(&sp->home[m], &sp->home[k], sizeof sp->home[m]) &&
+			    m != s->actor && k != s->actor)
 				s->twin[m] = k;
 		}
 	}
 	s->cands = calloc((size_t)v->job->nmodels * (size_t)s->nsizes, sizeof *s->cands);
 	s->fronts = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->fronts);
+	s->gtabs = calloc((size_t)s->nsizes, sizeof *s->gtabs);
 	s->scratch = malloc(sizeof *s->scratch);
 	s->size_lb = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->size_lb);
 	s->size_lb_done = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, 1);
-	if (!s->cands || !s->fronts || !s->scratch || !s->size_lb || !s->size_lb_done) {
+	if (!s->cands || !s->fronts || !s->gtabs || !s->scratch || !s->size_lb ||
+	    !s->size_lb_done) {
 		rc = err_set(e, NR_EIO, "out of memory");
 		goto out;
 	}
-	if (sp->npools) {
-		s->npools = sp->npools;
-		memcpy(s->pools, sp->pool_items, sizeof s->pools);
-		st->partitions = 1;
-		walk(s, 0, cluster_gpus_up(v->cl), (const double[NSTAGES]){ 0 });
-	} else {
-		/* most pools first: their fronts are cheap (one model each) and give
-		 * a good bound before the crowded pools are costed */
-		for (int want = s->nitems; want >= 1; want--)
-			partitions(s, 0, block, 0, want, cluster_gpus_up(v->cl));
+	if (!exhaustive) {
+		/* a first pass over each model's few fastest configurations finds
+		 * a plan close to the best cheaply, whose time then bounds the
+		 * exact pass from its start */
+		s->limit = FIRST_PASS;
+		pass(s, block);
+		forget_fronts(s);
+		s->limit = 0;
 	}
+	pass(s, block);
 	if (s->err)
 		rc = err_set(e, NR_EIO, "out of memory");
 	else if (!s->found)
@@ -874,12 +1313,18 @@ out:
 	for (size_t i = 0; s->fronts && i < ((size_t)1 << s->nitems) * (size_t)s->nsizes; i++)
 		free(s->fronts[i].v);
 	free(s->cands);
+	free(s->all.v);
+	free(s->keys);
+	free(s->tmpkeys);
 	free(s->fronts);
+	free(s->gtabs);
 	free(s->scratch);
 	free(s->size_lb);
 	free(s->size_lb_done);
 	free(s);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 	st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	st->cpu_seconds = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
 	return rc;
 }

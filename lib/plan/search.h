@@ -6,11 +6,10 @@
  * boundaries (powers of two inside a node, whole nodes beyond); for every
  * model its home configuration (TP dividing heads and kv_heads within a
  * node, PP dividing the layers, DP filling the pool, micro-batch size,
- * recompute, ZeRO, host offload); for the engines their TP.  The fast search
- * prunes candidates that another candidate beats on every count and prunes
- * branches whose lower bound is already worse than the best plan found; the
- * exhaustive search enumerates everything, and both return the same
- * optimum. */
+ * recompute, ZeRO stage, host offload); for the engines their TP.  The fast
+ * search prunes only what a dominance or a lower bound proves cannot beat
+ * what it keeps (the argument opens search.c); the exhaustive search
+ * enumerates everything that fits, and both return the same optimum. */
 #ifndef NEREUS_SEARCH_H
 #define NEREUS_SEARCH_H
 
@@ -19,10 +18,9 @@
 /* A fixed part of a configuration; 0 (or -1 for the flags) leaves it free. */
 struct pin {
 	int tp, pp, dp, mb;
-	int rc;       /* -1 free, else enum recompute */
-	int zero;     /* -1 free, 0, 1 */
-	int offload;  /* -1 free, 0, 1 */
-	int fsdp;     /* -1 free, 0, 1 */
+	int rc;        /* -1 free, else enum recompute */
+	unsigned zero; /* the ZeRO stages allowed, bit 1 << stage; 0 free */
+	int offload;   /* -1 free, 0, 1 */
 };
 
 /* Restrictions on the space (nereus-plan's --pin and --layout). */
@@ -39,12 +37,15 @@ struct search_stats {
 	long pool_fronts;  /* (pool items, size) pairs evaluated */
 	long candidates;   /* model configurations costed */
 	long leaves;       /* complete plans compared */
-	double seconds;
+	double seconds;    /* wall-clock */
+	double cpu_seconds; /* this thread's processor time */
 };
 
 void space_init(struct space *sp);
-/* Parse "MODEL@STAGE=tp4,pp2,dp2[,mbN][,none|selective|full][,zero|nozero]
- * [,fsdp|nofsdp][,offload|nooffload]" into sp. */
+/* Parse "MODEL@STAGE=tp4,pp2,dp2[,mbN][,none|selective|full][,zero0..zero3]
+ * [,offload|nooffload]" into sp.  The spellings of plans before ZeRO stages
+ * still parse: zero is zero1, nozero zero0, fsdp zero3 (zero,fsdp too),
+ * nofsdp any stage but 3. */
 int pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e);
 
 /* Search; current (may be NULL) breaks ties toward the plan that moves the

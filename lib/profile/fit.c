@@ -23,6 +23,8 @@
 #define C_ACT 12       /* act_factor, workspace_gib, frag: the memory fit */
 #define C_FRAG 14
 #define NMEM 3
+#define C_SWITCH 15    /* comm_init_s, comm_group_s, engine_init_s, store_gbps */
+#define NSWITCH 4
 #define MAXP NT
 
 #define CAUCHY 2.385        /* 95% efficiency at the normal */
@@ -41,6 +43,16 @@ struct frec {
 	long row0;
 	int nrows;
 	bool held;
+};
+
+/* One switch a record measured (its transition_s) and what it involved
+ * (its "switch" object): seconds = known + x·θ, θ the switch coefficients
+ * with 1/store_gbps (seconds per GB) for store_gbps. */
+struct srow {
+	long step;
+	double y;                /* seconds measured */
+	double known;            /* moving state, when the store did not bound it */
+	double x[NSWITCH];       /* new communicator (0/1), groups, new engines, GB read */
 };
 
 /* One measured model-stage: what the model needs to predict it.  What the
@@ -80,6 +92,9 @@ struct fit {
 	struct mrow *mr;
 	long nrecs, nrows, caprecs, caprows, capy, cappeak;
 	long other;              /* records with status oom or paused */
+	long before_prior;       /* records at or before the prior's last step, skipped */
+	struct srow *sw;         /* switches */
+	long nsw, capsw;
 	double *scratch;         /* absolute residuals, for medians */
 	double *rw;              /* each row's weight in the fit: its record's, 0 held out */
 };
@@ -126,7 +141,7 @@ static void bounds_of(int j, double *lo, double *hi)
 {
 	static const double max_fixed[COEF_FIELDS] = { [7] = 10, [8] = 10, [9] = 10, [10] = 3600,
 						       [11] = 3600, [12] = 10, [13] = 1024,
-						       [14] = 1 };
+						       [14] = 1, [15] = 3600, [16] = 600, [17] = 3600 };
 
 	if (j < NEFF) {
 		*lo = 1;
@@ -156,6 +171,10 @@ static const char *const unused_why[COEF_FIELDS] = {
 	"no record measured the peak memory of a stage that keeps activations",
 	"no record measured a peak memory",
 	"no record measured the peak memory of a stage with activations, logits or a KV cache",
+	"no record's switch created the job's communicator anew",
+	"no record's switch created a communicator",
+	"no record's switch re-created the generation engines",
+	"no record's switch read from the state store for longer than it moved state",
 };
 
 /* --- the model, one row at a time -------------------------------------------- */
@@ -203,12 +222,10 @@ static void gen_eval(const struct ectx *c, const struct frow *w, const struct co
 	const struct env v = { &c->job, c->cl, k };
 	const struct arch *a = &c->job.models[w->model].arch;
 	struct mem base;
-	double per_seq, fake;
+	double fake;
 
 	mem_gen_base(a, &w->conf, k, &base);
-	per_seq = mem_kv_per_seq(a, w->conf.tp, c->job.prompt_len + c->job.response.p90) *
-		  (1 + k->frag);
-	fake = cluster_gpu_bytes(c->cl) - base.total - (floor(w->conc) + 0.5) * per_seq;
+	fake = cluster_gpu_bytes(c->cl) - base.total - mem_kv_room(&c->job, a, w->conf.tp, w->conc, k);
 	gen_cost(&v, &w->conf, fake, &w->home, w->same_pool, t, m, peak);
 	*peak += w->resident - fake;
 }
@@ -224,9 +241,7 @@ static void fast_parts(const struct ectx *c, const struct frow *w, const struct 
 	const struct arch *a = &c->job.models[w->model].arch;
 
 	if (w->stage == STAGE_GEN) {
-		double per_seq = mem_kv_per_seq(a, w->conf.tp, c->job.prompt_len +
-						c->job.response.p90) * (1 + k->frag);
-		cost_gen(&v, a, &w->conf, (floor(w->conc) + 0.5) * per_seq, t);
+		cost_gen(&v, a, &w->conf, mem_kv_room(&c->job, a, w->conf.tp, w->conc, k), t);
 		t->move = cost_move(&v, a, &w->home, &w->conf, w->same_pool);
 		t->total += t->move;
 	} else if (w->stage == STAGE_TRAIN) {
@@ -309,7 +324,7 @@ static void likely_parts(const struct ectx *c, const struct frow *w, unsigned pa
 	part[P_COMPUTE] = part[P_BUBBLE] = 1u << (w->stage == STAGE_TRAIN ? 0 : 1);
 	if (p->pp > 1)
 		part[P_COMM] |= link_of(pconf_gpus(p), gpn);
-	if (p->dp > 1 && (p->fsdp || w->stage == STAGE_TRAIN))
+	if (p->dp > 1 && (p->zero == ZERO_3 || w->stage == STAGE_TRAIN))
 		part[P_COMM] |= link_of(p->tp * p->dp, gpn);
 	if (p->offload)
 		part[P_MOVE] = 1u << 6;
@@ -949,6 +964,11 @@ struct gfit {
 	long rows;               /* measurements in the last pass */
 	double ndata[MAXP * MAXP]; /* data-only normal matrix of the last pass */
 	int iters;
+	/* a parameter held at its prior moves those it correlates with: what
+	 * its prior's uncertainty adds to their variance, and the partner each
+	 * absorbed (1 + its index; 0 none) */
+	double extra[MAXP];
+	int absorbs[MAXP];
 };
 
 /* Iteratively reweighted Gauss-Newton: plain least squares first (unless
@@ -1110,6 +1130,17 @@ static bool gfit_drop(struct gfit *q, int n, int first, char why[][200])
 		snprintf(why[jw], sizeof why[jw], "the records determine it only to ±%.0f%% "
 			 "(more than %.0f%%): its terms are too small a part of what was measured",
 			 100 * worst, 100 * FIT_MAX_RSE);
+	/* the others were fitted with jw free; held at its prior, jw's error
+	 * passes to each in proportion to their covariance */
+	for (int a = 0; a < q->p; a++) {
+		int j = q->idx[a];
+		double b = cov[j * n + jw] / cov[jw * n + jw];
+		if (j == jw || !isfinite(b))
+			continue;
+		q->extra[j] += b * b * q->unit[jw] * q->unit[jw] / q->lambda[jw];
+		if (j == partner && fabs(corr) > 0.9)
+			q->absorbs[j] = 1 + jw;
+	}
 	for (int a = 0; a < q->p; a++)
 		if (q->idx[a] != jw)
 			q->idx[k++] = q->idx[a];
@@ -1220,6 +1251,7 @@ void fit_free(struct fit *f)
 	free(f->mr);
 	free(f->scratch);
 	free(f->rw);
+	free(f->sw);
 	free(f);
 }
 
@@ -1259,12 +1291,36 @@ static double stages_sum(const struct frow *rows, int n, const double *t)
 	return total;
 }
 
+/* A switch the record measured, with what it involved. */
+static int add_switch(struct fit *f, const struct step_record *r, struct err *e)
+{
+	const struct step_switch *sw = &r->sw;
+	double gb = sw->store_gib * GIB / 1e9;
+	/* the store bounds the state's arrival when reading it at the prior's
+	 * bandwidth takes longer than moving it would */
+	bool store = gb / f->prior.k.store_gbps > sw->move_s;
+
+	if (!grow((void **)&f->sw, &f->capsw, f->nsw + 1, sizeof *f->sw))
+		return err_set(e, NR_EIO, "out of memory");
+	f->sw[f->nsw++] = (struct srow){ r->step, r->transition_s, store ? 0 : sw->move_s,
+					 { sw->communicator, sw->groups, sw->engines,
+					   store ? gb : 0 } };
+	return NR_OK;
+}
+
 int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 {
 	struct frec *rec;
 	int actor = job_actor(&f->job), home = -1, train[MAX_MODELS], model[STEPREC_MAX_MS];
 	double ys[STEPREC_MAX_MS];
+	int rc;
 
+	if (f->prior.last_step >= 0 && r->step <= f->prior.last_step) {
+		f->before_prior++;
+		return NR_OK;
+	}
+	if (r->transition_s > 0 && r->sw.known && (rc = add_switch(f, r, e)))
+		return rc;
 	if (r->status != STEP_OK) {
 		f->other++;
 		return NR_OK;
@@ -1493,7 +1549,8 @@ static void part_finish(struct fit *f, struct part *pt, double decay, struct fit
 	gfit_cov(&pt->q, pt->n, true, cov);
 	for (int j = 0; j < pt->n; j++) {
 		int c = pt->first + j;
-		double se = sqrt(cov[j * pt->n + j]), pse = f->prior.se[c], th = pt->th[j];
+		double se = sqrt(cov[j * pt->n + j] + pt->q.extra[j]), pse = f->prior.se[c];
+		double th = pt->th[j];
 		if (isnan(se))
 			set_coef(out, c, coef_get(&f->prior.k, c), isnan(pse) ? NAN : pse / sqrt(decay),
 				 false, pt->why[j]);
@@ -1501,6 +1558,9 @@ static void part_finish(struct fit *f, struct part *pt, double decay, struct fit
 			set_coef(out, c, 1 / th, se / (th * th), true, "");
 		else
 			set_coef(out, c, th, se, true, "");
+		if (!isnan(se) && pt->q.absorbs[j])
+			snprintf(out->c[c].absorbs, sizeof out->c[c].absorbs, "%s",
+				 coef_names[pt->first + pt->q.absorbs[j] - 1]);
 	}
 	if (!pt->mem)
 		out->scale = pt->q.scale;
@@ -1620,6 +1680,164 @@ static void *fit_step_run(void *arg)
 	return NULL;
 }
 
+/* --- the switch coefficients ------------------------------------------------ */
+
+/* θ of switch coefficient j (of C_SWITCH + j): seconds, or for store_gbps
+ * seconds per GB; its prior's standard error in those units. */
+static double switch_theta(const struct coef *k, int j)
+{
+	double v = coef_get(k, C_SWITCH + j);
+
+	return j == NSWITCH - 1 ? 1 / v : v;
+}
+
+static double switch_prior_se(const struct fit_prior *pr, int j)
+{
+	double v = coef_get(&pr->k, C_SWITCH + j), se = pr->se[C_SWITCH + j];
+
+	if (isnan(se) || !(se > 0))
+		return FIT_PRIOR_RSE * switch_theta(&pr->k, j);
+	return j == NSWITCH - 1 ? se / (v * v) : se;
+}
+
+/* The switch coefficients: Cauchy-weighted Gauss-Newton on log(measured /
+ * predicted) transition times, each prediction the known seconds of
+ * moving state plus the switch's parts, bounded and anchored by the prior
+ * as the time fit is; a coefficient the switches do not exercise, or
+ * determine to worse than FIT_MAX_RSE, keeps its prior. */
+static void fit_switches(struct fit *f, const struct fit_opts *o, long last, double decay,
+			 struct fit_result *out)
+{
+	static const double lo[NSWITCH] = { 0, 0, 0, 1e-5 }, hi[NSWITCH] = { 3600, 600, 3600, 1e3 };
+	double th[NSWITCH], prior[NSWITCH], unit[NSWITCH], lam[NSWITCH], nd[NSWITCH * NSWITCH];
+	double *absr = f->scratch, scale = 1;
+	bool use[NSWITCH] = { false };
+	char why[NSWITCH][200];
+	long rows = 0;
+	int idx[NSWITCH], p = 0;
+
+	for (int j = 0; j < NSWITCH; j++) {
+		th[j] = prior[j] = unit[j] = switch_theta(&f->prior.k, j);
+		lam[j] = decay * (unit[j] / switch_prior_se(&f->prior, j)) *
+			 (unit[j] / switch_prior_se(&f->prior, j));
+		snprintf(why[j], sizeof why[j], "%s", f->nsw ? unused_why[C_SWITCH + j] :
+			 "no record has a switch with its parts (a \"switch\" object)");
+	}
+	for (long i = 0; i < f->nsw; i++) {
+		if (fit_held_out(f->sw[i].step, o->holdout))
+			continue;
+		rows++;
+		for (int j = 0; j < NSWITCH; j++)
+			use[j] |= f->sw[i].x[j] > 0;
+	}
+	for (int j = 0; j < NSWITCH; j++)
+		if (use[j])
+			idx[p++] = j;
+	for (bool again = true; again && p;) {
+		double cov[NSWITCH * NSWITCH], worst = 0;
+		int jw = -1, k = 0;
+		for (int it = 0; it < MAX_ITER; it++) {
+			double n[NSWITCH * NSWITCH] = { 0 }, b[NSWITCH] = { 0 }, l[NSWITCH], h[NSWITCH];
+			double d[NSWITCH], big = 0, c2;
+			long m = 0;
+			/* the scale of the residuals at this θ, then their Cauchy weights */
+			for (long i = 0; i < f->nsw; i++) {
+				const struct srow *w = &f->sw[i];
+				double pred = w->known;
+				if (fit_held_out(w->step, o->holdout))
+					continue;
+				for (int j = 0; j < NSWITCH; j++)
+					pred += w->x[j] * th[j];
+				absr[m++] = fabs(log(w->y / fmax(pred, 1e-300)));
+			}
+			scale = it ? fmax(robust_scale(absr, m), 1e-9) : 1e9;
+			c2 = 1 / (CAUCHY * scale * CAUCHY * scale);
+			memset(nd, 0, sizeof nd);
+			for (long i = 0; i < f->nsw; i++) {
+				const struct srow *w = &f->sw[i];
+				double pred = w->known, r, u, g[NSWITCH];
+				if (fit_held_out(w->step, o->holdout))
+					continue;
+				for (int j = 0; j < NSWITCH; j++)
+					pred += w->x[j] * th[j];
+				pred = fmax(pred, 1e-300);
+				r = log(w->y / pred);
+				u = rec_weight(&(struct frec){ .step = w->step }, last, o->half_life) /
+				    (1 + r * r * c2);
+				for (int a = 0; a < p; a++)
+					g[a] = w->x[idx[a]] * unit[idx[a]] / pred;
+				for (int a = 0; a < p; a++) {
+					b[a] += u * g[a] * r;
+					for (int c = 0; c < p; c++) {
+						n[a * p + c] += u * g[a] * g[c];
+						nd[a * p + c] += u * g[a] * g[c];
+					}
+				}
+			}
+			for (int a = 0; a < p; a++) {
+				int j = idx[a];
+				double ls = lam[j] * fmin(scale, 1) * fmin(scale, 1);
+				n[a * p + a] += ls;
+				b[a] += ls * (prior[j] - th[j]) / unit[j];
+				l[a] = (lo[j] - th[j]) / unit[j];
+				h[a] = (hi[j] - th[j]) / unit[j];
+			}
+			box_qp(p, n, b, l, h, d);
+			for (int a = 0; a < p; a++) {
+				int j = idx[a];
+				/* no step more than doubles an unknown */
+				double step = fmax(-th[j] / unit[j] / 2, fmin(d[a], fmax(1, th[j] / unit[j])));
+				th[j] = fmin(hi[j], fmax(lo[j], th[j] + step * unit[j]));
+				big = fmax(big, fabs(step) / fmax(1, th[j] / unit[j]));
+			}
+			if (it > 0 && big < 1e-10)
+				break;
+		}
+		/* the data's own covariance, to judge each coefficient */
+		sym_solve(p, nd, NULL, NULL, cov);
+		for (int a = 0; a < p; a++) {
+			double dof = rows > p ? (double)rows / (double)(rows - p) : HUGE_VAL;
+			double rse = sqrt(cov[a * p + a] * dof) * scale * unit[idx[a]] / th[idx[a]];
+			if (!(rse <= FIT_MAX_RSE) && (jw < 0 || !(rse <= worst))) {
+				worst = rse;
+				jw = a;
+			}
+			out->c[C_SWITCH + idx[a]].se = sqrt(cov[a * p + a] * dof) * scale * unit[idx[a]];
+		}
+		again = jw >= 0;
+		if (!again)
+			break;
+		if (rows <= p)
+			snprintf(why[idx[jw]], sizeof why[idx[jw]], "the records have too few switches "
+				 "(%ld) for the switch coefficients to fit (%d)", rows, p);
+		else
+			snprintf(why[idx[jw]], sizeof why[idx[jw]], "the records' switches determine "
+				 "it only to ±%.0f%% (more than %.0f%%)", 100 * worst,
+				 100 * FIT_MAX_RSE);
+		th[idx[jw]] = prior[idx[jw]];
+		for (int a = 0; a < p; a++)
+			if (a != jw)
+				idx[k++] = idx[a];
+		p = k;
+	}
+	for (int j = 0; j < NSWITCH; j++) {
+		int c = C_SWITCH + j;
+		bool fitted = false;
+		for (int a = 0; a < p; a++)
+			fitted |= idx[a] == j;
+		if (!fitted) {
+			double pse = f->prior.se[c];
+			set_coef(out, c, coef_get(&f->prior.k, c), isnan(pse) ? NAN : pse / sqrt(decay),
+				 false, why[j]);
+		} else if (j == NSWITCH - 1) {
+			set_coef(out, c, 1 / th[j], out->c[c].se / (th[j] * th[j]), true, "");
+		} else {
+			set_coef(out, c, th[j], out->c[c].se, true, "");
+		}
+	}
+	out->switches = rows;
+}
+
 /* Quality: relative errors of fitted and held-out times, step times and
  * peaks, at the fitted coefficients. */
 static void fit_quality(struct fit *f, struct fit_result *out)
@@ -1696,11 +1914,15 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	}
 	out->records = f->nrecs;
 	out->not_ok = f->other;
+	out->before_prior = f->before_prior;
 	out->fit_records = f->nrecs - out->held_records;
 	out->rows = f->nrows;
 	out->fit_rows = f->nrows - out->held_rows;
 	out->first_step = first;
 	out->last_step = last;
+	if (f->nrecs == 0 && f->other == 0 && f->before_prior > 0)
+		return err_set(e, NR_NO, "every record is at or before step %ld, the newest the "
+			       "prior has seen: nothing new to fit", f->prior.last_step);
 	if (out->fit_records == 0)
 		return err_set(e, NR_EINPUT, f->nrecs ? "every step record with times is held out "
 			       "(--holdout): nothing left to fit" : "no step record with status "
@@ -1711,7 +1933,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	free(f->rw);
 	free(f->tr);
 	free(f->mr);
-	f->scratch = malloc(sizeof *f->scratch * (size_t)(f->nrows + f->nrecs + 1));
+	f->scratch = malloc(sizeof *f->scratch * (size_t)(f->nrows + f->nrecs + f->nsw + 1));
 	f->rw = malloc(sizeof *f->rw * (size_t)(f->nrows + 1));
 	f->tr = calloc((size_t)f->nrows + 1, sizeof *f->tr);
 	f->mr = calloc((size_t)f->nrows + 1, sizeof *f->mr);
@@ -1741,6 +1963,9 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	free(step_scratch);
 	if (!ok)
 		return err_set(e, NR_EIO, "out of memory");
+	for (long i = 0; i < f->nsw; i++)
+		last = f->sw[i].step > last ? f->sw[i].step : last;
+	fit_switches(f, o, last, decay, out);
 	fit_quality(f, out);
 	return NR_OK;
 }
@@ -1802,6 +2027,8 @@ json_t *fit_to_json(const struct fit_result *r, const struct fit_opts *o)
 		json_object_set_new(c, "fitted", json_boolean(r->c[j].fitted));
 		if (!r->c[j].fitted)
 			json_object_set_new(c, "why", json_string(r->c[j].why));
+		if (*r->c[j].absorbs)
+			json_object_set_new(c, "absorbs", json_string(r->c[j].absorbs));
 		json_object_set_new(cs, coef_names[j], c);
 	}
 	char method[200];
@@ -1812,6 +2039,8 @@ json_t *fit_to_json(const struct fit_result *r, const struct fit_opts *o)
 	json_object_set_new(fit, "method", json_string(method));
 	json_object_set_new(fit, "records", json_integer(r->records));
 	json_object_set_new(fit, "records_not_ok", json_integer(r->not_ok));
+	json_object_set_new(fit, "records_before_prior", json_integer(r->before_prior));
+	json_object_set_new(fit, "switches", json_integer(r->switches));
 	json_object_set_new(fit, "fit_records", json_integer(r->fit_records));
 	json_object_set_new(fit, "held_out_records", json_integer(r->held_records));
 	json_object_set_new(fit, "first_step", json_integer(r->first_step));

@@ -15,14 +15,20 @@
  *   (Cauchy weights), then Newton steps; a large fit solves on a sample of
  *   the rows first and finishes on all of them.
  * - step_s comes from each step's time less its stages' times; act_factor,
- *   workspace_gib and frag from the peak memory the records measured.
+ *   workspace_gib and frag from the peak memory the records measured; the
+ *   switch coefficients (comm_init_s, comm_group_s, engine_init_s,
+ *   store_gbps) from the transition_s of the records whose "switch" says
+ *   what their switch involved.
  * - A coefficient no record exercises, or one the records determine only
  *   loosely (standard error above FIT_MAX_RSE of its size), is not fitted:
- *   it keeps its prior value and the result says why.
+ *   it keeps its prior value and the result says why.  Those it is
+ *   correlated with carry its prior's uncertainty in their standard
+ *   errors, and the one it could not be told from says it absorbs it.
  * - The prior enters as one pseudo-observation per coefficient, weighted by
  *   its standard error (from the previous fit, else FIT_PRIOR_RSE of its
  *   value); with a half-life, records and prior alike are weighted by
- *   0.5^(age in steps / half-life).
+ *   0.5^(age in steps / half-life).  Records at or before the newest step
+ *   the prior saw are skipped: the prior holds them already.
  *
  * Records are added one by one (fit_add) and kept as compact rows, so the
  * step records themselves need not stay in memory; fit_run evaluates the
@@ -37,7 +43,7 @@
 #include "doc/cluster.h"
 #include "doc/costdoc.h"
 #include "doc/job.h"
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 #define FIT_MAX_RSE 0.25   /* relative standard error above which a coefficient is not fitted */
 #define FIT_PRIOR_RSE 0.50 /* a prior's relative standard error when it has none */
@@ -59,6 +65,10 @@ struct fit_coef {
 	double se;        /* standard error; NAN when unknown */
 	bool fitted;      /* false: the prior is kept, for the reason in why */
 	char why[200];
+	/* the coefficient the records could not tell this one from, held at
+	 * its prior ("" none): this one's value takes up what that one's does,
+	 * and se includes that one's prior uncertainty */
+	char absorbs[32];
 };
 
 struct fit_result {
@@ -66,6 +76,8 @@ struct fit_result {
 	struct coef k;          /* the values of c, as the models take them */
 	long records, fit_records, held_records; /* with status ok */
 	long not_ok;            /* records with status oom or paused: no times */
+	long before_prior;      /* records at or before the prior's last step, skipped */
+	long switches;          /* switches the switch coefficients were fitted to */
 	long rows, fit_rows, held_rows;  /* model-stage times */
 	long peak_rows;                  /* of them, with a measured peak */
 	long first_step, last_step;

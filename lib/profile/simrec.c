@@ -58,7 +58,8 @@ void simrec_truth(struct coef *k)
 		.train_eff = 0.38, .infer_eff = 0.42, .prefill_eff = 0.60, .decode_eff = 0.70,
 		.intra_eff = 0.75, .inter_eff = 0.60, .host_eff = 0.50, .allreduce_lat_s = 20e-6,
 		.microbatch_s = 3e-3, .decode_step_s = 4e-3, .stage_s = 0.3, .step_s = 2.0,
-		.act_factor = 1.2, .workspace_gib = 4.0, .frag = 0.15,
+		.act_factor = 1.2, .workspace_gib = 4.0, .frag = 0.15, .comm_init_s = 45,
+		.comm_group_s = 0.8, .engine_init_s = 20, .store_gbps = 6,
 	};
 }
 
@@ -104,9 +105,10 @@ static void draw_home(struct simrec *s, int pool_gpus, struct pconf *c)
 	c->dp = pool_gpus / (c->tp * c->pp);
 	c->mb = 1 << pick(s, 3);
 	c->rc = (enum recompute)pick(s, NRECOMPUTE);
-	c->zero = pick(s, 2);
+	c->zero = pick(s, 2) ? ZERO_1 : ZERO_0;
 	c->offload = s->o.offload && uniform(s) < 0.2;
-	c->fsdp = s->o.fsdp && c->dp > 1 && uniform(s) < 0.3;
+	if (s->o.fsdp && c->dp > 1 && uniform(s) < 0.3)
+		c->zero = ZERO_3;
 }
 
 /* Split gpus into n pools of whole nodes when there are enough nodes,
@@ -168,8 +170,8 @@ static bool draw_plan(struct simrec *s, struct plan *p)
 	return plan_place(s->cl, p);
 }
 
-/* This step's batch: around the job's, the responses growing over the run
- * as they do in RL post-training. */
+/* This step's batch: around the job's, prompts no longer than its, the
+ * responses growing over the run as they do in RL post-training. */
 static void draw_batch(struct simrec *s)
 {
 	static const double scale[] = { 0.5, 1, 1, 2 };
@@ -181,10 +183,32 @@ static void draw_batch(struct simrec *s)
 	*j = *b;
 	j->prompts_per_step = seqs < j->mini_batches ? j->mini_batches : seqs;
 	j->samples_per_prompt = 1;
-	j->prompt_len = (long)(b->prompt_len * exp(between(s, log(0.25), log(4)))) + 1;
+	/* prompts as long as the job's at most, as its data gives them */
+	j->prompt_len = (long)ceil(b->prompt_len * exp(between(s, log(1.0 / 16), 0)));
 	j->response.mean = b->response.mean * grow * exp(between(s, log(0.25), log(2)));
 	j->response.p90 = j->response.mean * between(s, 1.6, 2.0);
 	j->response.max = (long)ceil(j->response.p90 * between(s, 1.5, 2.0));
+}
+
+/* A switch before the step: what it involved drawn at random, its time
+ * what the true coefficients make of that (decide.h's switch_cost), with
+ * noise.  Store reads, when there are any, take longer than moving the
+ * rest, whatever the prior's store_gbps. */
+static void draw_switch(struct simrec *s, struct step_record *r)
+{
+	struct step_switch *sw = &r->sw;
+	double data;
+
+	sw->known = true;
+	sw->move_s = between(s, 0.05, 5);
+	sw->store_gib = uniform(s) < 0.25 ? between(s, 100, 400) : 0;
+	sw->communicator = uniform(s) < 0.4;
+	sw->groups = pick(s, 7);
+	sw->engines = uniform(s) < 0.4;
+	data = fmax(sw->move_s, sw->store_gib * GIB / (s->k.store_gbps * 1e9));
+	r->transition_s = (data + sw->communicator * s->k.comm_init_s +
+			   sw->groups * s->k.comm_group_s + sw->engines * s->k.engine_init_s) *
+			  exp(s->o.noise * normal(s));
 }
 
 int simrec_next(struct simrec *s, struct step_record *r, struct err *e)
@@ -208,9 +232,13 @@ int simrec_next(struct simrec *s, struct step_record *r, struct err *e)
 	stall = uniform(s) < s->o.stall_rate ? s->o.stall_factor : 1;
 	for (int i = 0; i < r->nms; i++) {
 		r->ms[i].time_s *= exp(noise * normal(s)) * stall;
-		r->ms[i].peak_gib *= exp(noise * normal(s));
+		/* a measured peak never exceeds the device */
+		r->ms[i].peak_gib = fmin(r->ms[i].peak_gib * exp(noise * normal(s)),
+					 s->cl->gpu.mem_gib);
 	}
 	r->step_time_s = s->k.step_s * exp(noise * normal(s)) * stall + steprec_stages_s(r);
+	if (uniform(s) < s->o.switch_rate)
+		draw_switch(s, r);
 	s->n++;
 	return NR_OK;
 }

@@ -12,7 +12,7 @@
 
 #include "common/err.h"
 #include "doc/costdoc.h"
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 struct env;
 
@@ -27,6 +27,7 @@ struct simrec_opts {
 	bool fsdp;           /* plans may shard weights over DP (FSDP) */
 	int max_tp;          /* largest TP; 0: a node's GPUs */
 	bool apart;          /* generation engines may have GPUs of their own */
+	double switch_rate;  /* fraction of steps with a switch before them */
 };
 
 struct simrec;

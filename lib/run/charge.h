@@ -1,24 +1,56 @@
-/* What a switch between two plans costs the run: the predicted time of the
- * global transition graph's schedule (state/tgraph.h), or, when the graph
- * cannot be built for the pair, plan_move's lower bound.
+/* What a switch between two plans costs the run (plan/decide.h's
+ * switch_cost): moving the state, priced by the predicted time of the
+ * global transition graph's schedule (state/tgraph.h) or, when the graph
+ * cannot be built for the pair, by plan_move's lower bound; what the store
+ * reads add at the store's shared bandwidth; communicators and engines.
  *
  * Building the graph takes a fraction of a second at a thousand GPUs (more
  * when memory is tight); the bound takes microseconds, for runs where the
- * controller's own time matters more than the price's accuracy.
+ * controller's own time matters more than the price's accuracy.  A struct
+ * charge remembers the prices it made, keyed on everything the graph
+ * depends on (both plans' pools, configurations and GPUs, the GPUs up, the
+ * headroom, the coefficients), so a switch weighed again at a later
+ * boundary costs a lookup.
  *
- * The controller prices its switches with it, and so does a run that
- * follows a plan file. */
+ * The controller prices its switches with it, a run that follows a plan
+ * file too, and so does compare's oracle. */
 #ifndef NEREUS_CHARGE_H
 #define NEREUS_CHARGE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
-#include "plan/plan.h"
+#include "plan/decide.h"
 
-/* Seconds to switch from a to b under v: with graph, the transition
- * graph's, else (or when it cannot be built) the lower bound, and then
- * *bound (may be NULL) is set. */
-double charge_transition(const struct env *v, const struct plan *a, const struct plan *b,
-			 bool graph, bool *bound);
+#define CHARGE_MEMO 16
+
+struct charge_slot {
+	unsigned char *key;
+	size_t len;
+	struct switch_cost cost;
+	long used;
+};
+
+struct charge {
+	bool graph;          /* price with the transition graph, else the bound */
+	struct charge_slot slot[CHARGE_MEMO];
+	long clock;
+	long priced;         /* prices asked for */
+	long built;          /* of them, graphs built (the rest remembered or bound) */
+	long by_bound;       /* of them, by the lower bound */
+	double seconds;      /* spent pricing */
+};
+
+void charge_init(struct charge *ch, bool graph);
+void charge_free(struct charge *ch);
+
+/* The cost of switching from a to b under v, remembered.  NR_OK, or NR_EIO
+ * when out of memory. */
+int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
+		 const struct plan *b, struct switch_cost *c, struct err *e);
+
+/* The same, once, without remembering. */
+void charge_transition(const struct env *v, const struct plan *a, const struct plan *b,
+		       bool graph, struct switch_cost *c);
 
 #endif

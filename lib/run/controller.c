@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "run/charge.h"
 
 const char *const ctl_act_names[] = { "keep", "start", "switch", "pause", NULL };
 
@@ -27,6 +26,7 @@ void ctl_init(struct controller *c, enum plan_layout policy, double min_gain, co
 	c->refit_tol = 0.01;
 	c->price_graph = true;
 	c->k = *k;
+	charge_init(&c->charge, true);
 }
 
 void ctl_free(struct controller *c)
@@ -34,6 +34,7 @@ void ctl_free(struct controller *c)
 	for (int i = 0; i < CTL_MEMO; i++)
 		free(c->memo[i].key);
 	memset(c->memo, 0, sizeof c->memo);
+	charge_free(&c->charge);
 }
 
 /* --- the space of each policy -------------------------------------------- */
@@ -116,6 +117,16 @@ static int search_now(struct controller *c, const struct cond *w, struct plan *b
 		}
 	}
 	return rc;
+}
+
+int ctl_best(struct controller *c, const struct cond *w, struct plan *best, struct err *e)
+{
+	return search_now(c, w, best, &c->scratch[1], e);
+}
+
+const char *ctl_name(const struct controller *c)
+{
+	return c->label ? c->label : layout_names[c->policy];
 }
 
 /* --- memoized searches ------------------------------------------------------ */
@@ -243,28 +254,37 @@ static void forget_lost(struct plan *held, const struct cond *w)
 			held->gpu_pool[g] = lost;
 }
 
-/* The seconds a switch from a to b is charged (charge.h). */
-static double price(struct controller *c, const struct env *v, const struct plan *a,
-		    const struct plan *b, bool *bound)
+/* The cost of a switch from a to b (charge.h). */
+static int price(struct controller *c, const struct env *v, const struct plan *a,
+		 const struct plan *b, struct switch_cost *sc, struct err *e)
 {
-	double t0 = now_s(), s = charge_transition(v, a, b, c->price_graph, bound);
+	long built = c->charge.built;
+	double t0 = c->charge.seconds;
+	int rc;
 
-	c->st.charge_s += now_s() - t0;
+	c->charge.graph = c->price_graph;
+	if ((rc = charge_price(&c->charge, v, a, b, sc, e)))
+		return rc;
+	c->st.charge_s += c->charge.seconds - t0;
+	c->st.built += c->charge.built - built;
 	c->st.charged++;
-	c->st.by_bound += *bound;
-	return s;
+	c->st.by_bound += !sc->graph;
+	return NR_OK;
 }
 
 /* plan_decide weighed the switch with plan_move's lower bound; a switch it
  * lets through is priced and decided again at that price: it must still
  * pay back before the run ends. */
-static void charge(struct controller *c, const struct env *v, const struct plan *cur,
-		   const struct plan *next, long remaining, struct decision *d)
+static int charge(struct controller *c, const struct env *v, const struct plan *cur,
+		  const struct plan *next, long remaining, struct decision *d, struct err *e)
 {
-	bool bound;
-	double s = price(c, v, cur, next, &bound);
+	struct switch_cost sc;
+	int rc;
 
-	plan_decide_with(v, cur, next, remaining, c->min_gain, bound ? -1 : s, d);
+	if ((rc = price(c, v, cur, next, &sc, e)))
+		return rc;
+	plan_decide_with(v, cur, next, remaining, c->min_gain, &sc, d);
+	return NR_OK;
 }
 
 /* The plan of the fixed baseline: the one adaptive picks first. */
@@ -284,6 +304,86 @@ static int fixed_ref(struct controller *c, const struct cond *w, struct err *e)
 	return rc;
 }
 
+/* Nothing runs from now on: the plan running, if any, is held. */
+static void pause_now(struct controller *c, const struct cond *w, struct ctl_out *out,
+		      const char *why)
+{
+	if (c->running) {
+		memcpy(&c->held, &c->cur, sizeof c->held);
+		c->have_held = true;
+		c->running = false;
+		c->epoch++;
+	} else if (c->st.pauses || c->st.starts) {
+		if (c->have_held)
+			forget_lost(&c->held, w);
+		snprintf(out->why, sizeof out->why, "stay paused: %s", why);
+		return;
+	}
+	if (c->have_held)
+		forget_lost(&c->held, w);
+	out->act = CTL_PAUSE;
+	c->st.pauses++;
+	snprintf(out->why, sizeof out->why, "pause: %s", why);
+}
+
+/* Follow the script: its plan for this step, switching when it changes. */
+static int decide_scripted(struct controller *c, const struct cond *w, long remaining,
+			   struct ctl_out *out, struct plan *scratch, struct err *e)
+{
+	const struct ctl_script *sc = c->script;
+	struct env v = { &w->job, &w->cl, &c->k };
+	long step = sc->steps - remaining;
+	const struct plan *want;
+	int i = 0, rc;
+
+	while (i + 1 < sc->n && sc->from[i + 1] <= step)
+		i++;
+	want = sc->plans[i];
+	if (!want) {
+		pause_now(c, w, out, "nothing fits, as the schedule knew");
+		return NR_OK;
+	}
+	if (c->running && want == c->script_cur)
+		return NR_OK;
+	memcpy(&scratch[1], want, sizeof scratch[1]);
+	plan_evaluate(&v, &scratch[1]);
+	scratch[1].step_time = cond_step_time(w, &c->k, &scratch[1], NULL);
+	if (!c->running) {
+		out->act = CTL_START;
+		if (c->have_held) {
+			if ((rc = price(c, &v, &c->held, &scratch[1], &out->cost, e)))
+				return rc;
+			out->transition_s = out->cost.total_s;
+			switch_cost_add(&c->st.spent, &out->cost);
+		}
+		c->have_held = false;
+		c->st.starts++;
+		snprintf(out->why, sizeof out->why, "start: %.3f s per step, as scheduled",
+			 scratch[1].step_time);
+	} else {
+		memcpy(&scratch[0], &c->cur, sizeof scratch[0]);
+		plan_evaluate(&v, &scratch[0]);
+		if (scratch[0].feasible)
+			scratch[0].step_time = cond_step_time(w, &c->k, &scratch[0], NULL);
+		if ((rc = price(c, &v, &scratch[0], &scratch[1], &out->cost, e)))
+			return rc;
+		plan_decide_with(&v, &scratch[0], &scratch[1], remaining, 0, &out->cost, &out->d);
+		out->d.do_switch = true;
+		out->act = CTL_SWITCH;
+		out->transition_s = out->cost.total_s;
+		switch_cost_add(&c->st.spent, &out->cost);
+		memcpy(&c->prev, &c->cur, sizeof c->prev);
+		c->st.switches++;
+		snprintf(out->why, sizeof out->why, "switch, as scheduled: %.3f s per step, a "
+			 "%.1f s switch", scratch[1].step_time, out->transition_s);
+	}
+	memcpy(&c->cur, &scratch[1], sizeof c->cur);
+	c->script_cur = want;
+	c->running = true;
+	c->epoch++;
+	return NR_OK;
+}
+
 static int decide(struct controller *c, const struct cond *w, long remaining,
 		  struct ctl_out *out, struct plan *scratch, struct err *e)
 {
@@ -292,6 +392,8 @@ static int decide(struct controller *c, const struct cond *w, long remaining,
 	char why[1024];
 	int rc;
 
+	if (c->script)
+		return decide_scripted(c, w, remaining, out, scratch, e);
 	if (c->refit) {
 		struct coef k = c->k;
 		double t0 = now_s();
@@ -321,8 +423,10 @@ static int decide(struct controller *c, const struct cond *w, long remaining,
 	if (!c->running) {
 		out->act = CTL_START;
 		if (c->have_held) {
-			bool bound;
-			out->transition_s = price(c, &v, &c->held, best, &bound);
+			if ((rc = price(c, &v, &c->held, best, &out->cost, e)))
+				return rc;
+			out->transition_s = out->cost.total_s;
+			switch_cost_add(&c->st.spent, &out->cost);
 		}
 		memcpy(&c->cur, best, sizeof c->cur);
 		c->running = true;
@@ -341,11 +445,14 @@ static int decide(struct controller *c, const struct cond *w, long remaining,
 	memcpy(&scratch[1], best, sizeof scratch[1]);
 	scratch[1].step_time = cond_step_time(w, &c->k, &scratch[1], NULL);
 	plan_decide(&v, &scratch[0], &scratch[1], remaining, c->min_gain, &out->d);
-	if (out->d.do_switch)
-		charge(c, &v, &scratch[0], &scratch[1], remaining, &out->d);
+	if (out->d.do_switch && (rc = charge(c, &v, &scratch[0], &scratch[1], remaining, &out->d,
+					     e)))
+		return rc;
 	if (out->d.do_switch) {
 		out->act = CTL_SWITCH;
 		out->transition_s = out->d.transition_s;
+		out->cost = out->d.cost;
+		switch_cost_add(&c->st.spent, &out->cost);
 		memcpy(&c->prev, &c->cur, sizeof c->prev);
 		memcpy(&c->cur, &scratch[1], sizeof c->cur);
 		c->epoch++;
@@ -365,21 +472,12 @@ nothing_fits:
 			snprintf(out->why, sizeof out->why, "keep: no other plan fits (%s)", why);
 			return NR_OK;
 		}
-		memcpy(&c->held, &c->cur, sizeof c->held);
-		c->have_held = true;
-		c->running = false;
-		c->epoch++;
-	} else if (c->st.pauses || c->st.starts) {
-		if (c->have_held)
-			forget_lost(&c->held, w);
-		snprintf(out->why, sizeof out->why, "stay paused: nothing fits: %s", why);
-		return NR_OK;
 	}
-	if (c->have_held)
-		forget_lost(&c->held, w);
-	out->act = CTL_PAUSE;
-	c->st.pauses++;
-	snprintf(out->why, sizeof out->why, "pause: nothing fits: %s", why);
+	{
+		char what[1100];
+		snprintf(what, sizeof what, "nothing fits: %s", why);
+		pause_now(c, w, out, what);
+	}
 	return NR_OK;
 }
 

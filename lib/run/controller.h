@@ -16,13 +16,17 @@
  * nothing changed costs a lookup, not a search.
  *
  * Transitions are weighed in two passes: plan_decide screens with
- * plan_move's lower bound, which is cheap; a switch that passes is priced
- * with the transition graph (charge.h) and must still pay back at that
- * price.  The graph is built only for switches about to happen. */
+ * plan_move's lower bound and the switch's fixed costs (communicators,
+ * engines), which is cheap; a switch that passes is priced with the
+ * transition graph (charge.h) and must still pay back at that price.  The
+ * graph is built only for switches about to happen, once for each pair of
+ * plans and conditions. */
 #ifndef NEREUS_CONTROLLER_H
 #define NEREUS_CONTROLLER_H
 
+#include "plan/baseline.h"
 #include "plan/decide.h"
+#include "run/charge.h"
 #include "run/cond.h"
 
 enum ctl_act {
@@ -41,11 +45,13 @@ struct ctl_stats {
 	long pauses, starts;
 	long charged;      /* transitions priced (switches, and starts after a pause) */
 	long by_bound;     /* of which by plan_move's lower bound */
+	long built;        /* transition graphs built for them (the rest were remembered) */
 	long refits;       /* refits that moved a coefficient by more than refit_tol */
 	double seconds;    /* wall-clock time spent deciding, searches included */
 	double search_s;   /* of which searching */
 	double refit_s;    /* refitting */
 	double charge_s;   /* pricing transitions with the transition graph */
+	struct switch_cost spent; /* the parts of the transitions made, summed */
 };
 
 /* Refit the cost model on what the job did lately: update *k, or leave it.
@@ -53,6 +59,16 @@ struct ctl_stats {
 typedef int (*ctl_refit_fn)(void *arg, struct coef *k, struct err *e);
 
 #define CTL_MEMO 4
+
+/* A plan for each stretch of a run, known in advance (compare's oracle,
+ * run/oracle.h): from step from[i] on, plans[i] runs; nothing when NULL.
+ * The controller follows it, pricing each change as any switch. */
+struct ctl_script {
+	long steps;          /* the run's length: the step is steps - remaining */
+	int n;
+	const long *from;    /* rising, from[0] = 0 */
+	const struct plan *const *plans;
+};
 
 struct ctl_memo {
 	unsigned char *key;  /* the search's inputs, serialized */
@@ -65,6 +81,9 @@ struct ctl_memo {
 
 struct controller {
 	enum plan_layout policy;
+	const char *label;   /* its name in summaries; NULL: the policy's */
+	const struct ctl_script *script; /* follow this instead of searching */
+	const struct plan *script_cur;   /* the script's plan running */
 	double min_gain;     /* hysteresis: the fraction of step time a switch must save */
 	double refit_tol;    /* a refit moving no coefficient by more than this is ignored */
 	bool price_graph;    /* price switches with the transition graph, else the bound */
@@ -82,6 +101,7 @@ struct controller {
 	struct plan held;
 	long epoch;          /* bumped whenever cur changes */
 	struct ctl_memo memo[CTL_MEMO];
+	struct charge charge; /* the switches priced, remembered */
 	struct plan scratch[2];
 	long clock;
 	struct ctl_stats st;
@@ -91,6 +111,7 @@ struct ctl_out {
 	enum ctl_act act;
 	struct decision d;   /* CTL_SWITCH and CTL_KEEP with a plan running */
 	double transition_s; /* predicted; charged to the run for START (after a pause) and SWITCH */
+	struct switch_cost cost; /* its parts */
 	char why[1100];      /* what was decided, in words */
 };
 
@@ -98,6 +119,15 @@ struct ctl_out {
  * or on the heap. */
 void ctl_init(struct controller *c, enum plan_layout policy, double min_gain, const struct coef *k);
 void ctl_free(struct controller *c);
+
+/* The controller's name: its label, else its policy's. */
+const char *ctl_name(const struct controller *c);
+
+/* The best plan of c's policy for conditions w, searched as a decision
+ * searches it (on the cluster as it is and, when GPUs run slow, also
+ * without them), with c's coefficients; nothing of c's state changes but
+ * its counts.  NR_OK, NR_EINFEASIBLE with the reason in e, or an error. */
+int ctl_best(struct controller *c, const struct cond *w, struct plan *best, struct err *e);
 
 /* Decide at a boundary, under conditions w with remaining steps left.  On
  * CTL_START and CTL_SWITCH, c->cur is the plan to run next; on CTL_PAUSE

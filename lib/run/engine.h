@@ -5,7 +5,7 @@
 #define NEREUS_ENGINE_H
 
 #include "run/cond.h"
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 struct engine {
 	const char *name;   /* "sim", ...: the records' "engine" */

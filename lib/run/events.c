@@ -131,24 +131,19 @@ static int load_event(const struct jdoc *d, const struct cluster *cl, long prev,
 int events_load(struct events *ev, const char *file, const struct cluster *cl, long steps,
 		struct err *e)
 {
-	char *buf, *line, *next, shown[512];
-	size_t len, cap = 0;
-	long lineno = 0, prev = 0;
-	int rc = NR_OK;
+	struct lines in;
+	char *line;
+	size_t n, cap = 0;
+	long prev = 0;
+	int rc;
 
 	memset(ev, 0, sizeof *ev);
-	if ((rc = read_file(file, &buf, &len, e)))
+	if ((rc = lines_open(&in, file, e)))
 		return rc;
-	snprintf(shown, sizeof shown, "%s", strcmp(file, "-") ? file : "<stdin>");
-	for (line = buf; line && line < buf + len; line = next) {
+	while ((rc = lines_next(&in, &line, &n, NULL, e)) == NR_OK && line) {
 		struct jdoc d;
 		struct event *x;
-		size_t n;
-		next = memchr(line, '\n', (size_t)(buf + len - line));
-		n = next ? (size_t)(next - line) : strlen(line);
-		if (next)
-			next++;
-		lineno++;
+
 		if (strspn(line, " \t\r") >= n)
 			continue; /* blank lines separate nothing but are allowed */
 		if (ev->n == cap) {
@@ -161,33 +156,33 @@ int events_load(struct events *ev, const char *file, const struct cluster *cl, l
 		}
 		x = &ev->v[ev->n];
 		memset(x, 0, sizeof *x);
-		x->line = lineno;
+		x->line = in.lineno;
 		if ((rc = jdoc_loadb(&d, file, line, n, NULL, e))) {
 			int cut = jline_cut(line, n);
 			if (cut)
 				err_set(e, NR_EINPUT, "%s:%ld:%d: expected one JSON object per line "
-					"(JSON Lines), and this line ends inside one", shown,
-					lineno, cut);
+					"(JSON Lines), and this line ends inside one", in.name,
+					in.lineno, cut);
 			else
-				relocate(e, shown, lineno);
+				relocate(e, in.name, in.lineno);
 			break;
 		}
 		ev->n++; /* counted now so events_free releases its GPU list */
 		rc = load_event(&d, cl, prev, x, e);
 		jdoc_free(&d);
 		if (rc) {
-			relocate(e, shown, lineno);
+			relocate(e, in.name, in.lineno);
 			break;
 		}
 		prev = x->step;
 		if (x->step >= steps) {
 			if (ev->past++ == 0)
-				ev->past_line = lineno;
+				ev->past_line = in.lineno;
 			free(x->gpus);
 			ev->n--;
 		}
 	}
-	free(buf);
+	lines_close(&in);
 	if (rc)
 		events_free(ev);
 	return rc;

@@ -1,12 +1,12 @@
 /* A run's summary and its picture: step latency over the run, with the
  * transitions and the GPUs up marked (see run.h). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
+#include "common/text.h"
 #include "run/run.h"
 
 static int cmp(const void *a, const void *b)
@@ -27,6 +27,7 @@ static double pct(const double *v, long n, double p)
 void run_summarize(const struct run *r, struct run_summary *s)
 {
 	const struct run_log *l = &r->log;
+	const struct switch_cost *spent = r->ctl ? &r->ctl->st.spent : &r->spent;
 	double *t = malloc((size_t)(l->n ? l->n : 1) * sizeof *t);
 
 	memset(s, 0, sizeof *s);
@@ -59,6 +60,10 @@ void run_summarize(const struct run *r, struct run_summary *s)
 		s->p99_s = pct(t, s->ok, 0.99);
 	}
 	s->transition_share = s->total_s > 0 ? s->transition_s / s->total_s : 0;
+	s->move_s = spent->move_s;
+	s->store_s = spent->store_s;
+	s->comm_s = spent->comm_s;
+	s->engine_s = spent->engine_s;
 	s->seq_per_s = s->total_s > 0 ? (double)l->sequences / s->total_s : 0;
 	free(t);
 }
@@ -76,8 +81,7 @@ json_t *run_summary_json(const struct run *r, const struct run_summary *s)
 	json_object_set_new(o, "nereus", json_integer(NR_FORMAT));
 	json_object_set_new(o, "kind", json_string("run-summary"));
 	json_object_set_new(o, "engine", json_string(r->eng->name));
-	json_object_set_new(o, "policy", json_string(r->ctl ? layout_names[r->ctl->policy] :
-						      "follow"));
+	json_object_set_new(o, "policy", json_string(r->ctl ? ctl_name(r->ctl) : "follow"));
 	json_object_set_new(o, "steps", json_integer(s->steps));
 	json_object_set_new(o, "steps_done", json_integer(s->done));
 	json_object_set_new(o, "complete", json_boolean(s->complete));
@@ -98,6 +102,10 @@ json_t *run_summary_json(const struct run *r, const struct run_summary *s)
 		json_object_set_new(tr, "forced", json_integer(r->ctl->st.forced));
 	json_object_set_new(tr, "seconds", json_real(s->transition_s));
 	json_object_set_new(tr, "share", json_real(s->transition_share));
+	json_object_set_new(tr, "parts_s", json_pack("{s:f,s:f,s:f,s:f}", "moving_state",
+						     s->move_s, "reading_store", s->store_s,
+						     "communicators", s->comm_s, "engines",
+						     s->engine_s));
 	json_object_set_new(tr, "charged_as", json_string(
 		(r->ctl ? r->ctl->price_graph : r->price_graph) ? run_charge_graph :
 								  run_charge_bound));
@@ -128,41 +136,6 @@ json_t *run_summary_json(const struct run *r, const struct run_summary *s)
 
 /* --- the picture ------------------------------------------------------------------ */
 
-struct sbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void out(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int k;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-		va_end(ap);
-		if (k < 0) {
-			b->oom = true;
-			return;
-		}
-		if (b->p && b->n + (size_t)k < b->cap) {
-			b->n += (size_t)k;
-			return;
-		}
-		char *np = realloc(b->p, b->cap = (b->cap + (size_t)k + 1) * 2);
-		if (!np) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-	}
-}
-
 /* A round axis maximum at or above x: 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8
  * times a power of ten. */
 static double round_up(double x)
@@ -176,18 +149,6 @@ static double round_up(double x)
 	return m[i] * p;
 }
 
-static void xml_text(struct sbuf *b, const char *s)
-{
-	for (; *s; s++) {
-		switch (*s) {
-		case '<': out(b, "&lt;"); break;
-		case '>': out(b, "&gt;"); break;
-		case '&': out(b, "&amp;"); break;
-		default: out(b, "%c", *s);
-		}
-	}
-}
-
 int run_svg(const struct run *r, const char *title, const char *file, struct err *e)
 {
 	const struct run_log *l = &r->log;
@@ -196,6 +157,7 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 	long n = r->steps > l->n ? r->steps : l->n;
 	struct sbuf b = { 0 };
 	bool pen = false;
+	char *text;
 	int rc;
 
 	for (long i = 0; i < l->n; i++) {
@@ -208,85 +170,83 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 #define X(i) (x0 + (x1 - x0) * (double)(i) / (double)(n > 0 ? n : 1))
 #define YT(t) (y0 - (y0 - y1) * (t) / tmax)
 #define YG(g) (y0 - (y0 - y1) * (g) / gmax)
-	out(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-		"viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-	    W, H, W, H);
-	out(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" "
-		"y=\"28\" font-size=\"15\">", x0);
-	xml_text(&b, title);
-	out(&b, "</text>\n");
+	sb_printf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+		  "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+		  W, H, W, H);
+	sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" "
+		  "y=\"28\" font-size=\"15\">", x0);
+	sb_xml(&b, title);
+	sb_printf(&b, "</text>\n");
 	/* slots where nothing ran */
 	for (long i = 0; i < l->n; i++)
 		if (l->status[i] != STEP_OK)
-			out(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" "
-				"fill=\"%s\" opacity=\"0.25\"/>\n", X(i), y1, X(i + 1) - X(i),
-			    y0 - y1, l->status[i] == STEP_OOM ? "#d62728" : "#999999");
+			sb_printf(&b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" "
+				  "fill=\"%s\" opacity=\"0.25\"/>\n", X(i), y1, X(i + 1) - X(i),
+				  y0 - y1, l->status[i] == STEP_OOM ? "#d62728" : "#999999");
 	/* axes and grid */
 	for (int k = 0; k <= 5; k++) {
 		double y = y0 - (y0 - y1) * k / 5.0;
-		out(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>\n"
-			"<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n"
-			"<text x=\"%.0f\" y=\"%.1f\" fill=\"#2ca02c\">%g</text>\n",
-		    x0, y, x1, y, x0 - 6, y + 4, tmax * k / 5, x1 + 6, y + 4, gmax * k / 5);
+		sb_printf(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>\n"
+			  "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n"
+			  "<text x=\"%.0f\" y=\"%.1f\" fill=\"#2ca02c\">%g</text>\n",
+			  x0, y, x1, y, x0 - 6, y + 4, tmax * k / 5, x1 + 6, y + 4, gmax * k / 5);
 	}
-	out(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n",
-	    x0, y0, x1, y0);
+	sb_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n",
+		  x0, y0, x1, y0);
 	for (int k = 0; k <= 10; k++)
-		out(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%ld</text>\n",
-		    X(n * k / 10), y0 + 16, n * k / 10);
-	out(&b, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n"
-		"<text x=\"16\" y=\"%.0f\" transform=\"rotate(-90 16 %.0f)\" "
-		"text-anchor=\"middle\">step time (s)</text>\n"
-		"<text x=\"%.0f\" y=\"%.0f\" transform=\"rotate(90 %.0f %.0f)\" "
-		"text-anchor=\"middle\" fill=\"#2ca02c\">GPUs up</text>\n",
-	    (x0 + x1) / 2, y0 + 34, (y0 + y1) / 2, (y0 + y1) / 2, W - 20, (y0 + y1) / 2,
-	    W - 20, (y0 + y1) / 2);
+		sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%ld</text>\n",
+			  X(n * k / 10), y0 + 16, n * k / 10);
+	sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n"
+		  "<text x=\"16\" y=\"%.0f\" transform=\"rotate(-90 16 %.0f)\" "
+		  "text-anchor=\"middle\">step time (s)</text>\n"
+		  "<text x=\"%.0f\" y=\"%.0f\" transform=\"rotate(90 %.0f %.0f)\" "
+		  "text-anchor=\"middle\" fill=\"#2ca02c\">GPUs up</text>\n",
+		  (x0 + x1) / 2, y0 + 34, (y0 + y1) / 2, (y0 + y1) / 2, W - 20, (y0 + y1) / 2,
+		  W - 20, (y0 + y1) / 2);
 	/* GPUs up, as steps */
-	out(&b, "<path fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"1.5\" d=\"");
+	sb_printf(&b, "<path fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"1.5\" d=\"");
 	for (long i = 0; i < l->n; i++) {
 		if (i)
-			out(&b, " V%.2f H%.2f", YG(l->gpus[i]), X(i + 1));
+			sb_printf(&b, " V%.2f H%.2f", YG(l->gpus[i]), X(i + 1));
 		else
-			out(&b, "M%.2f %.2f H%.2f", X(0), YG(l->gpus[0]), X(1));
+			sb_printf(&b, "M%.2f %.2f H%.2f", X(0), YG(l->gpus[0]), X(1));
 	}
-	out(&b, "\"/>\n");
+	sb_printf(&b, "\"/>\n");
 	/* transitions */
 	for (long i = 0; i < l->n; i++)
 		if (l->moved[i])
-			out(&b, "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" "
-				"stroke=\"#d62728\" stroke-dasharray=\"4 3\"><title>step %ld: "
-				"transition, %.3f s</title></line>\n", X(i), y1, X(i), y0, i,
-			    l->trans_s[i]);
+			sb_printf(&b, "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" "
+				  "stroke=\"#d62728\" stroke-dasharray=\"4 3\"><title>step %ld: "
+				  "transition, %.3f s</title></line>\n", X(i), y1, X(i), y0, i,
+				  l->trans_s[i]);
 	/* step latency */
-	out(&b, "<path fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" d=\"");
+	sb_printf(&b, "<path fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" d=\"");
 	for (long i = 0; i < l->n; i++) {
 		if (!isfinite(l->step_s[i])) {
 			pen = false;
 			continue;
 		}
-		out(&b, "%s%.2f %.2f", pen ? " L" : " M", X(i + 0.5), YT(l->step_s[i]));
+		sb_printf(&b, "%s%.2f %.2f", pen ? " L" : " M", X(i + 0.5), YT(l->step_s[i]));
 		pen = true;
 	}
-	out(&b, "\"/>\n");
-	out(&b, "<g font-size=\"11\"><line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" y2=\"42\" "
-		"stroke=\"#1f77b4\"/><text x=\"%.0f\" y=\"46\">step time</text>"
-		"<line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" y2=\"42\" stroke=\"#2ca02c\"/>"
-		"<text x=\"%.0f\" y=\"46\">GPUs up</text>"
-		"<line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" y2=\"42\" stroke=\"#d62728\" "
-		"stroke-dasharray=\"4 3\"/><text x=\"%.0f\" y=\"46\">transition</text>"
-		"<rect x=\"%.0f\" y=\"36\" width=\"12\" height=\"10\" fill=\"#999999\" "
-		"opacity=\"0.25\"/><text x=\"%.0f\" y=\"46\">paused</text></g>\n",
-	    x1 - 420, x1 - 400, x1 - 396, x1 - 320, x1 - 300, x1 - 296, x1 - 230, x1 - 210,
-	    x1 - 206, x1 - 130, x1 - 114);
-	out(&b, "</svg>\n");
+	sb_printf(&b, "\"/>\n");
+	sb_printf(&b, "<g font-size=\"11\"><line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" y2=\"42\" "
+		  "stroke=\"#1f77b4\"/><text x=\"%.0f\" y=\"46\">step time</text>"
+		  "<line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" y2=\"42\" stroke=\"#2ca02c\"/>"
+		  "<text x=\"%.0f\" y=\"46\">GPUs up</text>"
+		  "<line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" y2=\"42\" stroke=\"#d62728\" "
+		  "stroke-dasharray=\"4 3\"/><text x=\"%.0f\" y=\"46\">transition</text>"
+		  "<rect x=\"%.0f\" y=\"36\" width=\"12\" height=\"10\" fill=\"#999999\" "
+		  "opacity=\"0.25\"/><text x=\"%.0f\" y=\"46\">paused</text></g>\n",
+		  x1 - 420, x1 - 400, x1 - 396, x1 - 320, x1 - 300, x1 - 296, x1 - 230, x1 - 210,
+		  x1 - 206, x1 - 130, x1 - 114);
+	sb_printf(&b, "</svg>\n");
 #undef X
 #undef YT
 #undef YG
-	if (b.oom) {
-		free(b.p);
+	if (!(text = sb_take(&b)))
 		return err_set(e, NR_EIO, "out of memory");
-	}
-	rc = write_file_atomic(file, b.p, b.n, e);
-	free(b.p);
+	rc = write_file_atomic(file, text, strlen(text), e);
+	free(text);
 	return rc;
 }

@@ -154,7 +154,8 @@ static void remember_file(struct run *r, const struct stat *st)
 
 /* Following a plan file: load it when it is new (another process renamed
  * a new plan over it); a file that does not load leaves the plan running. */
-static int follow(struct run *r, long step, double *trans, bool *moved, struct err *e)
+static int follow(struct run *r, long step, double *trans, bool *moved,
+		  struct switch_cost *sc, struct err *e)
 {
 	struct env v = { &r->cond->job, &r->cond->cl, &r->k };
 	struct stat before, after;
@@ -178,12 +179,10 @@ static int follow(struct run *r, long step, double *trans, bool *moved, struct e
 		return NR_OK;
 	}
 	if (r->running) {
-		bool bound;
-		double predicted = charge_transition(&v, &r->cur, &r->scratch, r->price_graph,
-						     &bound);
+		charge_transition(&v, &r->cur, &r->scratch, r->price_graph, sc);
 		r->charged++;
-		r->by_bound += bound;
-		if ((rc = r->eng->transition(r->eng->self, &r->cur, &r->scratch, predicted, trans,
+		r->by_bound += !sc->graph;
+		if ((rc = r->eng->transition(r->eng->self, &r->cur, &r->scratch, sc->total_s, trans,
 					     e)))
 			return rc;
 		*moved = true;
@@ -201,7 +200,7 @@ static int follow(struct run *r, long step, double *trans, bool *moved, struct e
 }
 
 static int control(struct run *r, long step, unsigned changed, double *trans, bool *moved,
-		   struct err *e)
+		   struct switch_cost *sc, struct err *e)
 {
 	struct controller *c = r->ctl;
 	struct ctl_out out;
@@ -223,6 +222,7 @@ static int control(struct run *r, long step, unsigned changed, double *trans, bo
 					     e)))
 			return rc;
 		*moved = out.act == CTL_SWITCH || resumed;
+		*sc = out.cost;
 	}
 	return NR_OK;
 }
@@ -260,6 +260,7 @@ static int one_step(struct run *r, long step, struct err *e)
 {
 	static const struct timespec zero;
 	struct step_record rec;
+	struct switch_cost sc = { 0 };
 	double trans = 0, idle = 0;
 	bool moved = false;
 	unsigned changed;
@@ -271,15 +272,20 @@ static int one_step(struct run *r, long step, struct err *e)
 	    (rc = r->boundary(r->arg, step, r->cond, changed, r->steps - step, e)))
 		return rc;
 	if (r->ctl)
-		rc = control(r, step, changed, &trans, &moved, e);
+		rc = control(r, step, changed, &trans, &moved, &sc, e);
 	else
-		rc = follow(r, step, &trans, &moved, e);
+		rc = follow(r, step, &trans, &moved, &sc, e);
 	if (rc)
 		return rc;
 	p = r->ctl ? (r->ctl->running ? &r->ctl->cur : NULL) : &r->cur;
 	if ((rc = r->eng->step(r->eng->self, step, p, &rec, e)))
 		return rc;
 	rec.transition_s = trans;
+	if (trans > 0)
+		rec.sw = (struct step_switch){ true, sc.move_s, sc.store_bytes / GIB, sc.world,
+					       sc.groups, sc.engines };
+	if (moved && !r->ctl)
+		switch_cost_add(&r->spent, &sc);
 	if (rec.status == STEP_OK) {
 		r->last_ok_s = rec.step_time_s;
 		r->window[r->nwindow++ % RUN_WINDOW] = rec;
@@ -326,17 +332,19 @@ int run_go(struct run *r, struct err *e)
 
 int records_load(struct records *rs, const char *file, const struct job *job, struct err *e)
 {
-	char *buf, *line, *nl;
-	size_t len;
+	struct lines in;
+	char *line;
+	size_t n;
 	long cap = 0;
+	bool whole;
 	int rc;
 
 	memset(rs, 0, sizeof *rs);
-	if ((rc = read_file(file, &buf, &len, e)))
+	if ((rc = lines_open(&in, file, e)))
 		return rc;
-	for (line = buf; (nl = memchr(line, '\n', (size_t)(buf + len - line))); line = nl + 1) {
+	/* a last line without its newline is a record cut short: dropped */
+	while ((rc = lines_next(&in, &line, &n, &whole, e)) == NR_OK && line && whole) {
 		struct step_record rec;
-		size_t n = (size_t)(nl - line);
 		if (rs->n == cap) {
 			char **np = realloc(rs->line, (size_t)(cap = cap ? 2 * cap : 256) *
 						      sizeof *np);
@@ -358,9 +366,9 @@ int records_load(struct records *rs, const char *file, const struct job *job, st
 			break;
 		}
 		rs->n++;
-		rs->bytes = (size_t)(nl + 1 - buf);
+		rs->bytes = (size_t)in.offset;
 	}
-	free(buf);
+	lines_close(&in);
 	if (rc)
 		records_free(rs);
 	return rc;
@@ -418,7 +426,7 @@ static bool same_plan(const struct step_record *a, const struct step_record *b)
 		    x->conf.tp != y->conf.tp || x->conf.pp != y->conf.pp ||
 		    x->conf.dp != y->conf.dp || x->conf.mb != y->conf.mb ||
 		    x->conf.rc != y->conf.rc || x->conf.zero != y->conf.zero ||
-		    x->conf.fsdp != y->conf.fsdp || x->conf.offload != y->conf.offload)
+		    x->conf.offload != y->conf.offload)
 			return false;
 	}
 	return true;

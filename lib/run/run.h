@@ -67,6 +67,7 @@ struct run {
 	bool seen_valid;          /* false: read the file at the next boundary */
 	double last_ok_s;
 	long charged, by_bound;   /* following: transitions priced; by the lower bound */
+	struct switch_cost spent; /* following: the parts of the transitions made, summed */
 	struct run_log log;
 	/* the controller's refit: the last RUN_WINDOW records that ran */
 	struct step_record window[RUN_WINDOW];
@@ -120,6 +121,9 @@ struct run_summary {
 	double step_total_s, transition_s, idle_s, total_s;
 	long transitions;
 	double transition_share;
+	/* the transitions' predicted parts (decide.h): moving state, reading
+	 * the store, creating communicators, re-creating engines */
+	double move_s, store_s, comm_s, engine_s;
 	int gpus_min, gpus_max, gpus_last;
 	double seq_per_s;     /* sequences of the steps that ran, over the total time */
 };

@@ -60,7 +60,7 @@ static int pool_of_item(const struct plan *p, int item)
  * with ZeRO or FSDP, the weights with FSDP. */
 static bool dp_split(const struct emu *u, enum state_kind kind)
 {
-	return u->conf.dp > 1 && (kind == KIND_WEIGHT ? u->conf.fsdp : u->lo.dist_opt);
+	return u->conf.dp > 1 && (kind == KIND_WEIGHT ? u->conf.zero == ZERO_3 : u->lo.dist_opt);
 }
 
 /* The lists of one kind: one per (pp, tp) when the kind is held alike by
@@ -128,7 +128,8 @@ static int emu_init(const struct env *v, const struct plan *p, int item, struct 
 	if (item == ITEM_GEN) {
 		u->conf = p->gen;
 		u->conf.pp = 1;
-		u->conf.zero = u->conf.offload = u->conf.fsdp = false;
+		u->conf.zero = ZERO_0;
+		u->conf.offload = false;
 	} else {
 		u->conf = p->home[m];
 	}
@@ -140,7 +141,7 @@ static int emu_init(const struct env *v, const struct plan *p, int item, struct 
 		return err_set(e, NR_EINPUT, "%s '%s' has tp·pp·dp = %d on pool %d of %d GPUs",
 			       what, md->name, u->nranks, pool, p->pools[pool].ngpus);
 	rc = layout_init(&u->lo, &a, u->conf.tp, u->conf.pp, u->conf.dp,
-			 u->conf.fsdp || (train && u->conf.zero), NULL, e);
+			 u->conf.zero == ZERO_3 || (train && u->conf.zero >= ZERO_1), NULL, e);
 	if (rc)
 		return err_prefix(e, "%s '%s' (tp %d, pp %d)", what, md->name, u->conf.tp,
 				  u->conf.pp);

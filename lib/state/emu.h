@@ -7,8 +7,8 @@
  * ranks ordered TP fastest, then DP, then PP (pconf.h), as plan_move
  * counts them.  Trainable models hold their weights, fp32 master weights
  * and Adam m and v, the last three split across DP when the plan shards
- * the optimizer (pconf.zero); frozen models hold weights only; with FSDP
- * (pconf.fsdp) weights and optimizer state alike are split across DP, in
+ * the optimizer (pconf.zero, ZeRO-1 on); frozen models hold weights only;
+ * with ZeRO-3 (FSDP) weights and optimizer state alike are split across DP, in
  * the layout's DP blocks.  The engines hold the actor's weights only, in
  * its dtype (as vLLM runs a model in the dtype it was given), TP by DP
  * with no pipeline.
@@ -44,7 +44,7 @@ struct emu {
 	int item;                /* the plan item: ITEM_GEN or 1 + model */
 	int model;               /* whose state: the job's model (the actor for ITEM_GEN) */
 	bool host;               /* offloaded: held in host memory between stages */
-	struct pconf conf;       /* tp, pp, dp, zero, fsdp (pp 1 for the engines) */
+	struct pconf conf;       /* tp, pp, dp, zero (pp 1 for the engines) */
 	struct layout lo;        /* its layout (dist_opt: some kind is split across DP) */
 	int elem_bytes[NKINDS];  /* bytes per element of each kind held, 0 if not held */
 	int nranks;

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/out.h"
+
 static const struct {
 	const char *name;
 	int bits;
@@ -665,25 +667,17 @@ int st_write_file(const char *path, const struct st_desc *t, size_t n,
 		  const struct st_meta *meta, size_t nmeta, st_fill_fn fill, void *ctx,
 		  struct err *e)
 {
-	char tmp[PATH_MAX];
-	int fd, rc;
+	struct outfile o;
+	int rc = out_open(&o, path, e);
 
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
-		return err_set(e, NR_EINPUT, "output name too long: '%s'", path);
-	fd = mkstemp(tmp);
-	if (fd < 0)
-		return err_set(e, NR_EIO, "cannot create '%s': %s", tmp, strerror(errno));
-	rc = st_write_fd(fd, path, t, n, meta, nmeta, fill, ctx, e);
-	if (rc == NR_OK && (fchmod(fd, 0644) != 0 || fsync(fd) != 0))
-		rc = err_set(e, NR_EIO, "cannot write '%s': %s", path, strerror(errno));
-	if (close(fd) != 0 && rc == NR_OK)
-		rc = err_set(e, NR_EIO, "cannot write '%s': %s", path, strerror(errno));
-	if (rc == NR_OK && rename(tmp, path) != 0)
-		rc = err_set(e, NR_EIO, "cannot rename '%s' to '%s': %s", tmp, path,
-			     strerror(errno));
 	if (rc)
-		unlink(tmp);
-	return rc;
+		return rc;
+	rc = st_write_fd(o.fd, path, t, n, meta, nmeta, fill, ctx, e);
+	if (rc) {
+		out_abort(&o);
+		return rc;
+	}
+	return out_commit(&o, e);
 }
 
 /* --- element conversions ------------------------------------------------------- */

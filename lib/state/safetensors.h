@@ -117,7 +117,8 @@ int st_header_build(const struct st_desc *t, size_t n, const struct st_meta *met
 int st_write_fd(int fd, const char *name, const struct st_desc *t, size_t n,
 		const struct st_meta *meta, size_t nmeta, st_fill_fn fill, void *ctx,
 		struct err *e);
-/* The same to path, atomically: a temporary name beside it, fsync, rename. */
+/* The same to path, as out.h writes every output (a new or regular file
+ * through a temporary beside it, synced and renamed). */
 int st_write_file(const char *path, const struct st_desc *t, size_t n,
 		  const struct st_meta *meta, size_t nmeta, st_fill_fn fill, void *ctx,
 		  struct err *e);

@@ -185,12 +185,14 @@ int work_begin(struct work *w, const char *dst, bool archive_ok, const struct st
 	}
 	w->lock = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (w->lock < 0 || flock(w->lock, LOCK_EX | LOCK_NB) != 0)
-		return err_set(e, NR_EIO, "cannot lock '%s': %s", w->dir, strerror(errno));
+		return err_set(e, NR_EIO, "cannot lock a folder beside '%s': %s", dst,
+			       strerror(errno));
 	w->out = path_join(w->dir, "out");
 	if (!w->out)
 		return oom(e);
 	if (mkdir(w->out, 0755) != 0)
-		return err_set(e, NR_EIO, "cannot create '%s': %s", w->out, strerror(errno));
+		return err_set(e, NR_EIO, "cannot create a folder beside '%s': %s", dst,
+			       strerror(errno));
 	return NR_OK;
 }
 
@@ -249,9 +251,13 @@ int work_commit(struct work *w, struct err *e)
 	}
 	if (rc == NR_OK && cancelled(o))
 		rc = err_set(e, NR_EIO, "interrupted");
-	if (rc == NR_OK && rename(from, w->dst) != 0)
-		rc = err_set(e, NR_EIO, "cannot rename '%s' to '%s': %s", from, w->dst,
-			     strerror(errno));
+	/* never over what appeared at dst while we worked (another run's
+	 * output, a user's file): the first to finish keeps the name */
+	if (rc == NR_OK && move_noreplace(from, w->dst) != 0)
+		rc = errno == EEXIST ?
+			err_set(e, NR_EIO, "'%s' already exists: it appeared while this ran, and "
+				"an output is never put over anything; nothing was written", w->dst) :
+			err_set(e, NR_EIO, "cannot write '%s': %s", w->dst, strerror(errno));
 	free(arch);
 	if (rc)
 		return rc;

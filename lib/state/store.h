@@ -34,8 +34,11 @@
  * functions below read every input completely (manifest, shard headers)
  * before they create anything, build their output under a temporary name
  * beside it (DST.tmp.XXXXXX, locked while in use; one left by a killed
- * run is removed by the next), sync it and rename it into place, so the
- * output appears complete or not at all, and never modify their input.
+ * run is removed by the next), sync it and rename it into place without
+ * replacing anything (out.h's move_noreplace: what appeared at the name
+ * meanwhile, a user's file or another run's output, stays, and the call
+ * fails with NR_EIO saying it exists), so the output appears complete or
+ * not at all, and never modify their input.
  * Every piece read is checked against its checksum and every file written
  * is read back and checked.  Memory stays under twice the largest tensor
  * (of one kind) and a few MiB, never the model.  An archive input is first
@@ -95,7 +98,8 @@ struct store_opts {
  * fp32, m = v = 0); one that stops being trainable loses its optimizer
  * state.  NR_EINPUT for bad input (the message names the file, tensor and
  * byte offset), NR_EIO for a failure to read or write or an interrupt.
- * dst must not exist. */
+ * dst must not exist (NR_EINPUT when it does at the start, NR_EIO when it
+ * appears before the end). */
 int store_apply(const char *src, const struct store_layout *to, int nto, const char *dst,
 		const struct store_opts *o, struct err *e);
 

@@ -251,12 +251,13 @@ static int load_foreign(const char *path, json_t **out, struct err *e)
 {
 	json_error_t je;
 	char *buf;
-	size_t len;
-	int rc = read_whole(path, path, &buf, &len, e);
+	size_t len, bom;
+	int rc = read_file(path, &buf, &len, e);
 
 	if (rc)
 		return rc;
-	*out = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	bom = utf8_bom(buf, len);
+	*out = json_loadb(buf + bom, len - bom, JSON_REJECT_DUPLICATES, &je);
 	free(buf);
 	if (!*out)
 		return err_set(e, NR_EINPUT, "%s:%d:%d: %s", path, je.line, je.column, je.text);

@@ -1,12 +1,12 @@
 /* The transition graph for programs and people: the transition document
  * (nereus-transition(5)), a text summary, and an SVG of rounds × GPUs. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
+#include "common/text.h"
 #include "state/tgraph.h"
 
 /* Times to the microsecond, sizes to the MiB, as the plan document does. */
@@ -170,74 +170,37 @@ json_t *tgraph_to_json(const struct env *v, const struct plan *a, const struct p
 
 /* --- text ----------------------------------------------------------------- */
 
-struct buf {
-	char *s;
-	size_t len, cap;
-	bool oom;
-};
-
-static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->oom = true;
-		return;
-	}
-	if (b->len + (size_t)n + 1 > b->cap) {
-		size_t cap = (b->len + (size_t)n + 1) * 2;
-		char *s = realloc(b->s, cap);
-
-		if (!s) {
-			b->oom = true;
-			return;
-		}
-		b->s = s;
-		b->cap = cap;
-	}
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-static char *done(struct buf *b)
-{
-	if (b->oom) {
-		free(b->s);
-		return NULL;
-	}
-	return b->s;
-}
-
 char *tgraph_table(const struct env *v, const struct plan *a, const struct plan *b,
 		   const struct tgraph *g)
 {
-	struct buf t = { 0 };
+	struct sbuf t = { 0 };
+	struct table links;
 
-	put(&t, "transition: job %s on %s, plan %s (%d GPUs) -> %s (%d GPUs)\n", v->job->name,
-	    v->cl->name, a->layout, plan_gpus(a), b->layout, plan_gpus(b));
-	put(&t, "%-8s %9s %12s %12s\n", "link", "edges", "GiB", "link-s");
-	for (int k = 0; k < TG_NLINKS; k++)
-		put(&t, "%-8s %9d %12.3f %12.6f\n", tg_link_names[k], g->link_edges[k],
-		    g->link_bytes[k] / GIB, g->link_seconds[k]);
-	put(&t, "moved %.3f GiB, kept in place %.3f GiB, GPUs lost %d, staged segments %d\n",
-	    moved_of(g) / GIB, g->kept_bytes / GIB, g->gpus_lost, g->nstages);
-	put(&t, "memory: peak %.3f GiB of %.3f GiB per GPU\n", peak_of(g) / GIB,
-	    g->capacity / GIB);
-	put(&t, "rounds %d (quantum %.6f s): predicted %.6f s, lower bound %.6f s", g->nrounds,
-	    g->quantum_s, g->predicted_s, g->lower_bound_s);
+	sb_printf(&t, "transition: job %s on %s, plan %s (%d GPUs) -> %s (%d GPUs)\n",
+		  v->job->name, v->cl->name, a->layout, plan_gpus(a), b->layout, plan_gpus(b));
+	table_init(&links, 4, "lrrr");
+	table_cell(&links, "link");
+	table_cell(&links, "edges");
+	table_cell(&links, "GiB");
+	table_cell(&links, "link-s");
+	for (int k = 0; k < TG_NLINKS; k++) {
+		table_cell(&links, "%s", tg_link_names[k]);
+		table_cell(&links, "%d", g->link_edges[k]);
+		table_cell(&links, "%.3f", g->link_bytes[k] / GIB);
+		table_cell(&links, "%.6f", g->link_seconds[k]);
+	}
+	table_put(&links, &t);
+	table_free(&links);
+	sb_printf(&t, "moved %.3f GiB, kept in place %.3f GiB, GPUs lost %d, staged segments %d\n",
+		  moved_of(g) / GIB, g->kept_bytes / GIB, g->gpus_lost, g->nstages);
+	sb_printf(&t, "memory: peak %.3f GiB of %.3f GiB per GPU\n", peak_of(g) / GIB,
+		  g->capacity / GIB);
+	sb_printf(&t, "rounds %d (quantum %.6f s): predicted %.6f s, lower bound %.6f s",
+		  g->nrounds, g->quantum_s, g->predicted_s, g->lower_bound_s);
 	if (g->lower_bound_s > 0)
-		put(&t, " (%.3fx)", g->predicted_s / g->lower_bound_s);
-	put(&t, "\n");
-	return done(&t);
+		sb_printf(&t, " (%.3fx)", g->predicted_s / g->lower_bound_s);
+	sb_printf(&t, "\n");
+	return sb_take(&t);
 }
 
 /* --- SVG ------------------------------------------------------------------ */
@@ -253,20 +216,22 @@ static const char *const colours[TG_NLINKS + 1] = {
 };
 
 /* Close GPU gpu's run of one colour at x. */
-static void close_run(struct buf *t, int gpu, int colour, double x0, double x, double row)
+static void close_run(struct sbuf *t, int gpu, int colour, double x0, double x, double row)
 {
 	if (colour >= 0 && x > x0)
-		put(t, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n",
-		    SVG_LEFT + x0, SVG_TOP + gpu * row, x - x0, row, colours[colour]);
+		sb_printf(t, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+			  "fill=\"%s\"/>\n", SVG_LEFT + x0, SVG_TOP + gpu * row, x - x0, row,
+			  colours[colour]);
 }
 
 int tgraph_svg(const struct env *v, const struct tgraph *g, const char *file, struct err *e)
 {
-	struct buf t = { 0 };
+	struct sbuf t = { 0 };
 	int n = g->ngpus, *run = malloc((size_t)n * sizeof *run);
 	int *now = malloc((size_t)n * sizeof *now);
 	double *start = malloc((size_t)n * sizeof *start);
 	double row = fmin(8, (double)SVG_H / n), x = 0, scale;
+	char *text;
 	int rc;
 	static const char *const legend[TG_NLINKS + 1] = { "local", "intra", "host", "inter",
 							    "store", "staging" };
@@ -278,14 +243,18 @@ int tgraph_svg(const struct env *v, const struct tgraph *g, const char *file, st
 		return err_set(e, NR_EIO, "out of memory");
 	}
 	scale = g->predicted_s > 0 ? SVG_W / g->predicted_s : 0;
-	put(&t, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
-	    "font-family=\"sans-serif\" font-size=\"12\">\n", SVG_LEFT + SVG_W + 20,
-	    SVG_TOP + n * row + 60);
-	put(&t, "<text x=\"%d\" y=\"20\">transition of %s on %s: %d rounds, predicted %.4f s, "
-	    "lower bound %.4f s (each GPU coloured by the link it receives on)</text>\n",
-	    SVG_LEFT, v->job->name, v->cl->name, g->nrounds, g->predicted_s, g->lower_bound_s);
-	put(&t, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%.2f\" fill=\"none\" "
-	    "stroke=\"#000\"/>\n", SVG_LEFT, SVG_TOP, SVG_W, n * row);
+	sb_printf(&t, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
+		  "font-family=\"sans-serif\" font-size=\"12\">\n", SVG_LEFT + SVG_W + 20,
+		  SVG_TOP + n * row + 60);
+	sb_printf(&t, "<text x=\"%d\" y=\"20\">transition of ", SVG_LEFT);
+	sb_xml(&t, v->job->name);
+	sb_printf(&t, " on ");
+	sb_xml(&t, v->cl->name);
+	sb_printf(&t, ": %d rounds, predicted %.4f s, lower bound %.4f s (each GPU coloured by "
+		  "the link it receives on)</text>\n", g->nrounds, g->predicted_s,
+		  g->lower_bound_s);
+	sb_printf(&t, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%.2f\" fill=\"none\" "
+		  "stroke=\"#000\"/>\n", SVG_LEFT, SVG_TOP, SVG_W, n * row);
 	for (int gpu = 0; gpu < n; gpu++)
 		run[gpu] = -1;
 	for (int r = 0; r < g->nrounds; r++) {
@@ -313,27 +282,25 @@ int tgraph_svg(const struct env *v, const struct tgraph *g, const char *file, st
 	for (int gpu = 0; gpu < n; gpu++)
 		close_run(&t, gpu, run[gpu], start[gpu], x, row);
 	for (int k = 0; k <= 4; k++)
-		put(&t, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.4g s</text>\n",
-		    SVG_LEFT + SVG_W * k / 4.0, SVG_TOP + n * row + 16, g->predicted_s * k / 4);
-	put(&t, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU 0</text>\n", SVG_LEFT - 6,
-	    SVG_TOP + 10);
-	put(&t, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">GPU %d</text>\n", SVG_LEFT - 6,
-	    SVG_TOP + n * row, n - 1);
+		sb_printf(&t, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.4g s</text>\n",
+			  SVG_LEFT + SVG_W * k / 4.0, SVG_TOP + n * row + 16, g->predicted_s * k / 4);
+	sb_printf(&t, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU 0</text>\n", SVG_LEFT - 6,
+		  SVG_TOP + 10);
+	sb_printf(&t, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">GPU %d</text>\n", SVG_LEFT - 6,
+		  SVG_TOP + n * row, n - 1);
 	for (int k = 0; k <= TG_NLINKS; k++) {
-		put(&t, "<rect x=\"%d\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
-		    SVG_LEFT + 110 * k, SVG_TOP + n * row + 30, colours[k]);
-		put(&t, "<text x=\"%d\" y=\"%.1f\">%s</text>\n", SVG_LEFT + 110 * k + 16,
-		    SVG_TOP + n * row + 41, legend[k]);
+		sb_printf(&t, "<rect x=\"%d\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
+			  SVG_LEFT + 110 * k, SVG_TOP + n * row + 30, colours[k]);
+		sb_printf(&t, "<text x=\"%d\" y=\"%.1f\">%s</text>\n", SVG_LEFT + 110 * k + 16,
+			  SVG_TOP + n * row + 41, legend[k]);
 	}
-	put(&t, "</svg>\n");
+	sb_printf(&t, "</svg>\n");
 	free(run);
 	free(now);
 	free(start);
-	if (t.oom) {
-		free(t.s);
+	if (!(text = sb_take(&t)))
 		return err_set(e, NR_EIO, "out of memory");
-	}
-	rc = write_file_atomic(file, t.s, t.len, e);
-	free(t.s);
+	rc = write_file_atomic(file, text, strlen(text), e);
+	free(text);
 	return rc;
 }

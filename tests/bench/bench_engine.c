@@ -4,9 +4,9 @@
  * fp32):
  *
  *   training tokens/s: forward and backward of the mean next-token
- *     log-prob loss over 4 sequences of 256 tokens, then AdamW, against
- *     the same step in PyTorch (autograd and torch.optim.AdamW); goal
- *     >= 1.0x;
+ *     log-prob loss over 4 sequences of 256 tokens, then optim.h's AdamW,
+ *     against the same step in PyTorch (autograd and torch.optim.AdamW);
+ *     goal >= 1.0x;
  *   generation tokens/s: 16 prompts of 16 tokens, 48 new tokens each,
  *     sampled at temperature 1 with the KV cache, against PyTorch's own
  *     KV-cache loop; goal >= 1.0x;
@@ -19,8 +19,11 @@
  * runs as a child, tests/bench/bench_engine.py under /usr/bin/python3,
  * and the two sides take turns (one engine step, one PyTorch step, one
  * sgemm sample, and again), each time the best of a few turns after a
- * warm-up, so other work on the machine weighs on both alike.  Without
- * torch the PyTorch ratios are not printed. */
+ * warm-up, so other work on the machine weighs on both alike.  With one
+ * thread the times are each process's CPU time, which other work on a
+ * shared machine barely changes (with more, wall-clock time: idle
+ * threads spinning would count).  Without torch the PyTorch ratios are
+ * not printed. */
 #include <cblas.h>
 #include <math.h>
 #include <signal.h>
@@ -33,17 +36,25 @@
 
 #include "engine/generate.h"
 #include "engine/model.h"
+#include "engine/optim.h"
 #include "engine/rng.h"
 
 enum { LAYERS = 8, HIDDEN = 512, HEADS = 8, KV = 4, FFN = 1408, VOCAB = 8192 };
 enum { TRAIN_B = 4, TRAIN_N = 256, GEN_B = 16, GEN_PROMPT = 16, GEN_NEW = 48 };
-enum { REPEAT = 3 };
+enum { REPEAT = 4 };
 
-static double now(void)
+/* The clock every time is taken on: the process's CPU time with one
+ * thread, else wall-clock time. */
+static clockid_t clock_for(int threads)
+{
+	return threads == 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
+}
+
+static double now(clockid_t clk)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clk, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -53,31 +64,16 @@ static void fail(const char *what, const struct err *e)
 	exit(1);
 }
 
-/* The optimizer step of the benchmark: AdamW as torch.optim.AdamW
- * computes it (decoupled weight decay, bias-corrected moments).  A stand-in
- * for lib/engine/optim.c's, which the trainer uses. */
-static void bench_adamw(float *w, const float *g, float *m, float *v, size_t n, long t)
-{
-	const float lr = 1e-4f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
-	float c1 = 1.0f / (1.0f - powf(b1, (float)t)), c2 = 1.0f / (1.0f - powf(b2, (float)t));
-
-	for (size_t i = 0; i < n; i++) {
-		m[i] = b1 * m[i] + (1 - b1) * g[i];
-		v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-		w[i] -= lr * (wd * w[i] + m[i] * c1 / (sqrtf(v[i] * c2) + eps));
-	}
-}
-
 /* One sample of OpenBLAS's sgemm rate: 1024 x 1024 x 1024, four times. */
-static double sgemm_rate(const float *a, const float *b, float *c)
+static double sgemm_rate(const float *a, const float *b, float *c, clockid_t clk)
 {
 	int n = 1024;
-	double t0 = now();
+	double t0 = now(clk);
 
 	for (int r = 0; r < 4; r++)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c,
 			    n);
-	return 4 * 2.0 * n * n * n / (now() - t0);
+	return 4 * 2.0 * n * n * n / (now(clk) - t0);
 }
 
 /* The model's FLOPs of one training step: 6 per matmul parameter and
@@ -103,20 +99,20 @@ static void torch_start(struct torch *t, int threads)
 {
 	static const char *const key[] = { "threads", "layers", "hidden", "heads", "kv-heads",
 					   "ffn", "vocab", "train-batch", "train-len", "gen-batch",
-					   "gen-prompt", "gen-new" };
+					   "gen-prompt", "gen-new", "cpu-time" };
 	const int val[] = { threads, LAYERS, HIDDEN, HEADS, KV, FFN, VOCAB, TRAIN_B, TRAIN_N,
-			    GEN_B, GEN_PROMPT, GEN_NEW };
-	char arg[2 + 2 * 12][32], line[256], *argv[2 + 2 * 12 + 1] = { 0 };
+			    GEN_B, GEN_PROMPT, GEN_NEW, clock_for(threads) != CLOCK_MONOTONIC };
+	char arg[2 + 2 * 13][32], line[256], *argv[2 + 2 * 13 + 1] = { 0 };
 	int in[2], out[2];
 
 	memset(t, 0, sizeof *t);
 	snprintf(arg[0], sizeof arg[0], "python3");
 	snprintf(arg[1], sizeof arg[1], "tests/bench/bench_engine.py");
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < 13; i++) {
 		snprintf(arg[2 + 2 * i], sizeof arg[0], "--%s", key[i]);
 		snprintf(arg[3 + 2 * i], sizeof arg[0], "%d", val[i]);
 	}
-	for (int i = 0; i < 2 + 2 * 12; i++)
+	for (int i = 0; i < 2 + 2 * 13; i++)
 		argv[i] = arg[i];
 	if (pipe(in) || pipe(out))
 		return;
@@ -175,6 +171,9 @@ struct engine_side {
 	struct model_acts acts;
 	struct generator gen;
 	float *w, *g, *am, *av;
+	struct optim_span *spans;
+	size_t nspans;
+	struct adamw_config adamw;
 	long adam_t;
 	int tokens[TRAIN_B * TRAIN_N], start[TRAIN_B + 1];
 	float dlogp[TRAIN_B * TRAIN_N];
@@ -210,8 +209,11 @@ static void engine_setup(struct engine_side *s)
 	if (model_init(&s->m, &s->lo, 0, 0, kernels_cpu(), comm_self(), &e) ||
 	    model_bind(&s->m, &s->lo, s->w, s->g, &e) ||
 	    model_acts_init(&s->acts, &s->m, TRAIN_B * TRAIN_N, TRAIN_N, true, &e) ||
-	    generator_init(&s->gen, &s->m, GEN_B, GEN_PROMPT + GEN_NEW, GEN_B * GEN_PROMPT, &e))
+	    generator_init(&s->gen, &s->m, GEN_B, GEN_PROMPT + GEN_NEW, GEN_B * GEN_PROMPT, &e) ||
+	    optim_spans(&s->lo, KIND_WEIGHT, 0, 0, 0, &s->spans, &s->nspans, &e))
 		fail("model", &e);
+	s->adamw = (struct adamw_config){ .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+					  .weight_decay = 0.01 };
 	for (int b = 0; b <= TRAIN_B; b++)
 		s->start[b] = b * TRAIN_N;
 	for (int t = 0; t < TRAIN_B * TRAIN_N; t++) {
@@ -225,39 +227,41 @@ static void engine_setup(struct engine_side *s)
 }
 
 /* Seconds of one training step. */
-static double engine_train(struct engine_side *s)
+static double engine_train(struct engine_side *s, clockid_t clk)
 {
 	struct batch b = { TRAIN_B, TRAIN_B * TRAIN_N, s->tokens, s->start, NULL, 1.0f };
 	struct err e = { 0 };
-	double t0 = now();
+	double t0 = now(clk);
 
 	memset(s->g, 0, s->n * sizeof *s->g);
 	if (model_forward(&s->m, &s->acts, &b, NULL, &(struct model_out){ 0 }, &e) ||
 	    model_backward(&s->m, &s->acts, &b, &(struct model_dout){ s->dlogp, NULL, NULL }, NULL,
 			   &e))
 		fail("training step", &e);
-	bench_adamw(s->w, s->g, s->am, s->av, s->n, ++s->adam_t);
-	return now() - t0;
+	adamw_step(&s->adamw, s->adamw.lr, ++s->adam_t, s->spans, s->nspans, s->w, s->am, s->av,
+		   s->g);
+	return now(clk) - t0;
 }
 
 /* Seconds of one generation. */
-static double engine_generate(struct engine_side *s, uint64_t step)
+static double engine_generate(struct engine_side *s, uint64_t step, clockid_t clk)
 {
 	struct gen_params gp = { .temperature = 1, .top_p = 1, .max_new = GEN_NEW, .seed = 7,
 				 .step = step };
 	struct err e = { 0 };
-	double t0 = now();
+	double t0 = now(clk);
 
 	if (generate(&s->gen, &(struct gen_request){ GEN_B, s->prompt, s->pstart, NULL }, &gp,
 		     &(struct gen_result){ s->out, s->lp, s->len }, &e))
 		fail("generation", &e);
-	return now() - t0;
+	return now(clk) - t0;
 }
 
 int main(void)
 {
 	const char *env = getenv("NEREUS_BENCH_THREADS");
 	int threads = env && atoi(env) > 0 ? atoi(env) : 1;
+	clockid_t clk = clock_for(threads);
 	static struct engine_side s;
 	struct torch pt;
 	double e_train = 1e30, e_gen = 1e30, t_train = 1e30, t_gen = 1e30, rate = 0;
@@ -273,17 +277,18 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	engine_setup(&s);
 	torch_start(&pt, threads);
-	printf("bench_engine: %.1fM parameters, %d thread%s%s\n", (double)s.n / 1e6, threads,
-	       threads > 1 ? "s" : "", pt.ok ? "" : "; PyTorch not running (no torch?)");
+	printf("bench_engine: %.1fM parameters, %d thread%s, %s time%s\n", (double)s.n / 1e6,
+	       threads, threads > 1 ? "s" : "", threads > 1 ? "wall-clock" : "CPU",
+	       pt.ok ? "" : "; PyTorch not running (no torch?)");
 	for (int r = 0; r <= REPEAT; r++) {
-		double sr = sgemm_rate(a, b, c);
+		double sr = sgemm_rate(a, b, c, clk);
 
-		e_train = best_of(e_train, engine_train(&s), r);
+		e_train = best_of(e_train, engine_train(&s, clk), r);
 		t_train = best_of(t_train, torch_run(&pt, "train"), r);
 		rate = sr > rate ? sr : rate;
 	}
 	for (int r = 0; r <= REPEAT; r++) {
-		e_gen = best_of(e_gen, engine_generate(&s, (uint64_t)r), r);
+		e_gen = best_of(e_gen, engine_generate(&s, (uint64_t)r, clk), r);
 		t_gen = best_of(t_gen, torch_run(&pt, "gen"), r);
 	}
 	torch_stop(&pt);
@@ -310,6 +315,7 @@ int main(void)
 	free(s.g);
 	free(s.am);
 	free(s.av);
+	free(s.spans);
 	free(a);
 	free(b);
 	free(c);

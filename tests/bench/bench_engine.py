@@ -5,7 +5,8 @@ line "train" on standard input runs one training step (forward, the mean
 next-token log-prob loss, autograd backward, torch.optim.AdamW), each
 line "gen" one generation (prefill, then one token per sequence per step
 with a preallocated KV cache, sampled at temperature 1), and the seconds
-it took are printed back.  "ready" is printed once set up."""
+it took are printed back: the process's CPU time with --cpu-time 1, else
+wall-clock time.  "ready" is printed once set up."""
 
 import argparse
 import os
@@ -62,7 +63,7 @@ class Generate:
 def main():
     ap = argparse.ArgumentParser()
     for k in ("threads", "layers", "hidden", "heads", "kv-heads", "ffn", "vocab",
-              "train-batch", "train-len", "gen-batch", "gen-prompt", "gen-new"):
+              "train-batch", "train-len", "gen-batch", "gen-prompt", "gen-new", "cpu-time"):
         ap.add_argument("--" + k, type=int, required=True)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -72,14 +73,15 @@ def main():
     for v in p.values():
         v.requires_grad_()
     work = {"train": Train(cfg, p, args), "gen": Generate(cfg, p, args)}
+    clock = time.process_time if args.cpu_time else time.perf_counter
     print("ready", flush=True)
     while True:
         line = sys.stdin.readline()
         if not line:
             break
-        t0 = time.perf_counter()
+        t0 = clock()
         work[line.strip()]()
-        print(f"{time.perf_counter() - t0:.6f}", flush=True)
+        print(f"{clock() - t0:.6f}", flush=True)
 
 
 if __name__ == "__main__":

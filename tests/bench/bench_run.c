@@ -2,14 +2,17 @@
  * simulator's speed.
  *
  * - mean step latency, adaptive against fixed TP/PP with DP scaling, on the
- *   shipped traces that follow the Helios record (published: -27.7%);
+ *   shipped traces that follow the Helios record (published: -27.7%), and
+ *   adaptive's whole run against the oracle's (run/oracle.h), the
+ *   controller's score;
  * - a 1000-step 8B PPO run growing to 1024 GPUs: transitions and their
  *   share of the run (published: six, 0.079%);
  * - modeled throughput of adaptive against the verl-like and OpenRLHF-like
  *   layouts on every shipped cluster, over the traces' response-length
  *   history (published: 1.10-1.47x and 2.14-7.27x);
  * - 1000 steps at 1024 GPUs with the controller deciding every step
- *   (target: 2 s), and the controller's time per decision.
+ *   (target: 2 s), adaptive and verl, and the controller's time per
+ *   decision.
  *
  * Switches are priced with the transition graph, as nereus-run does by
  * default.  Each
@@ -25,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "run/oracle.h"
 #include "run/run.h"
 #include "run/sim.h"
 
@@ -99,6 +103,52 @@ static int simulate(const struct events *ev, long steps, enum plan_layout policy
 	return 0;
 }
 
+/* The oracle's run over ev (run/oracle.h): the schedule, then a run
+ * that follows it; *graphs the transition graphs its pricing built. */
+static int simulate_oracle(const struct events *ev, long steps, struct run_summary *s,
+			   long *graphs)
+{
+	static struct hindsight h;
+	static struct engine eng;
+	struct ctl_script script;
+	const struct plan **plans = NULL;
+	struct charge ch;
+	struct err e;
+	double total;
+	int rc;
+
+	charge_init(&ch, graph);
+	rc = hindsight_init(&h, &job, &cl, &k, ev, steps, &e);
+	if (!rc)
+		rc = hindsight_oracle(&h, &ch, &script, &plans, &total, &e);
+	*graphs = ch.built;
+	charge_free(&ch);
+	if (!rc) {
+		sim_init(&sim, &job, &cl, &k, ev, 1, 0);
+		eng = sim_engine(&sim);
+		ctl_free(&ctl);
+		ctl_init(&ctl, LAYOUT_ADAPTIVE, 0.01, &k);
+		ctl.price_graph = graph;
+		ctl.script = &script;
+		run_free(&run);
+		run_init(&run);
+		run.eng = &eng;
+		run.ctl = &ctl;
+		run.steps = steps;
+		run.every = 10;
+		run.emit = discard;
+		rc = run_go(&run, &e);
+		if (!rc)
+			run_summarize(&run, s);
+		ctl.script = NULL;
+	}
+	free(plans);
+	hindsight_free(&h);
+	if (rc)
+		printf("bench_run: %s\n", e.msg);
+	return rc ? -1 : 0;
+}
+
 static const char *base(const char *path)
 {
 	const char *b = strrchr(path, '/');
@@ -109,8 +159,9 @@ static const char *base(const char *path)
 static void latency(const char *clusterfile, const char *trace)
 {
 	struct events ev;
-	struct run_summary a, f;
+	struct run_summary a, f, o;
 	struct err e;
+	long graphs;
 
 	if (load("examples/jobs/ppo-llama3-8b.json", clusterfile))
 		return;
@@ -123,6 +174,11 @@ static void latency(const char *clusterfile, const char *trace)
 		printf("latency %-24s 8B PPO, 1000 steps: adaptive %.2f s, fixed TP/PP with DP "
 		       "scaling %.2f s (fixed paused %ld steps): %.1f%% lower (published 27.7%%)\n",
 		       base(trace), a.mean_s, f.mean_s, f.paused, 100 * (1 - a.mean_s / f.mean_s));
+	if (!simulate_oracle(&ev, 1000, &o, &graphs))
+		printf("oracle  %-24s adaptive's run %.1f s, the oracle's %.1f s (%ld switches, "
+		       "%ld transition graphs built to find them): adaptive %+.2f%% of the oracle, "
+		       "the controller's score\n", base(trace), a.total_s, o.total_s,
+		       o.transitions, graphs, 100 * (a.total_s / o.total_s - 1));
 	events_free(&ev);
 }
 
@@ -194,7 +250,7 @@ static void throughput(const char *const clusters[])
 	events_free(&all);
 }
 
-static void speed(const char *trace)
+static void speed(const char *trace, enum plan_layout policy)
 {
 	struct events ev = { 0 };
 	struct run_summary s;
@@ -207,14 +263,16 @@ static void speed(const char *trace)
 		printf("bench_run: %s\n", e.msg);
 		return;
 	}
-	if (!simulate(trace ? &ev : NULL, 1000, LAYOUT_ADAPTIVE, 1, &s, &wall))
-		printf("speed 1000 steps, 1024 GPUs, controller every step, %s, priced by the %s: "
-		       "%.2f s (target 2 s: %s); %ld decisions, %.2f ms each: %ld searches %.2f s, "
-		       "refits %.2f s, %ld transitions priced %.2f s\n",
+	if (!simulate(trace ? &ev : NULL, 1000, policy, 1, &s, &wall))
+		printf("speed %s, 1000 steps, 1024 GPUs, controller every step, %s, priced by the "
+		       "%s: %.2f s (target 2 s: %s); %ld decisions, %.2f ms each: %ld searches "
+		       "%.2f s, refits %.2f s, %ld switches priced (%ld graphs built, the rest "
+		       "remembered or bound) %.2f s\n", layout_names[policy],
 		       trace ? base(trace) : "no events", graph ? "graph" : "bound", wall,
 		       wall <= 2 ? "met" : "NOT met", ctl.st.replans,
 		       1e3 * ctl.st.seconds / (double)ctl.st.replans, ctl.st.searches,
-		       ctl.st.search_s, ctl.st.refit_s, ctl.st.charged, ctl.st.charge_s);
+		       ctl.st.search_s, ctl.st.refit_s, ctl.st.charged, ctl.st.built,
+		       ctl.st.charge_s);
 	events_free(&ev);
 }
 
@@ -274,7 +332,12 @@ static void throughput_run(const void *arg)
 
 static void speed_run(const void *arg)
 {
-	speed(arg);
+	speed(arg, LAYOUT_ADAPTIVE);
+}
+
+static void speed_verl(const void *arg)
+{
+	speed(arg, LAYOUT_VERL);
 }
 
 int main(void)
@@ -285,15 +348,18 @@ int main(void)
 						"examples/clusters/a100-16x8.json",
 						"examples/clusters/h100-128x8.json", NULL };
 
-	limited("latency on helios-h100-8x8", 60, true, latency_8x8, NULL);
-	limited("latency on helios-h100-128x8", 60, true, latency_128x8, NULL);
+	limited("latency on helios-h100-8x8", 120, true, latency_8x8, NULL);
+	limited("latency on helios-h100-128x8", 180, true, latency_128x8, NULL);
 	limited("growth to 1024 GPUs", 60, true, growth_run, NULL);
 	limited("throughput", 120, true, throughput_run, clusters);
 	limited("speed, no events", 60, true, speed_run, NULL);
 	limited("speed on grow-h100-128x8", 60, true, speed_run,
 		"examples/traces/grow-h100-128x8.jsonl");
+	limited("speed of verl on grow-h100-128x8", 120, true, speed_verl,
+		"examples/traces/grow-h100-128x8.jsonl");
 	graph = false;
-	speed("examples/traces/grow-h100-128x8.jsonl");
+	speed("examples/traces/grow-h100-128x8.jsonl", LAYOUT_ADAPTIVE);
+	speed("examples/traces/grow-h100-128x8.jsonl", LAYOUT_VERL);
 	ctl_free(&ctl);
 	run_free(&run);
 	return 0;

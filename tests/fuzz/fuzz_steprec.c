@@ -4,7 +4,7 @@
  * rest, so beyond not crashing: a refusal must be a located NR_EINPUT; a
  * record it accepts must hold the values jansson reads from the same line;
  * and written back and read again it must be written the same way. */
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 #include <jansson.h>
 #include <math.h>

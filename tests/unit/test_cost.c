@@ -81,7 +81,7 @@ static void setup(void)
 	coef_defaults(&k);
 }
 
-static struct pconf pc(int tp, int pp, int dp, int mb, enum recompute rc, bool zero)
+static struct pconf pc(int tp, int pp, int dp, int mb, enum recompute rc, enum zero_stage zero)
 {
 	struct pconf c = { .tp = tp, .pp = pp, .dp = dp, .mb = mb, .rc = rc, .zero = zero };
 
@@ -119,7 +119,7 @@ static void test_link_choice(void)
  * attention 6 · 32 · 4096 · 3072 = 2,415,919,104. */
 static void test_train_compute(void)
 {
-	struct pconf c = pc(2, 2, 4, 1, RC_SELECTIVE, false);
+	struct pconf c = pc(2, 2, 4, 1, RC_SELECTIVE, ZERO_0);
 	struct stime t;
 	double want = 1.0 * 1572864 * 3 * fwd8(3072) / (16 * PEAK * 0.45);
 
@@ -130,12 +130,12 @@ static void test_train_compute(void)
 	CHECK_NEAR(3 * fwd8(3072), 6 * N8 + 6.0 * 32 * 4096 * 3072, 1e-15);
 	/* the layout does not change the FLOPs per GPU, only their count:
 	 * 8 GPUs take twice as long as 16 */
-	c = pc(2, 1, 4, 1, RC_SELECTIVE, false);
+	c = pc(2, 1, 4, 1, RC_SELECTIVE, ZERO_0);
 	cost_train(&env, &L8, &c, &t);
 	CHECK_NEAR(t.compute, 2 * want, REL);
 	/* epochs multiply it */
 	job.ppo_epochs = 3;
-	c = pc(2, 2, 4, 1, RC_SELECTIVE, false);
+	c = pc(2, 2, 4, 1, RC_SELECTIVE, ZERO_0);
 	cost_train(&env, &L8, &c, &t);
 	CHECK_NEAR(t.compute, 3 * want, REL);
 	/* train_eff divides it */
@@ -153,7 +153,7 @@ static void test_train_full_recompute(void)
 
 	setup();
 	for (int tp = 1; tp <= 8; tp *= 2) {
-		c = pc(tp, 2, 1, 1, RC_SELECTIVE, false);
+		c = pc(tp, 2, 1, 1, RC_SELECTIVE, ZERO_0);
 		cost_train(&env, &L8, &c, &sel);
 		c.rc = RC_NONE;
 		cost_train(&env, &L8, &c, &full);
@@ -164,7 +164,7 @@ static void test_train_full_recompute(void)
 		CHECK_NEAR(full.bubble / sel.bubble, 4.0 / 3.0, REL);
 	}
 	/* full: 1,572,864 · 4 · 16,865,828,864 / (2 · 989e12 · 0.45) */
-	c = pc(2, 1, 1, 1, RC_FULL, false);
+	c = pc(2, 1, 1, 1, RC_FULL, ZERO_0);
 	cost_train(&env, &L8, &c, &full);
 	CHECK_NEAR(full.compute, 1572864.0 * 4 * fwd8(3072) / (2 * PEAK * 0.45), REL);
 }
@@ -174,17 +174,17 @@ static void test_train_full_recompute(void)
  * = 0.349253969 s; pp 4 dp 2 mb 2 → m = ceil(64/2) = 32, 3/32. */
 static void test_train_bubble(void)
 {
-	struct pconf c = pc(2, 2, 4, 1, RC_SELECTIVE, false);
+	struct pconf c = pc(2, 2, 4, 1, RC_SELECTIVE, ZERO_0);
 	struct stime t;
 
 	setup();
 	cost_train(&env, &L8, &c, &t);
 	CHECK_NEAR(t.bubble, t.compute / 32, REL);
 	CHECK_NEAR(t.bubble, 0.349253970, 1e-8);
-	c = pc(2, 4, 2, 2, RC_SELECTIVE, false);
+	c = pc(2, 4, 2, 2, RC_SELECTIVE, ZERO_0);
 	cost_train(&env, &L8, &c, &t);
 	CHECK_NEAR(t.bubble, t.compute * 3 / 32, REL);
-	c = pc(8, 1, 2, 1, RC_SELECTIVE, false);
+	c = pc(8, 1, 2, 1, RC_SELECTIVE, ZERO_0);
 	cost_train(&env, &L8, &c, &t);
 	CHECK(t.bubble == 0);
 }
@@ -208,7 +208,7 @@ static void test_train_dp_ring(void)
 	setup();
 	for (int i = 0; i < 5; i++) {
 		int n = ns[i];
-		struct pconf c = pc(1, 1, n, 1, RC_SELECTIVE, false);
+		struct pconf c = pc(1, 1, n, 1, RC_SELECTIVE, ZERO_0);
 		double bw = n <= 8 ? INTRA : INTER;
 		cost_train(&env, &L8, &c, &t);
 		CHECK_NEAR(t.comm, 4 * 4 * N8 * 2.0 * (n - 1) / n / bw, REL);
@@ -221,13 +221,53 @@ static void test_train_dp_ring(void)
  *   n 4: 4 steps · 8,030,261,248 · 6 · 3/4 / 360e9 = 0.401513062 s */
 static void test_train_dp_zero(void)
 {
-	struct pconf c = pc(1, 1, 4, 1, RC_SELECTIVE, true);
+	struct pconf c = pc(1, 1, 4, 1, RC_SELECTIVE, ZERO_1);
 	struct stime t;
 
 	setup();
 	cost_train(&env, &L8, &c, &t);
 	CHECK_NEAR(t.comm, 4 * N8 * 6 * 0.75 / INTRA, REL);
 	CHECK_NEAR(t.comm, 0.401513062, 1e-8);
+}
+
+/* ZeRO-2 also shards the gradients, so a micro-batch's gradients cannot
+ * wait for the next in a full buffer: they are reduce-scattered every
+ * micro-batch, during the backward pass, and the weights all-gathered once
+ * per optimizer step.  tp 1 pp 1 dp 4 mb 1: m = 128 / 4 = 32 micro-batches
+ * a mini-batch, 128 in the step.
+ *   all-gather: 4 steps · 2 · 8,030,261,248 · 3/4 / 360e9 = 0.133837687 s
+ *   reduce-scatter: 128 · 4 · 8,030,261,248 · 3/4 / 360e9 = 8.565611998 s,
+ *   hidden behind 1,572,864 · 3 · 16,865,828,864 / (4 · 989e12 · 0.45)
+ *   = 44.704508 s of compute. */
+static void test_train_dp_zero2(void)
+{
+	struct pconf c = pc(1, 1, 4, 1, RC_SELECTIVE, ZERO_2);
+	struct stime t;
+
+	setup();
+	cost_train(&env, &L8, &c, &t);
+	CHECK_NEAR(t.comm, 4 * 2 * N8 * 0.75 / INTRA, REL);
+	CHECK_NEAR(t.comm, 0.133837687, 1e-8);
+}
+
+/* ZeRO-3 gathers the weights for each micro-batch's forward and backward
+ * and reduce-scatters its gradients, (2 + 2 + 4) bytes a parameter, and
+ * shows only what compute does not hide.  tp 1 pp 1 dp 16 (both nodes:
+ * 38.4e9): m = 128 / 16 = 8, 32 micro-batches in the step:
+ *   32 · 8 · 8,030,261,248 · 15/16 / 38.4e9 = 50.189132800 s
+ *   compute 1,572,864 · 3 · 16,865,828,864 / (16 · 989e12 · 0.45)
+ *   = 11.176127001 s: 39.013005799 s shows. */
+static void test_train_dp_zero3(void)
+{
+	struct pconf c = pc(1, 1, 16, 1, RC_SELECTIVE, ZERO_3);
+	struct stime t;
+	double compute = 1572864.0 * 3 * fwd8(3072) / (16 * PEAK * 0.45);
+
+	setup();
+	cost_train(&env, &L8, &c, &t);
+	CHECK_NEAR(t.compute, compute, REL);
+	CHECK_NEAR(t.comm, 32 * 8 * N8 * 15 / 16 / INTER - compute, REL);
+	CHECK_NEAR(t.comm, 39.013005799, 1e-8);
 }
 
 /* TP: 4 all-reduces per layer (2 forward, 2 backward) of the replica's
@@ -240,7 +280,7 @@ static void test_train_dp_zero(void)
  * Full recompute re-runs the forward's 2 all-reduces: 6 per layer, × 1.5. */
 static void test_train_tp_comm(void)
 {
-	struct pconf c = pc(2, 1, 1, 1, RC_SELECTIVE, false);
+	struct pconf c = pc(2, 1, 1, 1, RC_SELECTIVE, ZERO_0);
 	struct stime t;
 	double bytes = 1572864.0 * 4096 * 2 * 4 * 32;
 
@@ -252,13 +292,22 @@ static void test_train_tp_comm(void)
 	cost_train(&env, &L8, &c, &t);
 	CHECK_NEAR(t.comm, 1.5 * (bytes / INTRA + 512 * 4 * 32 * 10e-6), REL);
 	/* tp 4: ring 2 · 3/4 = 1.5 */
-	c = pc(4, 1, 1, 1, RC_SELECTIVE, false);
+	c = pc(4, 1, 1, 1, RC_SELECTIVE, ZERO_0);
 	cost_train(&env, &L8, &c, &t);
 	CHECK_NEAR(t.comm, 1.5 * bytes / INTRA + 512 * 4 * 32 * 10e-6, REL);
 	/* tp 1: none */
-	c = pc(1, 1, 1, 1, RC_SELECTIVE, false);
+	c = pc(1, 1, 1, 1, RC_SELECTIVE, ZERO_0);
 	cost_train(&env, &L8, &c, &t);
 	CHECK(t.comm == 0);
+	/* an fp32 model's activations are 4 bytes: twice the bytes, the same
+	 * latency */
+	{
+		struct arch f32 = L8;
+		f32.dtype_bytes = 4;
+		c = pc(2, 1, 1, 1, RC_SELECTIVE, ZERO_0);
+		cost_train(&env, &f32, &c, &t);
+		CHECK_NEAR(t.comm, 2 * bytes / INTRA + 512 * 4 * 32 * 10e-6, REL);
+	}
 }
 
 /* PP: each GPU sends its replica's activations forward and their
@@ -269,7 +318,7 @@ static void test_train_tp_comm(void)
  * with TP traffic on top (checked as the sum). */
 static void test_train_pp_comm(void)
 {
-	struct pconf c = pc(1, 2, 1, 1, RC_SELECTIVE, false);
+	struct pconf c = pc(1, 2, 1, 1, RC_SELECTIVE, ZERO_0);
 	struct stime t;
 
 	setup();
@@ -279,7 +328,7 @@ static void test_train_pp_comm(void)
 	/* tp 4 pp 4: 8 layers per stage, 512 micro-batches;
 	 * TP 1,572,864 · 4096 · 2 · 4 · 8 · 1.5 / 360e9 + 512 · 4 · 8 · 1e-5
 	 * PP 1,572,864 · 4096 · 2 · 2 / 38.4e9 */
-	c = pc(4, 4, 1, 1, RC_SELECTIVE, false);
+	c = pc(4, 4, 1, 1, RC_SELECTIVE, ZERO_0);
 	cost_train(&env, &L8, &c, &t);
 	CHECK_NEAR(t.comm, 1572864.0 * 4096 * 2 * 4 * 8 * 1.5 / INTRA + 512 * 4 * 8 * 1e-5 +
 		   1572864.0 * 4096 * 2 * 2 / INTER, REL);
@@ -297,7 +346,7 @@ static void test_train_pp_comm(void)
  *   total = 11.176127001 + 0.956192222 + 0.349253969 + 0.764 */
 static void test_train_all_terms(void)
 {
-	struct pconf c = pc(2, 2, 4, 1, RC_SELECTIVE, false);
+	struct pconf c = pc(2, 2, 4, 1, RC_SELECTIVE, ZERO_0);
 	struct stime t;
 	double tp = 393216.0 * 4096 * 2 * 4 * 16 / INTRA + 128 * 4 * 16 * 1e-5;
 	double dp = 4 * (4 * 2007566336.0) * 1.5 / INTRA;
@@ -323,7 +372,7 @@ static void test_train_all_terms(void)
  * cost.c gives 2 · 1.31072 = 2.62144 s of latency instead. */
 static void test_train_tp_latency_epochs_DISCREPANCY(void)
 {
-	struct pconf c = pc(2, 1, 1, 1, RC_SELECTIVE, false);
+	struct pconf c = pc(2, 1, 1, 1, RC_SELECTIVE, ZERO_0);
 	struct stime t;
 
 	setup();
@@ -341,7 +390,7 @@ static void test_train_tp_latency_epochs_DISCREPANCY(void)
  *   overhead 16 · 2e-3 + 0.5 = 0.532; no bubble */
 static void test_infer_terms(void)
 {
-	struct pconf c = pc(2, 1, 8, 4, RC_NONE, false);
+	struct pconf c = pc(2, 1, 8, 4, RC_NONE, ZERO_0);
 	struct stime t;
 
 	setup();
@@ -355,7 +404,7 @@ static void test_infer_terms(void)
 	CHECK_NEAR(t.total, sum_terms(&t), 1e-12);
 	/* pp 2 dp 4 mb 4: per replica 128 → m = 32, bubble compute/32; PP one
 	 * direction: 393,216 · 4096 · 2 / 360e9 (16 GPUs → inter: 38.4e9) */
-	c = pc(2, 2, 4, 4, RC_NONE, false);
+	c = pc(2, 2, 4, 4, RC_NONE, ZERO_0);
 	cost_infer(&env, &L8, &c, &t);
 	CHECK_NEAR(t.bubble, t.compute / 32, REL);
 	CHECK_NEAR(t.comm, 393216.0 * 4096 * 2 * 2 * 16 / INTRA + 32 * 2 * 16 * 1e-5 +
@@ -364,34 +413,47 @@ static void test_infer_terms(void)
 	/* the training stage costs three of these forwards on the same GPUs */
 	{
 		struct stime tr;
-		c = pc(2, 1, 8, 4, RC_SELECTIVE, false);
+		c = pc(2, 1, 8, 4, RC_SELECTIVE, ZERO_0);
 		cost_infer(&env, &L8, &c, &t);
 		cost_train(&env, &L8, &c, &tr);
 		CHECK_NEAR(tr.compute / t.compute, 3 * 0.5 / 0.45, REL);
 	}
 }
 
-/* Generation, tp 2, 8 engines (dp 8): 64 sequences per engine.
- * KV per sequence per GPU at the p90 context 1024 + 3584 = 4608:
- *   131,072 / 2 · 4608 · (1 + 0.1 frag) = 332,188,876.8 bytes
- * 20 GiB of room → floor(21,474,836,480 / 332,188,876.8) = 64 sequences,
- * capped at the engine's 64.
- * Steps: max(longest response 4096, ceil(64 · 2048 / 64) = 2048) = 4096:
- * the longest response paces decoding.  Active per step 64 · 2048 / 4096
- * = 32 at mean context 1024 + 2048/2 = 2048.
- * Decode step reads weights/tp and the KV of the active sequences:
- *   2 · 4,015,130,624 + 32 · 65,536 · 2048 = 12,325,228,544 bytes
- *   / 2.01e12 = 6.131954500 ms  (memory-bound: the FLOPs take ~0.5 ms)
+/* Generation, tp 2, 8 engines (dp 8): 64 sequences per engine, each of
+ * prompt P = 1024 and a response r whose lengths memory.c describes by a
+ * density uniform on [lo, 3584] (90%) and [3584, 4096] (10%) with the mean
+ * 2048: lo = (2 · 2048 − 0.1 · 7680) / 0.9 − 3584 = 113.7777…, and
+ *   E[r²] = 0.9 · (lo² + 3584 lo + 3584²) / 3 + 0.1 · (3584² + 3584 · 4096
+ *           + 4096²) / 3 = 5,456,478.8148…
+ * A sequence holds P + k tokens of KV at its k-th decode step, so over its
+ * life Σ (P + k) = P r + r (r + 1)/2, in expectation
+ *   1024 · 2048 + (5,456,478.8148 + 2048) / 2 = 4,826,415.407 token-steps;
+ * the engine's 64 take area = 308,890,586.07.  A decoded token attends on
+ * average ctx = 4,826,415.407 / 2048 = 2356.648 positions.
+ * KV per token per GPU 131,072 / 2 = 65,536 bytes (bf16), 72,089.6 with
+ * 10% fragmentation.
+ * 20 GiB of room: the pool holds 21,474,836,480 / 72,089.6 = 297,890.9
+ * tokens, more than area / 4096 = 75,412: the longest response paces
+ * decoding, 4096 steps, 64 · 2048 / 4096 = 32 sequences decoding at once,
+ * the engine's 64 held at once (297,890.9 / 2356.648 > 64).
+ * Decode step reads weights/tp and the KV of the tokens in flight:
+ *   2 · 4,015,130,624 + 32 · 65,536 · 2356.648 = 12,972,490,538.7 bytes
+ *   / 2.01e12 = 6.453985386 ms  (memory-bound: the FLOPs take ~0.5 ms)
  * TP: 2 all-reduces per layer of 32 tokens · 4096 · 2 bytes, ring(2) = 1:
  *   2 · 32 · (1e-5 + 32 · 4096 · 2 / 360e9) = 0.686603378 ms per step
  *   → comm 4096 · 0.686603378e-3 = 2.812327435 s
  * overhead 4096 · 5e-3 + 0.5 = 20.98 s */
+#define AREA 308890586.07407407
+#define CTX 2356.6481481481483
+#define PER_TOKEN 72089.6
+
 static void test_gen_paced_by_longest(void)
 {
-	struct pconf c = pc(2, 1, 8, 1, RC_NONE, false);
+	struct pconf c = pc(2, 1, 8, 1, RC_NONE, ZERO_0);
 	struct stime t;
 	double room = 20.0 * 1073741824;
-	double step = (2 * 4015130624.0 + 32 * 65536.0 * 2048) / HBM;
+	double step = (2 * 4015130624.0 + 32 * 65536.0 * CTX) / HBM;
 
 	setup();
 	CHECK(cost_gen(&env, &L8, &c, room, &t));
@@ -399,7 +461,7 @@ static void test_gen_paced_by_longest(void)
 	CHECK_NEAR(t.overhead, 4096 * 5e-3 + 0.5, REL); /* 4096 steps */
 	CHECK_NEAR(t.comm, 4096 * 2 * 32 * (1e-5 + 32 * 4096 * 2 / INTRA), REL);
 	CHECK_NEAR(t.comm, 2.812327435, 1e-8);
-	CHECK_NEAR(step, 6.131954500e-3, 1e-8);
+	CHECK_NEAR(step, 6.453985386e-3, 1e-8);
 	/* decode is memory-bound: with twice the HBM bandwidth the compute term
 	 * drops by exactly half the decode time, 4096 · step / 2 (the prefill
 	 * term does not depend on HBM) */
@@ -411,7 +473,7 @@ static void test_gen_paced_by_longest(void)
 	}
 	CHECK_NEAR(t.total, sum_terms(&t), 1e-12);
 	/* a longer longest response paces more steps even with room to spare:
-	 * max 8192 → 8192 steps, 16 active */
+	 * max 8192 → 8192 steps, 16 decoding at once */
 	cl.gpu.hbm_gbps = 3350;
 	job.response.max = 8192;
 	CHECK(cost_gen(&env, &L8, &c, 100 * room, &t));
@@ -419,80 +481,81 @@ static void test_gen_paced_by_longest(void)
 	CHECK_NEAR(t.comm, 8192 * 2 * 32 * (1e-5 + 16 * 4096 * 2 / INTRA), REL);
 }
 
-/* Continuous batching: with room for only 8 sequences, 64 · 2048 response
- * tokens take ceil(131,072 / 8) = 16,384 steps (> 4096), 8 active each.
- * Room 8.5 sequences: 8.5 · 332,188,876.8 = 2,823,605,452.8 bytes. */
-static void test_gen_continuous_batching(void)
+/* A paged engine keeps its pool full, holding only what sequences have
+ * written so far: with room 2,823,605,452.8 bytes the pool holds
+ * 2,823,605,452.8 / 72,089.6 = 39,168 tokens, and the 64 sequences' area
+ * takes 308,890,586.07 / 39,168 = 7886.2997 steps (> 4096), with
+ * 64 · 2048 / 7886.2997 = 16.6202 sequences decoding at once, which is
+ * also how many the pool holds at the mean context, 39,168 / 2356.648.
+ * (Reserving every sequence's 90th percentile, 1024 + 3584 tokens, held 8
+ * of them and took 16,384 steps.) */
+static void test_gen_paged(void)
 {
-	struct pconf c = pc(2, 1, 8, 1, RC_NONE, false);
+	struct pconf c = pc(2, 1, 8, 1, RC_NONE, ZERO_0);
 	struct stime t, fast;
-	double room = 8.5 * 332188876.8;
-	double step = (2 * 4015130624.0 + 8 * 65536.0 * 2048) / HBM;
+	double room = 39168 * PER_TOKEN, steps = AREA / 39168, active = 64 * 2048 / steps;
+	double step = (2 * 4015130624.0 + active * 65536.0 * CTX) / HBM;
 
 	setup();
+	CHECK_NEAR(room, 2823605452.8, 1e-12);
+	CHECK_NEAR(steps, 7886.2997, 1e-8);
 	CHECK(cost_gen(&env, &L8, &c, room, &t));
-	CHECK(t.concurrency == 8);
-	CHECK_NEAR(t.overhead, 16384 * 5e-3 + 0.5, REL);
-	CHECK_NEAR(t.comm, 16384 * 2 * 32 * (1e-5 + 8 * 4096 * 2 / INTRA), REL);
+	CHECK_NEAR(t.concurrency, 39168 / CTX, 1e-12);
+	CHECK_NEAR(t.concurrency, active, 1e-12);
+	CHECK_NEAR(t.overhead, steps * 5e-3 + 0.5, REL);
+	CHECK_NEAR(t.comm, steps * 2 * 32 * (1e-5 + active * 4096 * 2 / INTRA), REL);
 	cl.gpu.hbm_gbps = 6700;
 	CHECK(cost_gen(&env, &L8, &c, room, &fast));
-	CHECK_NEAR(t.compute - fast.compute, 16384 * step / 2, 1e-9);
+	CHECK_NEAR(t.compute - fast.compute, steps * step / 2, 1e-9);
 	/* less room, never faster */
 	cl.gpu.hbm_gbps = 3350;
-	CHECK(cost_gen(&env, &L8, &c, 4.5 * 332188876.8, &fast));
-	CHECK(fast.concurrency == 4);
+	CHECK(cost_gen(&env, &L8, &c, room / 2, &fast));
 	CHECK(fast.total > t.total);
 }
 
-/* Not even one sequence's KV fits: no answer, and nothing left in t. */
+/* The pool must hold one sequence at its longest, 1024 + 4096 tokens:
+ * 5120 · 72,089.6 = 369,098,752 bytes; then it holds 5120 / 2356.648 =
+ * 2.1726 sequences at the mean context. */
 static void test_gen_no_room(void)
 {
-	struct pconf c = pc(2, 1, 8, 1, RC_NONE, false);
+	struct pconf c = pc(2, 1, 8, 1, RC_NONE, ZERO_0);
 	struct stime t;
 
 	setup();
 	t.total = 123;
-	CHECK(!cost_gen(&env, &L8, &c, 332188876.0, &t)); /* 0.8 bytes short */
+	CHECK(!cost_gen(&env, &L8, &c, 369098751.0, &t));
 	CHECK(t.total == 0 && t.compute == 0 && t.concurrency == 0);
 	CHECK(!cost_gen(&env, &L8, &c, 0, &t));
-	CHECK(cost_gen(&env, &L8, &c, 332188877.0, &t));
-	CHECK(t.concurrency == 1);
+	CHECK(cost_gen(&env, &L8, &c, 369098752.0, &t));
+	CHECK_NEAR(t.concurrency, 5120 / CTX, 1e-12);
 }
 
-/* DISCREPANCY (cost.c cost_gen, prefill): prefill of a P-token prompt is
- * a causal forward over a sequence of length P, which is what fwd(P) means
- * in cost_train (fwd(s) for a whole sequence of s tokens).  cost_gen uses
- * fwd(P/2), halving the attention term a second time.
- * Correct, per engine: 64 · 1024 · fwd(1024) / (2 · 989e12 · 0.55)
- *   = 64 · 1024 · (16,060,522,496 + 268,435,456) / 1.0879e15 = 0.983… s
- * cost.c: 64 · 1024 · (16,060,522,496 + 134,217,728) / 1.0879e15 = 0.975… s
- * Decode is memory-bound here, so compute = prefill + 4096 steps · 6.13 ms. */
-static void test_gen_prefill_DISCREPANCY(void)
+/* Prefill of a P-token prompt is a causal forward over P tokens, fwd(P):
+ * per engine 64 · 1024 · fwd(1024) / (2 · 989e12 · 0.55) = 0.983… s;
+ * decode is memory-bound here: 4096 steps of the step above. */
+static void test_gen_prefill(void)
 {
-	struct pconf c = pc(2, 1, 8, 1, RC_NONE, false);
+	struct pconf c = pc(2, 1, 8, 1, RC_NONE, ZERO_0);
 	struct stime t;
 	double prefill = 64.0 * 1024 * fwd8(1024) / (2 * PEAK * 0.55);
-	double decode = 4096 * (2 * 4015130624.0 + 32 * 65536.0 * 2048) / HBM;
+	double decode = 4096 * (2 * 4015130624.0 + 32 * 65536.0 * CTX) / HBM;
 
 	setup();
 	CHECK(cost_gen(&env, &L8, &c, 20.0 * 1073741824, &t));
 	CHECK_NEAR(t.compute, prefill + decode, REL);
 }
 
-/* DISCREPANCY (cost.c cost_gen, decode FLOPs): a decoded token at context
- * c attends all c positions: QKᵀ 2·h·c and AV 2·h·c FLOPs per layer, so
- * 2N + 4·L·h·c, which is fwd(2c) in cost.c's notation; cost_gen uses
- * fwd(c).  Checked where decode is compute-bound (HBM made very fast) by
- * the difference between two infer_eff values, which cancels the prefill:
- *   active 32, c 2048, per GPU (tp 2): 32 · (2N + 4 · 32 · 4096 · 2048) / 2
- *   FLOPs per GPU per step; 4096 steps; at infer_eff 0.25 each step takes
- *   flops / (989e12 · 0.25), at 0.5 half that: the difference is
- *   4096 · flops / (989e12 · 0.5) = 2.270801 s (cost.c: 2.199650 s). */
-static void test_gen_decode_flops_DISCREPANCY(void)
+/* A decoded token at context c attends all c positions: QKᵀ 2·h·c and AV
+ * 2·h·c FLOPs per layer, so 2N + 4·L·h·c, fwd(2c) in cost.c's notation.
+ * Checked where decode is compute-bound (HBM made very fast) by the
+ * difference between two infer_eff values, which cancels the prefill:
+ *   32 decoding at c 2356.648, per GPU (tp 2): 32 · (2N + 4 · 32 · 4096 ·
+ *   2356.648) / 2 FLOPs per step; 4096 steps. */
+static void test_gen_decode_flops(void)
 {
-	struct pconf c = pc(2, 1, 8, 1, RC_NONE, false);
+	struct pconf c = pc(2, 1, 8, 1, RC_NONE, ZERO_0);
 	struct stime a, b;
-	double flops = 32 * (2 * N8 + 4.0 * 32 * 4096 * 2048) / 2;
+	double flops = 32 * (2 * N8 + 4.0 * 32 * 4096 * CTX) / 2;
 
 	setup();
 	cl.gpu.hbm_gbps = 1e9;
@@ -503,11 +566,34 @@ static void test_gen_decode_flops_DISCREPANCY(void)
 		   4096 * flops / (PEAK * 0.5), REL);
 }
 
+/* The search bounds generation by its time at less resident memory: more
+ * room for the KV cache never makes it slower, whatever the lengths. */
+static void test_gen_monotone_in_room(void)
+{
+	static const double maxes[] = { 2048, 4096, 16384 };
+	struct pconf c = pc(2, 1, 8, 1, RC_NONE, ZERO_0);
+
+	setup();
+	for (int i = 0; i < 3; i++) {
+		double prev = HUGE_VAL;
+		job.response.max = (long)maxes[i];
+		job.response.p90 = maxes[i] * 0.8;
+		job.response.mean = maxes[i] * 0.3;
+		for (double room = 0.2e9; room < 80e9; room *= 1.1) {
+			struct stime t;
+			if (!cost_gen(&env, &L8, &c, room, &t))
+				continue;
+			CHECK(t.total <= prev);
+			prev = t.total;
+		}
+	}
+}
+
 /* Moving the actor from its training layout to its generation layout.
  * Same GPUs, same TP, pp 1: every GPU already holds its shard: 0 bytes. */
 static void test_move_same_layout(void)
 {
-	struct pconf tr = pc(2, 1, 4, 1, RC_SELECTIVE, false), gen = pc(2, 1, 4, 1, RC_NONE, false);
+	struct pconf tr = pc(2, 1, 4, 1, RC_SELECTIVE, ZERO_0), gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
 
 	setup();
 	CHECK(move_bytes(&L8, &tr, &gen, true) == 0);
@@ -530,17 +616,17 @@ static void test_move_same_layout(void)
  * over the inter-node link: 8,030,261,248 / 38.4e9 = 0.209121387 s. */
 static void test_move_bytes_and_time(void)
 {
-	struct pconf tr = pc(4, 1, 2, 1, RC_SELECTIVE, false), gen = pc(2, 1, 4, 1, RC_NONE, false);
+	struct pconf tr = pc(4, 1, 2, 1, RC_SELECTIVE, ZERO_0), gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
 
 	setup();
 	CHECK(move_bytes(&L8, &tr, &gen, true) == 4014082048.0);
 	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, true), 4014082048.0 / INTRA, REL);
-	tr = pc(2, 2, 4, 1, RC_SELECTIVE, false);
+	tr = pc(2, 2, 4, 1, RC_SELECTIVE, ZERO_0);
 	CHECK(move_bytes(&L8, &tr, &gen, true) == 4015128576.0);
-	tr = pc(2, 1, 4, 1, RC_SELECTIVE, false);
-	gen = pc(4, 1, 2, 1, RC_NONE, false);
+	tr = pc(2, 1, 4, 1, RC_SELECTIVE, ZERO_0);
+	gen = pc(4, 1, 2, 1, RC_NONE, ZERO_0);
 	CHECK(move_bytes(&L8, &tr, &gen, true) == 4016179200.0);
-	gen = pc(2, 1, 4, 1, RC_NONE, false);
+	gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
 	CHECK(move_bytes(&L8, &tr, &gen, false) == 8030261248.0);
 	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, false), 8030261248.0 / INTER, REL);
 	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, false), 0.209121387, 1e-8);
@@ -548,8 +634,8 @@ static void test_move_bytes_and_time(void)
 	 * tp 8 pp 2 = 16 GPUs → gen tp 4: 2 · 2,008,089,600 − 2 · 502,284,800
 	 * (tp 8 pp 2 worst stage) = 4,016,179,200 − 1,004,569,600
 	 * = 3,011,609,600 bytes / 38.4e9 */
-	tr = pc(8, 2, 1, 1, RC_SELECTIVE, false);
-	gen = pc(4, 1, 4, 1, RC_NONE, false);
+	tr = pc(8, 2, 1, 1, RC_SELECTIVE, ZERO_0);
+	gen = pc(4, 1, 4, 1, RC_NONE, ZERO_0);
 	CHECK(move_bytes(&L8, &tr, &gen, true) == 3011609600.0);
 	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, true), 3011609600.0 / INTER, REL);
 }
@@ -572,19 +658,19 @@ static void test_monotonic(void)
 	struct pconf c;
 
 	setup();
-	c = pc(1, 1, 1, 1, RC_SELECTIVE, false);
+	c = pc(1, 1, 1, 1, RC_SELECTIVE, ZERO_0);
 	cost_train(&env, &L8, &c, &a);
 	c.dp = 8;
 	cost_train(&env, &L8, &c, &b);
 	CHECK_NEAR(b.compute, a.compute / 8, REL);
 	CHECK(b.total < a.total);
-	c = pc(1, 1, 8, 1, RC_NONE, false);
+	c = pc(1, 1, 8, 1, RC_NONE, ZERO_0);
 	cost_infer(&env, &L8, &c, &a);
 	c.dp = 16;
 	cost_infer(&env, &L8, &c, &b);
 	CHECK(b.compute < a.compute && b.total < a.total);
 	/* generation: more room for KV never slows decoding */
-	c = pc(2, 1, 8, 1, RC_NONE, false);
+	c = pc(2, 1, 8, 1, RC_NONE, ZERO_0);
 	CHECK(cost_gen(&env, &L8, &c, 2.5 * 332188876.8, &a));
 	CHECK(cost_gen(&env, &L8, &c, 40.5 * 332188876.8, &b));
 	CHECK(b.total < a.total);
@@ -598,16 +684,19 @@ int main(void)
 	RUN(test_train_bubble);
 	RUN(test_train_dp_ring);
 	RUN(test_train_dp_zero);
+	RUN(test_train_dp_zero2);
+	RUN(test_train_dp_zero3);
 	RUN(test_train_tp_comm);
 	RUN(test_train_pp_comm);
 	RUN(test_train_all_terms);
 	RUN(test_train_tp_latency_epochs_DISCREPANCY);
 	RUN(test_infer_terms);
 	RUN(test_gen_paced_by_longest);
-	RUN(test_gen_continuous_batching);
+	RUN(test_gen_paged);
 	RUN(test_gen_no_room);
-	RUN(test_gen_prefill_DISCREPANCY);
-	RUN(test_gen_decode_flops_DISCREPANCY);
+	RUN(test_gen_prefill);
+	RUN(test_gen_decode_flops);
+	RUN(test_gen_monotone_in_room);
 	RUN(test_move_same_layout);
 	RUN(test_move_bytes_and_time);
 	RUN(test_offload);

@@ -148,8 +148,9 @@ static void check_plan(const struct plan *p)
 		CHECK(gen || (u->conf.tp == p->home[i].tp && u->conf.pp == p->home[i].pp &&
 			      u->conf.dp == p->home[i].dp));
 		for (int kind = 0; kind < NKINDS && !gen; kind++) {
-			bool split = u->conf.dp > 1 && (kind ? (train && p->home[i].zero) ||
-							p->home[i].fsdp : p->home[i].fsdp);
+			bool fsdp = p->home[i].zero == ZERO_3;
+			bool split = u->conf.dp > 1 && (kind ? (train && p->home[i].zero) || fsdp :
+								fsdp);
 
 			if (u->rank_list[kind])
 				CHECK((u->lists[u->rank_list[kind][0]].dp >= 0) == split);

@@ -26,12 +26,15 @@ static void load(void)
 		printf("# %s\n", e.msg);
 		exit(1);
 	}
+	/* prompts of up to 4096 tokens: prefill a good part of generation */
+	job.prompt_len = 4096;
 }
 
 /* Options every test starts from: plans of every kind, no noise. */
 static struct simrec_opts plain(uint64_t seed)
 {
-	return (struct simrec_opts){ .seed = seed, .offload = true, .apart = true };
+	return (struct simrec_opts){ .seed = seed, .offload = true, .apart = true,
+				     .switch_rate = 0.1 };
 }
 
 /* Simulate n records of job j with truth k and fit them from prior p
@@ -107,7 +110,8 @@ static void exact_with_fsdp(void)
 	CHECK(res.mape_fit < 1e-8);
 }
 
-/* 5% noise: every coefficient within 3%, held-out steps within 5%. */
+/* 5% noise: every coefficient within 3% (or, for one the records pin less
+ * tightly, within two of its standard errors), held-out steps within 5%. */
 static void recovers_with_noise(void)
 {
 	struct simrec_opts so = plain(3);
@@ -118,7 +122,8 @@ static void recovers_with_noise(void)
 	CHECK(simulate_fit(&truth, &so, 6000, NULL, &fo, &res) == NR_OK);
 	for (int j = 0; j < COEF_FIELDS; j++) {
 		CHECK(res.c[j].fitted);
-		CHECK(rel(res.c[j].value, coef_get(&truth, j)) <= 0.03);
+		CHECK(rel(res.c[j].value, coef_get(&truth, j)) <= 0.03 ||
+		      fabs(res.c[j].value - coef_get(&truth, j)) <= 2 * res.c[j].se);
 		/* and the standard error says about how far */
 		CHECK(fabs(res.c[j].value - coef_get(&truth, j)) <= 4 * res.c[j].se);
 	}
@@ -243,6 +248,40 @@ static void kept_prior_carries_its_error(void)
 	CHECK_NEAR(res.c[6].se, 0.01 / sqrt(pow(0.5, 299.0 / 100)), 1e-9);
 }
 
+/* A coefficient held at its prior because the records cannot tell it from
+ * another leaves that other one carrying its value: the other's standard
+ * error includes the held prior's uncertainty, and it says whom it
+ * absorbs.  Found on few records of the small GRPO job. */
+static void absorbed_partner_widens_the_error(void)
+{
+	struct simrec_opts so = plain(9);
+	struct fit_opts fo = { 0 };
+	struct fit_result loose, tight;
+	struct fit_prior p;
+	int j = -1, partner = -1;
+
+	so.offload = false;
+	for (long n = 1; n <= 8 && j < 0; n++) {
+		CHECK(simulate_fit_job(&small, &truth, &so, n, NULL, &fo, &loose) == NR_OK);
+		for (int c = 0; c < COEF_FIELDS && j < 0; c++)
+			if (loose.c[c].fitted && *loose.c[c].absorbs) {
+				j = c;
+				for (int q = 0; q < COEF_FIELDS; q++)
+					if (strcmp(coef_names[q], loose.c[c].absorbs) == 0)
+						partner = q;
+				/* the same records, the partner's prior known 100 times better */
+				fit_prior_defaults(&p);
+				p.se[partner] = 0.005 * coef_get(&p.k, partner);
+				CHECK(simulate_fit_job(&small, &truth, &so, n, &p, &fo, &tight) == NR_OK);
+			}
+	}
+	CHECK(j >= 0 && partner >= 0);
+	if (j < 0 || partner < 0)
+		return;
+	CHECK(!loose.c[partner].fitted && !tight.c[partner].fitted);
+	CHECK(loose.c[j].se > 1.5 * tight.c[j].se);
+}
+
 /* The held-out steps are chosen by step number alone, about the fraction
  * asked for. */
 static void holdout_is_deterministic(void)
@@ -317,6 +356,7 @@ int main(void)
 	RUN(unexercised_keep_prior);
 	RUN(prior_follows_with_half_life);
 	RUN(kept_prior_carries_its_error);
+	RUN(absorbed_partner_widens_the_error);
 	RUN(holdout_is_deterministic);
 	RUN(nothing_to_fit);
 	RUN(document_loads);

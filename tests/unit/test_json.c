@@ -1,6 +1,6 @@
 /* The JSON loader: located syntax errors, field positions for messages,
  * unknown keys, the typed readers' exact messages, the document header
- * ("nereus", "kind") and atomic writes.
+ * ("nereus", "kind"), empty documents and byte-order marks, and writes.
  *
  * Columns count characters, not bytes, starting at 1; lines start at 1.
  * Each position below is counted by hand in the comment next to it. */
@@ -75,6 +75,32 @@ static void test_syntax_error_position(void)
 	      NR_EINPUT);
 	CHECK(strstr(e.msg, "duplicate object key") != NULL);
 	CHECK(strncmp(e.msg, "t.json:1:", 9) == 0);
+}
+
+/* An empty document is located at 1:1 (columns start at 1, where jansson
+ * says 0); a UTF-8 byte-order mark is passed over, and columns count from
+ * the character after it. */
+static void test_empty_and_bom(void)
+{
+	struct jdoc d;
+	struct err e;
+
+	CHECK(load(&d, "", NULL, &e) == NR_EINPUT);
+	CHECK(strcmp(e.msg, "t.json:1:1: empty: expected a JSON object (a Nereus document)") == 0);
+	CHECK(load(&d, "\xEF\xBB\xBF", NULL, &e) == NR_EINPUT);
+	CHECK(strncmp(e.msg, "t.json:1:1: empty", 17) == 0);
+	/* "\n\n" ends on line 3 before any character: 3:1, not 3:0 */
+	CHECK(load(&d, "\n\n", NULL, &e) == NR_EINPUT);
+	CHECK(strncmp(e.msg, "t.json:3:1: ", 12) == 0);
+
+	CHECK(load(&d, "\xEF\xBB\xBF{\"nereus\": 1, \"kind\": \"job\"}", "job", &e) == NR_OK);
+	CHECK(strcmp(jdoc_kind(&d), "job") == 0);
+	jdoc_free(&d);
+	/* after the mark, `{"nereus": 1, "kind": 7}`: '{'=1 ... '7'=23 */
+	CHECK(load(&d, "\xEF\xBB\xBF{\"nereus\": 1, \"kind\": 7}", NULL, &e) == NR_EINPUT);
+	CHECK(strcmp(e.msg, "t.json:1:23: kind: expected a \"kind\" string") == 0);
+	/* a mark anywhere else is not whitespace */
+	CHECK(load(&d, " \xEF\xBB\xBF{}", NULL, &e) == NR_EINPUT);
 }
 
 /* The standard-input name is shown as <stdin>. */
@@ -536,24 +562,27 @@ static void test_write_atomic(void)
 	free(buf);
 	CHECK(count_entries(dir) == 1);
 
-	/* a target that cannot be replaced (a directory): an I/O error, the old
-	 * entry untouched, and the temporary file removed */
+	/* a directory where a file is expected: bad input, the directory
+	 * untouched, no temporary made */
 	snprintf(sub, sizeof sub, "%s/adir", dir);
 	CHECK(mkdir(sub, 0755) == 0);
-	CHECK(write_file_atomic(sub, "x", 1, &e) == NR_EIO);
+	CHECK(write_file_atomic(sub, "x", 1, &e) == NR_EINPUT);
 	CHECK(strncmp(e.msg, "cannot write '", 14) == 0);
 	CHECK(count_entries(dir) == 2);
 	CHECK(stat(sub, &st) == 0 && S_ISDIR(st.st_mode));
-	/* a directory that does not exist */
+	/* a folder that does not exist: the message names the output, not a
+	 * temporary */
 	snprintf(sub, sizeof sub, "%s/no/such/out.json", dir);
 	CHECK(write_file_atomic(sub, "x", 1, &e) == NR_EIO);
-	CHECK(strncmp(e.msg, "cannot create '", 15) == 0);
+	CHECK(strncmp(e.msg, "cannot write '", 14) == 0 && strstr(e.msg, "out.json':") != NULL);
+	CHECK(strstr(e.msg, ".tmp.") == NULL);
 	rmtree(dir);
 }
 
 int main(void)
 {
 	RUN(test_syntax_error_position);
+	RUN(test_empty_and_bom);
 	RUN(test_stdin_name);
 	RUN(test_fail_positions_objects);
 	RUN(test_fail_positions_arrays);

@@ -7,7 +7,7 @@
 
 #include "plan/plan.h"
 #include "profile/simrec.h"
-#include "run/steprec.h"
+#include "doc/steprec.h"
 #include "unit.h"
 
 static struct job job;
@@ -85,8 +85,8 @@ static void from_plan_composes(void)
 	p->npools = 1;
 	p->pools[0] = (struct pool){ (1u << (1 + job.nmodels)) - 1, 64 };
 	for (int m = 0; m < job.nmodels; m++)
-		p->home[m] = (struct pconf){ 2, 2, 16, 1, RC_SELECTIVE, true, false, false };
-	p->gen = (struct pconf){ 4, 1, 16, 1, RC_NONE, false, false, false };
+		p->home[m] = (struct pconf){ 2, 2, 16, 1, RC_SELECTIVE, ZERO_1, false };
+	p->gen = (struct pconf){ 4, 1, 16, 1, RC_NONE, ZERO_0, false };
 	CHECK(plan_place(&cl, p));
 	plan_evaluate(&v, p);
 	CHECK(p->feasible);

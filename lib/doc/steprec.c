@@ -1,7 +1,7 @@
 /* Step records (nereus-steps(5)): parsing one line, checking it against the
  * job, writing it back.  One check serves both directions, so what a writer
  * may produce and what a reader accepts cannot drift apart. */
-#include "run/steprec.h"
+#include "doc/steprec.h"
 
 #include <errno.h>
 #include <float.h>
@@ -125,7 +125,7 @@ static int check_home(const struct jdoc *d, const struct step_record *r, int i, 
 	const struct pconf *a = &r->ms[i].conf, *b = &r->ms[k].conf;
 
 	if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->mb != b->mb ||
-	    a->offload != b->offload || a->fsdp != b->fsdp)
+	    a->offload != b->offload || (a->zero == ZERO_3) != (b->zero == ZERO_3))
 		return bad(d, k, "tp", e, "%s runs its stages in one layout, but model_stages[%d] "
 			   "(tp=%d pp=%d dp=%d micro_batch=%d) and model_stages[%d] (tp=%d pp=%d "
 			   "dp=%d micro_batch=%d) differ", r->ms[i].model, i, a->tp, a->pp, a->dp,
@@ -155,6 +155,15 @@ static int check_record(const struct jdoc *d, const struct step_record *r,
 	if (!(isfinite(r->transition_s) && r->transition_s >= 0))
 		return bad(d, -1, "transition_s", e, "expected a non-negative number of seconds, "
 			   "got %g", r->transition_s);
+	if (r->sw.known && r->transition_s == 0)
+		return bad(d, -1, "switch", e, "a step with no transition (transition_s 0) had no "
+			   "switch");
+	if (r->sw.known && !(isfinite(r->sw.move_s) && r->sw.move_s >= 0))
+		return bad(d, -1, "switch.move_s", e, "expected a non-negative number of seconds, "
+			   "got %g", r->sw.move_s);
+	if (r->sw.known && !(isfinite(r->sw.store_gib) && r->sw.store_gib >= 0))
+		return bad(d, -1, "switch.store_gib", e, "expected a non-negative number of GiB, "
+			   "got %g", r->sw.store_gib);
 	if (r->status == STEP_PAUSED) {
 		if (r->nms)
 			return bad(d, -1, "model_stages", e, "a paused step runs no model-stage");
@@ -228,10 +237,10 @@ int steprec_check(const struct step_record *r, const struct job *job,
 
 /* A record's fields, in nereus-steps(5) order. */
 enum { K_NEREUS, K_KIND, K_STEP, K_ENGINE, K_GPUS_UP, K_STATUS, K_SEQUENCES, K_PROMPT_LEN,
-       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_MODEL_STAGES, NRECORD_KEYS };
+       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_SWITCH, K_MODEL_STAGES, NRECORD_KEYS };
 static const char *const record_keys[NRECORD_KEYS + 1] = {
 	"nereus", "kind", "step", "engine", "gpus_up", "status", "sequences", "prompt_len",
-	"response_len", "step_time_s", "transition_s", "model_stages", NULL
+	"response_len", "step_time_s", "transition_s", "switch", "model_stages", NULL
 };
 #define RECORD_REQUIRED (1u << K_NEREUS | 1u << K_KIND | 1u << K_STEP | 1u << K_ENGINE | \
 			 1u << K_GPUS_UP | 1u << K_STATUS)
@@ -241,6 +250,11 @@ static const char *const record_keys[NRECORD_KEYS + 1] = {
 
 enum { R_MEAN, R_P90, R_MAX, NRESPONSE_KEYS };
 static const char *const response_keys[NRESPONSE_KEYS + 1] = { "mean", "p90", "max", NULL };
+
+enum { S_MOVE_S, S_STORE_GIB, S_COMMUNICATOR, S_GROUPS, S_ENGINES, NSWITCH_KEYS };
+static const char *const switch_keys[NSWITCH_KEYS + 1] = {
+	"move_s", "store_gib", "new_communicator", "groups", "new_engines", NULL
+};
 
 /* A model-stage's fields, in nereus-steps(5) order; which of them each
  * stage's entries have, and which they must have. */
@@ -371,7 +385,9 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	const char *keys[NENTRY_KEYS + 1];
 	long pool, gpus, tp, pp = 1, dp, mb = 1;
 	int stage, rcomp = RC_NONE, rc, nkeys = 0;
-	bool gen;
+	bool gen, fsdp = false;
+	long zero = ZERO_0;
+	json_t *z = json_object_get(o, "zero");
 
 	memset(ms, 0, sizeof *ms);
 	if (!json_is_object(o))
@@ -394,8 +410,9 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	    (rc = jget_int(d, o, path, "micro_batch", !gen, 1, 1 << 20, &mb, e)) ||
 	    (rc = jget_enum(d, o, path, "recompute", stage == STAGE_TRAIN, recompute_names,
 			    &rcomp, e)) ||
-	    (rc = jget_bool(d, o, path, "zero", stage == STAGE_TRAIN, &ms->conf.zero, e)) ||
-	    (rc = jget_bool(d, o, path, "fsdp", false, &ms->conf.fsdp, e)) ||
+	    (rc = json_is_boolean(z) ? (zero = json_is_true(z), NR_OK) :
+		  jget_int(d, o, path, "zero", stage == STAGE_TRAIN, ZERO_0, ZERO_3, &zero, e)) ||
+	    (rc = jget_bool(d, o, path, "fsdp", false, &fsdp, e)) ||
 	    (rc = jget_bool(d, o, path, "offload", false, &ms->conf.offload, e)) ||
 	    (rc = jget_bool(d, o, path, "same_pool", gen, &ms->same_pool, e)) ||
 	    (rc = get_opt_num(d, o, path, "time_s", true, &ms->time_s, e)) ||
@@ -410,12 +427,33 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	ms->conf.dp = (int)dp;
 	ms->conf.mb = (int)mb;
 	ms->conf.rc = (enum recompute)rcomp;
+	/* the stage; a record written before stages has true for 1 */
+	ms->conf.zero = fsdp ? ZERO_3 : (enum zero_stage)zero;
+	return NR_OK;
+}
+
+static int parse_switch(const struct jdoc *d, json_t *o, struct step_switch *sw,
+			struct err *e)
+{
+	long groups;
+	int rc;
+
+	if ((rc = jcheck_keys(d, o, "switch", switch_keys, e)) ||
+	    (rc = jget_num(d, o, "switch", "move_s", true, -HUGE_VAL, HUGE_VAL, &sw->move_s, e)) ||
+	    (rc = jget_num(d, o, "switch", "store_gib", true, -HUGE_VAL, HUGE_VAL, &sw->store_gib,
+			   e)) ||
+	    (rc = jget_bool(d, o, "switch", "new_communicator", true, &sw->communicator, e)) ||
+	    (rc = jget_int(d, o, "switch", "groups", true, 0, 1 << 20, &groups, e)) ||
+	    (rc = jget_bool(d, o, "switch", "new_engines", true, &sw->engines, e)))
+		return rc;
+	sw->groups = (int)groups;
+	sw->known = true;
 	return NR_OK;
 }
 
 static int parse_fields(const struct jdoc *d, struct step_record *r, struct err *e)
 {
-	json_t *root = d->root, *resp = NULL, *stages = NULL, *o;
+	json_t *root = d->root, *resp = NULL, *stages = NULL, *sw = NULL, *o;
 	long step, gpus_up, seqs = 0, prompt = 0, rmax = 0;
 	int status, rc;
 	bool run;
@@ -438,6 +476,8 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	    (rc = get_opt_num(d, root, "", "step_time_s", run, &r->step_time_s, e)) ||
 	    (rc = jget_num(d, root, "", "transition_s", false, -HUGE_VAL, HUGE_VAL,
 			   &r->transition_s, e)) ||
+	    (rc = jget_obj(d, root, "", "switch", false, &sw, e)) ||
+	    (sw && (rc = parse_switch(d, sw, &r->sw, e))) ||
 	    (rc = jget_arr(d, root, "", "model_stages", run, &stages, e)))
 		return rc;
 	r->sequences = seqs;
@@ -841,10 +881,39 @@ static bool fast_response(struct lex *x, struct response_len *rl)
 	return lex_char(x, '}') && seen == (1u << NRESPONSE_KEYS) - 1;
 }
 
+static bool fast_switch(struct lex *x, struct step_switch *sw)
+{
+	unsigned seen = 0;
+	long groups = 0;
+	int k = -1;
+
+	if (!lex_char(x, '{'))
+		return false;
+	do {
+		bool ok;
+		if (!fast_key(x, switch_keys, NSWITCH_KEYS, k + 1, &seen, &k))
+			return false;
+		switch (k) {
+		case S_MOVE_S: ok = fast_num(x, false, &sw->move_s); break;
+		case S_STORE_GIB: ok = fast_num(x, false, &sw->store_gib); break;
+		case S_COMMUNICATOR: ok = fast_bool(x, &sw->communicator); break;
+		case S_GROUPS: ok = fast_int(x, 0, 1 << 20, &groups); break;
+		default: ok = fast_bool(x, &sw->engines); break;
+		}
+		if (!ok)
+			return false;
+	} while (lex_char(x, ','));
+	sw->groups = (int)groups;
+	sw->known = true;
+	return lex_char(x, '}') && seen == (1u << NSWITCH_KEYS) - 1;
+}
+
 /* One field of a model-stage, k, into ms or the integers of its layout. */
 static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long num[NENTRY_KEYS],
 			     int *stage, int *rcomp)
 {
+	bool flag;
+
 	switch (k) {
 	case E_MODEL: return lex_string(x, ms->model, sizeof ms->model);
 	case E_STAGE: return fast_enum(x, stage_names, stage);
@@ -855,8 +924,19 @@ static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long nu
 	case E_TP:
 	case E_DP: return fast_int(x, 1, MAX_GPUS, &num[k]);
 	case E_RECOMPUTE: return fast_enum(x, recompute_names, rcomp);
-	case E_ZERO: return fast_bool(x, &ms->conf.zero);
-	case E_FSDP: return fast_bool(x, &ms->conf.fsdp);
+	case E_ZERO:
+		/* the stage, 0 to 3; records before stages said true or false */
+		if (fast_int(x, ZERO_0, ZERO_3, &num[k]))
+			return true;
+		if (!fast_bool(x, &flag))
+			return false;
+		num[k] = flag;
+		return true;
+	case E_FSDP:
+		if (!fast_bool(x, &flag))
+			return false;
+		num[k] = flag;
+		return true;
 	case E_OFFLOAD: return fast_bool(x, &ms->conf.offload);
 	case E_SAME_POOL: return fast_bool(x, &ms->same_pool);
 	case E_TIME_S: return fast_num(x, true, &ms->time_s);
@@ -892,6 +972,7 @@ static bool fast_entry(struct lex *x, struct ms_record *ms)
 	ms->conf.dp = (int)num[E_DP];
 	ms->conf.mb = (int)num[E_MICRO_BATCH];
 	ms->conf.rc = (enum recompute)rcomp;
+	ms->conf.zero = num[E_FSDP] ? ZERO_3 : (enum zero_stage)num[E_ZERO];
 	return true;
 }
 
@@ -927,6 +1008,7 @@ static bool fast_record_field(struct lex *x, int k, struct step_record *r,
 	case K_RESPONSE_LEN: return fast_response(x, &r->response);
 	case K_STEP_TIME_S: return fast_num(x, true, &r->step_time_s);
 	case K_TRANSITION_S: return fast_num(x, false, &r->transition_s);
+	case K_SWITCH: return fast_switch(x, &r->sw);
 	default: return fast_stages(x, r);
 	}
 }
@@ -1041,9 +1123,9 @@ static json_t *entry_json(const struct ms_record *ms)
 		json_object_set_new(o, "micro_batch", json_integer(c->mb));
 		if (ms->stage == STAGE_TRAIN) {
 			json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
-			json_object_set_new(o, "zero", json_boolean(c->zero));
+			json_object_set_new(o, "zero", json_integer(c->zero));
 		}
-		json_object_set_new(o, "fsdp", json_boolean(c->fsdp));
+		json_object_set_new(o, "fsdp", json_boolean(c->zero == ZERO_3));
 		json_object_set_new(o, "offload", json_boolean(c->offload));
 	}
 	json_object_set_new(o, "time_s", num_or_null(ms->time_s));
@@ -1078,6 +1160,11 @@ json_t *steprec_to_json(const struct step_record *r)
 	}
 	json_object_set_new(o, "step_time_s", num_or_null(r->step_time_s));
 	json_object_set_new(o, "transition_s", json_real(r->transition_s));
+	if (r->sw.known)
+		json_object_set_new(o, "switch", json_pack(
+			"{s:f,s:f,s:b,s:i,s:b}", "move_s", r->sw.move_s, "store_gib",
+			r->sw.store_gib, "new_communicator", r->sw.communicator, "groups",
+			r->sw.groups, "new_engines", r->sw.engines));
 	for (int i = 0; i < r->nms; i++)
 		json_array_append_new(stages, entry_json(&r->ms[i]));
 	if (run)

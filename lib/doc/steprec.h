@@ -67,6 +67,17 @@ struct ms_record {
 			     * most; NAN elsewhere */
 };
 
+/* What the switch before a step involved, as it was priced: what
+ * nereus-profile fit learns the switch coefficients from. */
+struct step_switch {
+	bool known;          /* the record says (its "switch" object) */
+	double move_s;       /* predicted seconds moving state (graph or bound) */
+	double store_gib;    /* of the state moved, GiB read from the state store */
+	bool communicator;   /* the job's communicator was created anew */
+	int groups;          /* communicators the busiest GPU created */
+	bool engines;        /* the generation engines were created anew */
+};
+
 struct step_record {
 	long step;
 	char engine[16];     /* "sim", "cpu", "cuda", ... */
@@ -77,6 +88,7 @@ struct step_record {
 	struct response_len response; /* observed in this step */
 	double step_time_s;  /* wall seconds of the step; NAN if absent */
 	double transition_s; /* switching plans before the step; not in step_time_s */
+	struct step_switch sw; /* what that switch involved */
 	int nms;
 	struct ms_record ms[STEPREC_MAX_MS];
 };
