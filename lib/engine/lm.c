@@ -6,10 +6,10 @@
 
 #include "engine/kernels.h"
 
-int lm_open(struct lm *m, const struct job *job, int index, bool trainable,
+int lm_open(struct lm *m, const struct model *model, int index, bool trainable,
 	    struct store_reader *r, int store_model, uint64_t seed, struct err *e)
 {
-	struct model md = job->models[index];
+	struct model md = *model;
 	int rc;
 
 	/* RoPE and the norm's epsilon are the checkpoint's (arch_compare) */
@@ -28,7 +28,7 @@ int lm_open(struct lm *m, const struct job *job, int index, bool trainable,
 	if (rc == NR_OK)
 		rc = model_bind(&m->dec, &m->st.lo, m->st.buf[KIND_WEIGHT], m->st.grad, e);
 	if (rc) {
-		err_prefix(e, "model '%s'", job->models[index].name);
+		err_prefix(e, "model '%s'", model->name);
 		lm_close(m);
 	}
 	return rc;

@@ -15,11 +15,12 @@ struct lm {
 	bool has_acts;
 };
 
-/* Model index of job as one rank (TP1·PP1·DP1): from model store_model of
- * r (whose architecture, RoPE and epsilon included, it takes), or (r
- * NULL) at random from seed.  A trainable model keeps gradients and the
+/* Model md (the job's index-th; its draws at random are that index's) as
+ * one rank (TP1·PP1·DP1): from model store_model of r (whose
+ * architecture, RoPE and epsilon included, it takes), or (r NULL) at
+ * random from seed.  A trainable model keeps gradients and the
  * optimizer's state. */
-int lm_open(struct lm *m, const struct job *job, int index, bool trainable,
+int lm_open(struct lm *m, const struct model *md, int index, bool trainable,
 	    struct store_reader *r, int store_model, uint64_t seed, struct err *e);
 void lm_close(struct lm *m);
 

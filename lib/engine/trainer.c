@@ -77,6 +77,20 @@ static void add_ms(struct trainer *t, struct trainer_stats *st, int model, enum 
 
 /* --- opening ------------------------------------------------------------------------- */
 
+/* A reference made at random starts as the policy it holds the actor to:
+ * the actor's weights, when it has the actor's architecture. */
+static void reference_as_actor(const struct job *job, int ref, int actor, struct lm *m)
+{
+	struct err scratch;
+
+	if (ref >= 0 && ref != actor &&
+	    m[ref].st.len[KIND_WEIGHT] == m[actor].st.len[KIND_WEIGHT] &&
+	    arch_compare("", &job->models[ref].arch, &job->models[actor].arch, "",
+			 &scratch) == NR_OK)
+		memcpy(m[ref].st.buf[KIND_WEIGHT], m[actor].st.buf[KIND_WEIGHT],
+		       m[ref].st.len[KIND_WEIGHT] * sizeof(float));
+}
+
 static int find_role(const struct job *job, enum role r)
 {
 	for (int i = 0; i < job->nmodels; i++)
@@ -160,6 +174,10 @@ int trainer_open(struct trainer *t, const struct job *job, const char *store, co
 	t->critic = find_role(job, ROLE_CRITIC);
 	t->ref = find_role(job, ROLE_REFERENCE);
 	t->reward = job->data.reward == TASK_REWARD_MODEL ? find_role(job, ROLE_REWARD) : -1;
+	if (t->reward < 0 && find_role(job, ROLE_REWARD) >= 0)
+		return err_set(e, NR_EINPUT, "the job has a reward model, but \"data\" scores "
+			       "with the rule \"%s\": drop the model, or set \"reward\": \"model\"",
+			       task_reward_names[job->data.reward]);
 	rc = open_data(t, e);
 	if (rc == NR_OK && store)
 		rc = store_reader_open(&r, store, e);
@@ -169,12 +187,10 @@ int trainer_open(struct trainer *t, const struct job *job, const char *store, co
 		const struct model *md = &job->models[i];
 		int si = 0;
 
-		if (i == find_role(job, ROLE_REWARD) && t->reward < 0)
-			continue; /* a rule scores: the reward model is not needed */
 		if (r)
 			rc = lm_find(r, md, store, &si, e);
 		if (rc == NR_OK)
-			rc = lm_open(&t->m[i], job, i, md->stages[STAGE_TRAIN], r, si,
+			rc = lm_open(&t->m[i], md, i, md->stages[STAGE_TRAIN], r, si,
 				     job->data.seed, e);
 		t->open[i] = rc == NR_OK;
 		t->mb[i] = mb && mb[i] > 0 ? mb[i] : (int)(job->prompts_per_step *
@@ -184,6 +200,8 @@ int trainer_open(struct trainer *t, const struct job *job, const char *store, co
 				json_object_get(json_object_get(run, "optimizer_steps"), md->name));
 	}
 	store_reader_close(r);
+	if (rc == NR_OK && !store)
+		reference_as_actor(job, t->ref, t->actor, t->m);
 	if (rc == NR_OK)
 		rc = alloc_step(t, e);
 	if (rc == NR_OK)
@@ -649,6 +667,14 @@ int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err
 
 /* --- saving ----------------------------------------------------------------------------- */
 
+/* The run object says when the models speak the built-in byte
+ * vocabulary, so that nereus-run generate can read and write text. */
+static void note_tokenizer(json_t *run, const struct job *job)
+{
+	if (!job->data.tokenizer[0])
+		json_object_set_new(run, "tokenizer", json_string("bytes"));
+}
+
 /* What store_save takes of a model held whole on this process. */
 static struct store_state state_of(const struct mstate *st)
 {
@@ -682,36 +708,33 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 			json_object_set_new(steps, st->name, json_integer(t->opt_steps[i]));
 	}
 	json_object_set_new(r, "optimizer_steps", steps);
+	note_tokenizer(r, t->job);
 	rc = store_save(dst, ss, n, r, NULL, e);
 	json_decref(r);
 	return rc;
 }
 
-int trainer_init_store(const struct job *job, uint64_t seed, const char *dst, struct err *e)
+int trainer_init_store(const struct job *job, uint64_t seed, json_t *run, const char *dst,
+		       struct err *e)
 {
 	struct lm m[MAX_MODELS];
 	struct store_state ss[MAX_MODELS] = { { .ctx = NULL } };
-	int actor = find_role(job, ROLE_ACTOR), rc = NR_OK, n = 0;
-	struct err scratch;
+	json_t *r = run ? json_deep_copy(run) : json_object();
+	int rc = NR_OK, n = 0;
 
 	for (int i = 0; i < job->nmodels && rc == NR_OK; i++) {
-		rc = lm_open(&m[i], job, i, job->models[i].stages[STAGE_TRAIN], NULL, 0, seed, e);
+		rc = lm_open(&m[i], &job->models[i], i, job->models[i].stages[STAGE_TRAIN], NULL, 0,
+			     seed, e);
 		n = i + (rc == NR_OK);
 	}
-	for (int i = 0; i < n; i++) {
-		struct mstate *st = &m[i].st;
-
-		/* the reference starts as the policy it holds the actor to */
-		if (job->models[i].role == ROLE_REFERENCE && i != actor &&
-		    st->len[KIND_WEIGHT] == m[actor].st.len[KIND_WEIGHT] &&
-		    arch_compare("", &job->models[i].arch, &job->models[actor].arch, "",
-				 &scratch) == NR_OK)
-			memcpy(st->buf[KIND_WEIGHT], m[actor].st.buf[KIND_WEIGHT],
-			       st->len[KIND_WEIGHT] * sizeof(float));
-		ss[i] = state_of(st);
-	}
 	if (rc == NR_OK)
-		rc = store_save(dst, ss, n, NULL, NULL, e);
+		reference_as_actor(job, find_role(job, ROLE_REFERENCE), find_role(job, ROLE_ACTOR), m);
+	for (int i = 0; i < n; i++)
+		ss[i] = state_of(&m[i].st);
+	note_tokenizer(r, job);
+	if (rc == NR_OK)
+		rc = store_save(dst, ss, n, r, NULL, e);
+	json_decref(r);
 	for (int i = 0; i < n; i++)
 		lm_close(&m[i]);
 	return rc;

@@ -110,7 +110,9 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 int64_t trainer_bytes(const struct trainer *t);
 
 /* A store of the job's models at random from seed (the reference made as
- * the actor is, so the RL starts from one policy), one rank each. */
-int trainer_init_store(const struct job *job, uint64_t seed, const char *dst, struct err *e);
+ * the actor is, so the RL starts from one policy), one rank each, with
+ * run (may be NULL) as its run object. */
+int trainer_init_store(const struct job *job, uint64_t seed, json_t *run, const char *dst,
+		       struct err *e);
 
 #endif
