@@ -49,8 +49,7 @@ static void test_verl(void)
 	CHECK(baseline(LAYOUT_VERL, NULL, &p));
 	CHECK(p.npools == 1 && p.pools[0].ngpus == 64);
 	for (int m = 0; m < job.nmodels; m++)
-		CHECK(p.home[m].tp == 1 && p.home[m].pp == 1 && p.home[m].fsdp);
-	CHECK(p.home[model("actor")].zero && p.home[model("critic")].zero);
+		CHECK(p.home[m].tp == 1 && p.home[m].pp == 1 && p.home[m].zero == ZERO_3);
 	CHECK(p.gen.tp == 2);
 	/* tuned: the fastest rollout TP of 1, 2, 4, 8, so no slower */
 	CHECK(baseline(LAYOUT_VERL_TUNED, NULL, &tuned));
@@ -67,7 +66,7 @@ static void test_verl(void)
 	CHECK(baseline(LAYOUT_VERL_MEGATRON, NULL, &mega));
 	CHECK(mega.npools == 1 && mega.gen.tp == 2);
 	for (int m = 0; m < job.nmodels; m++)
-		CHECK(!mega.home[m].fsdp);
+		CHECK(mega.home[m].zero != ZERO_3);
 }
 
 static void test_openrlhf(void)
@@ -88,7 +87,7 @@ static void test_openrlhf(void)
 	CHECK(p.pools[2].items == (1u << (1 + critic) | 1u << (1 + reward)) &&
 	      p.pools[2].ngpus == 16);
 	for (int m = 0; m < job.nmodels; m++) {
-		CHECK(p.home[m].tp == 1 && p.home[m].pp == 1 && p.home[m].fsdp);
+		CHECK(p.home[m].tp == 1 && p.home[m].pp == 1 && p.home[m].zero == ZERO_3);
 		CHECK(!model_trainable(&job.models[m]) || p.home[m].rc == RC_FULL);
 		CHECK(p.home[m].offload == model_trainable(&job.models[m]));
 	}
@@ -96,7 +95,7 @@ static void test_openrlhf(void)
 	CHECK(baseline(LAYOUT_OPENRLHF_HYBRID, NULL, &h));
 	CHECK(h.npools == 1);
 	for (int m = 0; m < job.nmodels; m++)
-		CHECK(h.home[m].offload && h.home[m].fsdp &&
+		CHECK(h.home[m].offload && h.home[m].zero == ZERO_3 &&
 		      (!model_trainable(&job.models[m]) || h.home[m].rc == RC_FULL));
 }
 
@@ -114,11 +113,11 @@ static void test_pins_keep_the_layout(void)
 	CHECK(strstr(e.msg, "the verl layout fixes actor@training's TP at 1, not 4") != NULL);
 	CHECK(layout_pin(&job, LAYOUT_VERL, "actor@generation=tp4", &sp, &e) == NR_EINPUT);
 	CHECK(layout_pin(&job, LAYOUT_VERL, "critic@training=nofsdp", &sp, &e) == NR_EINPUT);
-	CHECK(strstr(e.msg, "FSDP at on, not off") != NULL);
+	CHECK(strstr(e.msg, "at ZeRO stage 3, not 0 or 1 or 2") != NULL);
 	/* what verl fixes anyway, and what it leaves free */
 	CHECK(layout_pin(&job, LAYOUT_VERL, "actor@training=fsdp", &sp, &e) == NR_OK);
 	CHECK(layout_pin(&job, LAYOUT_VERL, "actor@training=full", &sp, &e) == NR_OK);
-	CHECK(sp.home[model("actor")].tp == 1 && sp.home[model("actor")].fsdp == 1);
+	CHECK(sp.home[model("actor")].tp == 1 && sp.home[model("actor")].zero == 1u << ZERO_3);
 	CHECK(sp.home[model("actor")].rc == RC_FULL);
 	CHECK(baseline(LAYOUT_VERL, (const char *const[]){ "actor@training=fsdp", NULL }, &p));
 	CHECK(p.home[model("actor")].tp == 1 && p.npools == 1);

@@ -111,7 +111,8 @@ static void exact_with_fsdp(void)
 }
 
 /* 5% noise: every coefficient within 3% (or, for one the records pin less
- * tightly, within two of its standard errors), held-out steps within 5%. */
+ * tightly, within three of its standard errors: of 19 coefficients, one
+ * past two is what chance gives), held-out steps within 5%. */
 static void recovers_with_noise(void)
 {
 	struct simrec_opts so = plain(3);
@@ -123,7 +124,7 @@ static void recovers_with_noise(void)
 	for (int j = 0; j < COEF_FIELDS; j++) {
 		CHECK(res.c[j].fitted);
 		CHECK(rel(res.c[j].value, coef_get(&truth, j)) <= 0.03 ||
-		      fabs(res.c[j].value - coef_get(&truth, j)) <= 2 * res.c[j].se);
+		      fabs(res.c[j].value - coef_get(&truth, j)) <= 3 * res.c[j].se);
 		/* and the standard error says about how far */
 		CHECK(fabs(res.c[j].value - coef_get(&truth, j)) <= 4 * res.c[j].se);
 	}
