@@ -1,6 +1,7 @@
 /* The job's RL settings (rlconf.h): defaults, ranges and their loader. */
 #include "doc/rlconf.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -245,7 +246,7 @@ int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_al
 static int job_path(const struct jdoc *d, json_t *o, const char *path, const char *key,
 		    const char *job_file, char *out, size_t n, struct err *e)
 {
-	char given[PATH_MAX] = "", p[512];
+	char given[DATA_PATH_MAX] = "", p[512];
 	const char *slash = strrchr(job_file, '/');
 	int rc = jget_str(d, o, path, key, false, given, sizeof given, e);
 

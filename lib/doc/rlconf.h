@@ -5,7 +5,6 @@
 #ifndef NEREUS_RLCONF_H
 #define NEREUS_RLCONF_H
 
-#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -107,11 +106,13 @@ enum task_reward { TASK_EXACT_MATCH, TASK_CHAR_MATCH, TASK_REWARD_MODEL };
 /* "exact_match", "char_match", "model", NULL: the "reward" values */
 extern const char *const task_reward_names[];
 
+#define DATA_PATH_MAX 4096 /* a path the job names, at most */
+
 /* The job's "data" object; paths are relative to the job file's folder
  * as given, and resolved against it here. */
 struct data_config {
-	char prompts[PATH_MAX];   /* "prompts": the prompts file (JSON Lines); "" none */
-	char tokenizer[PATH_MAX]; /* "tokenizer": a tokenizer.json; "": the byte vocabulary */
+	char prompts[DATA_PATH_MAX];   /* "prompts": the prompts file, JSON Lines */
+	char tokenizer[DATA_PATH_MAX]; /* "tokenizer": a tokenizer.json; "": the byte vocabulary */
 	enum task_reward reward;  /* "reward": exact_match */
 	uint64_t seed;            /* "seed": 1; every random draw of a run derives from it */
 };

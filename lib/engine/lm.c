@@ -1,6 +1,7 @@
 /* A model ready to run on this process (lm.h). */
 #include "engine/lm.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
