@@ -70,9 +70,14 @@ $(O)/libnereus.a: $(LIB_OBJ)
 
 $(MPI_TOOLS:%=$(O)/%): $(MPI_OBJ)
 
+# A tool's subcommands beside its main, git-builtin style: cmd/TOOL/*.c.
+sub_obj = $(patsubst %.c,$(O)/%.o,$(wildcard cmd/$(1)/*.c))
+$(foreach t,$(TOOLS),$(eval $(O)/$(t): $(call sub_obj,$(t))))
+
 $(O)/nereus-%: $(O)/cmd/nereus-%.o $(CMD_COMMON) $(O)/libnereus.a
 	$(if $(filter nereus-$*,$(MPI_TOOLS)),$(MPICC),$(CC)) $(LDFLAGS) -o $@ $< $(CMD_COMMON) \
-	  $(if $(filter nereus-$*,$(MPI_TOOLS)),$(MPI_OBJ)) $(O)/libnereus.a $(LDLIBS)
+	  $(call sub_obj,nereus-$*) $(if $(filter nereus-$*,$(MPI_TOOLS)),$(MPI_OBJ)) \
+	  $(O)/libnereus.a $(LDLIBS)
 
 $(O)/tests/%: tests/unit/%.c tests/unit/unit.h $(O)/libnereus.a
 	@mkdir -p $(@D)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "nereus-run/subcommands.h"
 #include "common/json.h"
 #include "run/oracle.h"
 #include "run/run.h"
@@ -69,7 +70,8 @@ static const char usage[] =
 
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
-       OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE };
+       OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE, OPT_STATE,
+       OPT_SAVE, OPT_SAVE_EVERY };
 
 static const struct option options[] = {
 	{ "engine", required_argument, NULL, OPT_ENGINE },
@@ -93,25 +95,20 @@ static const struct option options[] = {
 	{ "pace", required_argument, NULL, OPT_PACE },
 	{ "out-dir", required_argument, NULL, OPT_OUTDIR },
 	{ "charge", required_argument, NULL, OPT_CHARGE },
+	{ "state", required_argument, NULL, OPT_STATE },
+	{ "save", required_argument, NULL, OPT_SAVE },
+	{ "save-every", required_argument, NULL, OPT_SAVE_EVERY },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
 
-struct args {
-	bool compare;
-	const char *job, *cluster, *events, *plan, *cost, *records, *summary, *svg, *now;
-	const char *out_dir;
-	long steps, seed, every, until;
-	double noise, min_gain, pace;
-	int policy;
-	bool resume, quiet, bound;
-};
 
 static int parse(int argc, char **argv, struct args *a)
 {
 	static const char *const charges[] = { "graph", "bound", NULL };
+	static const char *const engines[] = { "sim", "builtin", NULL };
 	int c, rc, k;
 
 	memset(a, 0, sizeof *a);
@@ -128,8 +125,14 @@ static int parse(int argc, char **argv, struct args *a)
 	while ((c = getopt_long(argc, argv, ":qhV", options, NULL)) != -1) {
 		switch (c) {
 		case OPT_ENGINE:
-			if (strcmp(optarg, "sim") != 0)
-				return usage_error("unknown engine '%s' (this build has: sim)", optarg);
+			if ((rc = parse_choice("engine", optarg, engines, &a->engine)))
+				return rc;
+			break;
+		case OPT_STATE: a->state = optarg; break;
+		case OPT_SAVE: a->save = optarg; break;
+		case OPT_SAVE_EVERY:
+			if ((rc = parse_long("--save-every", optarg, 1, 100000000, &a->save_every)))
+				return rc;
 			break;
 		case OPT_JOB: a->job = optarg; break;
 		case OPT_CLUSTER: a->cluster = optarg; break;
@@ -204,6 +207,17 @@ static int parse(int argc, char **argv, struct args *a)
 				   "--now or --pace");
 	if (!a->compare && a->out_dir)
 		return usage_error("--out-dir is for 'nereus-run compare'");
+	if (a->engine == ENGINE_BUILTIN && !a->state)
+		return usage_error("the built-in engine starts from a state store: give --state STORE "
+				   "(nereus-run init makes one)");
+	if (a->engine != ENGINE_BUILTIN && (a->state || a->save || a->save_every))
+		return usage_error("--state, --save and --save-every are for --engine builtin");
+	if (a->compare && a->engine == ENGINE_BUILTIN)
+		return usage_error("compare runs the simulator: it takes no --engine builtin");
+	if (a->save_every && !a->save)
+		return usage_error("--save-every saves into --save DIR");
+	if (a->engine == ENGINE_BUILTIN && a->noise > 0)
+		return usage_error("--noise is the simulator's: the built-in engine measures");
 	if (a->resume && (!a->records || strcmp(a->records, "-") == 0))
 		return usage_error("--resume continues the records in --records FILE");
 	if (a->plan && a->policy)
@@ -220,15 +234,8 @@ static int parse(int argc, char **argv, struct args *a)
 
 /* --- the inputs ------------------------------------------------------------- */
 
-struct inputs {
-	struct job job;
-	struct cluster cl;
-	struct coef k;
-	struct events ev;
-	json_t *job_doc, *cluster_doc; /* --now: the documents to republish */
-};
 
-static int load_inputs(const struct args *a, struct inputs *in, struct err *e)
+int load_inputs(const struct args *a, struct inputs *in, struct err *e)
 {
 	int rc;
 
@@ -260,16 +267,25 @@ static int load_inputs(const struct args *a, struct inputs *in, struct err *e)
 
 /* --- the outputs ------------------------------------------------------------- */
 
-struct out {
-	const struct args *a;
-	struct inputs *in;
-	FILE *f;
-	const char *name;
-	bool published;  /* --now: the documents were written once */
-	long shown;
-};
 
-static int emit(void *arg, const struct step_record *r, struct err *e)
+/* --save DIR: the store that continues at step next, DIR/step-NNNNNN. */
+static int save(struct out *o, long next, struct err *e)
+{
+	char dst[4096];
+	int rc;
+
+	if (o->saved == next)
+		return NR_OK;
+	if (mkdir(o->a->save, 0777) != 0 && errno != EEXIST)
+		return err_set(e, NR_EIO, "cannot create '%s': %s", o->a->save, strerror(errno));
+	snprintf(dst, sizeof dst, "%s/step-%06ld", o->a->save, next);
+	if ((rc = builtin_save(o->bi, next, dst, e)))
+		return rc;
+	o->saved = next;
+	return NR_OK;
+}
+
+int emit(void *arg, const struct step_record *r, struct err *e)
 {
 	struct out *o = arg;
 	int rc;
@@ -278,6 +294,10 @@ static int emit(void *arg, const struct step_record *r, struct err *e)
 		return rc;
 	if (o->f && fflush(o->f) != 0)
 		return err_set(e, NR_EIO, "cannot write '%s': %s", o->name, strerror(errno));
+	/* saved after its record is out: a store never runs ahead of them */
+	if (o->bi && o->a->save_every && (r->step + 1) % o->a->save_every == 0 &&
+	    (rc = save(o, r->step + 1, e)))
+		return rc;
 	if (!o->a->quiet && show_progress() && (r->step + 1) * 100 / o->a->steps != o->shown) {
 		o->shown = (r->step + 1) * 100 / o->a->steps;
 		fprintf(stderr, "\r\033[K%s: step %ld of %ld", progname, r->step + 1, o->a->steps);
@@ -287,7 +307,7 @@ static int emit(void *arg, const struct step_record *r, struct err *e)
 	return NR_OK;
 }
 
-static void notice(void *arg, const char *msg)
+void notice(void *arg, const char *msg)
 {
 	const struct out *o = arg;
 
@@ -296,8 +316,7 @@ static void notice(void *arg, const char *msg)
 			progname, msg);
 }
 
-/* DIR of --now and --out-dir must be a folder. */
-static int check_dir(const char *dir, struct err *e)
+int check_dir(const char *dir, struct err *e)
 {
 	struct stat st;
 
@@ -308,7 +327,7 @@ static int check_dir(const char *dir, struct err *e)
 	return NR_OK;
 }
 
-static int write_doc(json_t *doc, const char *dir, const char *name, struct err *e)
+int write_doc(json_t *doc, const char *dir, const char *name, struct err *e)
 {
 	char path[4096];
 
@@ -386,21 +405,51 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
+/* Resuming the built-in engine: the records up to the step the store
+ * continues at (those after it are run again). */
+static int resume_builtin(const struct args *a, struct records *rs, struct err *e)
+{
+	long next;
+	int rc = builtin_saved_step(a->state, &next, e);
+
+	if (rc)
+		return rc;
+	if (rs->n < next)
+		return err_set(e, NR_EINPUT, "'%s' holds %ld steps, but the store '%s' continues "
+			       "at step %ld", a->records, rs->n, a->state, next);
+	rs->bytes = 0;
+	for (long i = 0; i < rs->n; i++) {
+		if (i < next)
+			rs->bytes += strlen(rs->line[i]) + 1;
+		else
+			free(rs->line[i]);
+	}
+	rs->n = next;
+	return NR_OK;
+}
+
 static int run_one(const struct args *a, struct inputs *in)
 {
 	static struct sim sim;
+	static struct builtin bi;
 	static struct controller ctl;
 	static struct run r;
 	struct engine eng;
 	struct records rs = { 0 };
-	struct out o = { a, in, stdout, "<stdout>", false, 0 };
+	struct out o = { a, in, stdout, "<stdout>", false, 0, NULL, -1 };
 	struct run_summary s;
 	struct sigaction sa;
 	struct err e = { 0 };
 	int rc;
 
-	sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
-	eng = sim_engine(&sim);
+	if (a->engine == ENGINE_BUILTIN) {
+		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state);
+		eng = builtin_engine(&bi);
+		o.bi = &bi;
+	} else {
+		sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
+		eng = sim_engine(&sim);
+	}
 	run_init(&r);
 	r.eng = &eng;
 	r.steps = a->steps;
@@ -428,6 +477,7 @@ static int run_one(const struct args *a, struct inputs *in)
 		goto out;
 	if (a->resume) {
 		if ((rc = records_load(&rs, a->records, &in->job, &e)) ||
+		    (a->engine == ENGINE_BUILTIN && (rc = resume_builtin(a, &rs, &e))) ||
 		    (rc = run_resume(&r, &rs, a->records, &e)) ||
 		    (truncate(a->records, (off_t)rs.bytes) != 0 &&
 		     (rc = err_set(&e, NR_EIO, "cannot truncate '%s': %s", a->records,
@@ -446,6 +496,8 @@ static int run_one(const struct args *a, struct inputs *in)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	rc = run_go(&r, &e);
+	if (rc == NR_OK && a->save && r.started)
+		rc = save(&o, r.next, &e);
 	if (o.f && o.f != stdout && fclose(o.f) != 0 && !rc)
 		rc = err_set(&e, NR_EIO, "cannot write '%s': %s", a->records, strerror(errno));
 	if (rc)
@@ -467,215 +519,8 @@ out:
 	records_free(&rs);
 	ctl_free(&ctl);
 	run_free(&r);
-	if (rc)
-		return report(&e);
-	return NR_OK;
-}
-
-/* --- compare ---------------------------------------------------------------------- */
-
-/* The rows: the policies, then fixed-best and the oracle, which know the
- * trace (run/oracle.h). */
-enum row_kind { ROW_POLICY, ROW_FIXED_BEST, ROW_ORACLE };
-
-static const struct row {
-	const char *name;
-	enum plan_layout policy;
-	enum row_kind kind;
-} rows[] = {
-	{ "adaptive", LAYOUT_ADAPTIVE, ROW_POLICY },
-	{ "fixed", LAYOUT_FIXED, ROW_POLICY },
-	{ "fixed-best", LAYOUT_FIXED, ROW_FIXED_BEST },
-	{ "verl", LAYOUT_VERL, ROW_POLICY },
-	{ "verl-tuned", LAYOUT_VERL_TUNED, ROW_POLICY },
-	{ "verl-megatron", LAYOUT_VERL_MEGATRON, ROW_POLICY },
-	{ "openrlhf", LAYOUT_OPENRLHF, ROW_POLICY },
-	{ "openrlhf-hybrid", LAYOUT_OPENRLHF_HYBRID, ROW_POLICY },
-	{ "oracle", LAYOUT_ADAPTIVE, ROW_ORACLE },
-};
-#define NROWS (sizeof rows / sizeof rows[0])
-enum { R_ADAPTIVE, R_FIXED, R_VERL = 3, R_OPENRLHF = 6, R_ORACLE = NROWS - 1 };
-
-/* A number, or "-" where there is none (no step ran). */
-static void cell(double x, int width, int prec, const char *unit)
-{
-	if (isfinite(x))
-		printf(" %*.*f%s", width, prec, x, unit);
-	else
-		printf(" %*s", width + (int)strlen(unit), "-");
-}
-
-static double oracle_gap(const struct run_summary *s, const struct run_summary *oracle)
-{
-	return s->done && oracle->total_s > 0 ? s->total_s / oracle->total_s - 1 : NAN;
-}
-
-static void print_row(const char *name, const struct run_summary *s,
-		      const struct run_summary *adaptive, const struct run_summary *oracle)
-{
-	printf("%-15s %6ld %6ld %4ld", name, s->ok, s->paused, s->oom);
-	cell(s->mean_s, 10, 3, "");
-	cell(s->p50_s, 10, 3, "");
-	cell(s->p99_s, 10, 3, "");
-	cell(s->total_s, 12, 1, "");
-	printf(" %6ld", s->transitions);
-	cell(100 * s->transition_share, 8, 4, "%");
-	cell(s->ok ? s->seq_per_s : NAN, 10, 3, "");
-	cell(s->ok && adaptive->ok ? adaptive->seq_per_s / s->seq_per_s : NAN, 7, 2, "x");
-	cell(100 * oracle_gap(s, oracle), 7, 2, "%");
-	putchar('\n');
-}
-
-/* What knowing the trace gives the last two rows. */
-struct hind {
-	struct hindsight h;
-	struct plan ref;           /* fixed-best's plan */
-	struct ctl_script script;  /* the oracle's */
-	const struct plan **plans;
-	double fixed_s, oracle_s;  /* predicted runs */
-};
-
-static int foresee(const struct args *a, struct inputs *in, struct hind *hd, struct err *e)
-{
-	struct charge ch;
-	int rc;
-
-	if ((rc = hindsight_init(&hd->h, &in->job, &in->cl, &in->k, &in->ev, a->steps, e)))
-		return rc;
-	if ((rc = hindsight_fixed_best(&hd->h, &hd->ref, &hd->fixed_s, e)))
-		return rc;
-	charge_init(&ch, !a->bound);
-	rc = hindsight_oracle(&hd->h, &ch, &hd->script, &hd->plans, &hd->oracle_s, e);
-	charge_free(&ch);
-	return rc;
-}
-
-/* Run one row: its records into out_dir (or nowhere), its summary into
- * *s, and its summary document kept in *doc. */
-static int run_row(const struct args *a, struct inputs *in, const struct row *row,
-		   struct hind *hd, struct run_summary *s, json_t **doc, struct err *e)
-{
-	static struct sim sim;
-	static struct controller ctl;
-	static struct run r;
-	static struct engine eng;
-	struct args quiet = *a;
-	struct out o = { &quiet, in, NULL, NULL, false, 0 };
-	char path[4096];
-	int rc;
-
-	quiet.quiet = true;
-	sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
-	eng = sim_engine(&sim);
-	ctl_init(&ctl, row->policy, a->min_gain, &in->k);
-	ctl.price_graph = !a->bound;
-	ctl.label = row->name;
-	if (row->kind == ROW_FIXED_BEST) {
-		memcpy(&ctl.ref, &hd->ref, sizeof ctl.ref);
-		ctl.have_ref = true;
-	}
-	run_init(&r);
-	r.eng = &eng;
-	r.ctl = &ctl;
-	if (row->kind == ROW_ORACLE)
-		ctl.script = &hd->script; /* it knows the truth: no refit */
-	else
-		run_refit_hook(&r);
-	r.steps = a->steps;
-	r.every = a->every;
-	r.emit = emit;
-	r.arg = &o;
-	snprintf(path, sizeof path, "%s/%s.jsonl", a->out_dir ? a->out_dir : "", row->name);
-	/* records only with --out-dir; without, emit writes nothing */
-	o.name = path;
-	if (!a->out_dir || (rc = out_open_stream(path, false, &o.f, e)) == NR_OK) {
-		rc = run_go(&r, e);
-		if (o.f && fclose(o.f) != 0 && !rc)
-			rc = err_set(e, NR_EIO, "cannot write '%s': %s", o.name, strerror(errno));
-	}
-	if (!rc) {
-		run_summarize(&r, s);
-		*doc = run_summary_json(&r, s);
-	}
-	ctl_free(&ctl);
-	run_free(&r);
-	return rc;
-}
-
-static int write_summary(const struct args *a, const struct row *row, json_t *doc,
-			 const struct run_summary *s, const struct run_summary *oracle,
-			 struct err *e)
-{
-	char name[64];
-	double gap = oracle_gap(s, oracle);
-
-	json_object_set_new(doc, "oracle", json_pack("{s:f,s:o}", "total_s", oracle->total_s,
-						     "gap", isfinite(gap) ? json_real(gap) :
-						     json_null()));
-	snprintf(name, sizeof name, "%s-summary.json", row->name);
-	return write_doc(doc, a->out_dir, name, e);
-}
-
-/* Ours beside the figures DESIGN.md cites, for context: the score is the
- * gap to the oracle. */
-static void print_published(const struct run_summary *s)
-{
-	const struct run_summary *ad = &s[R_ADAPTIVE], *fx = &s[R_FIXED];
-
-	printf("adaptive: %+.2f%% of the oracle's total (%.1f s against %.1f s): the "
-	       "controller's score\n", 100 * oracle_gap(ad, &s[R_ORACLE]), ad->total_s,
-	       s[R_ORACLE].total_s);
-	printf("published, 8B PPO (DESIGN.md): mean step latency 27.7%% lower than fixed TP/PP; "
-	       "6 switches in 1,000 steps to 1,024 GPUs, 0.079%% of the run; throughput "
-	       "1.10-1.47x verl's, 2.14-7.27x OpenRLHF's\n");
-	printf("this run: mean step latency %.1f%% lower than fixed TP/PP; %ld switches, %.3f%% "
-	       "of the run; throughput %.2fx verl's, %.2fx OpenRLHF's\n",
-	       100 * (1 - ad->mean_s / fx->mean_s), ad->transitions,
-	       100 * ad->transition_share, ad->seq_per_s / s[R_VERL].seq_per_s,
-	       ad->seq_per_s / s[R_OPENRLHF].seq_per_s);
-}
-
-static int compare(const struct args *a, struct inputs *in)
-{
-	static struct hind hd;
-	struct run_summary s[NROWS];
-	json_t *doc[NROWS] = { NULL };
-	struct err e = { 0 };
-	int rc;
-
-	if (a->out_dir && mkdir(a->out_dir, 0777) != 0 && errno != EEXIST) {
-		warnx_("cannot create '%s': %s", a->out_dir, strerror(errno));
-		return NR_EIO;
-	}
-	if (a->out_dir && (rc = check_dir(a->out_dir, &e)))
-		return report(&e);
-	/* the oracle first: every row is measured against it */
-	if ((rc = foresee(a, in, &hd, &e)) ||
-	    (rc = run_row(a, in, &rows[R_ORACLE], &hd, &s[R_ORACLE], &doc[R_ORACLE], &e)))
-		goto out;
-	printf("%-15s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s %8s\n", "policy", "ok",
-	       "paused", "oom", "mean s", "p50 s", "p99 s", "total s", "moves", "move %",
-	       "seq/s", "adaptive", "oracle");
-	for (size_t i = 0; i < NROWS; i++) {
-		if (i != R_ORACLE &&
-		    (rc = run_row(a, in, &rows[i], &hd, &s[i], &doc[i], &e)))
-			goto out;
-		if (a->out_dir && (rc = write_summary(a, &rows[i], doc[i], &s[i], &s[R_ORACLE], &e)))
-			goto out;
-		print_row(rows[i].name, &s[i], &s[0], &s[R_ORACLE]);
-		fflush(stdout);
-	}
-	for (size_t i = 1; i < NROWS; i++)
-		if (s[i].paused)
-			printf("%s: paused %ld of %ld steps: nothing of its layout fit; a paused "
-			       "step costs as long as its last step that ran\n", rows[i].name,
-			       s[i].paused, s[i].steps);
-	print_published(s);
-out:
-	for (size_t i = 0; i < NROWS; i++)
-		json_decref(doc[i]);
-	free(hd.plans);
-	hindsight_free(&hd.h);
+	if (o.bi)
+		builtin_free(&bi);
 	if (rc)
 		return report(&e);
 	return NR_OK;
@@ -689,6 +534,12 @@ int main(int argc, char **argv)
 	int rc;
 
 	opterr = 0; /* option_error says it, once */
+	if (argc > 1 && strcmp(argv[1], "init") == 0)
+		return close_stdout(cmd_init(argc - 1, argv + 1));
+	if (argc > 1 && strcmp(argv[1], "generate") == 0)
+		return close_stdout(cmd_generate(argc - 1, argv + 1));
+	if (argc > 1 && strcmp(argv[1], "score") == 0)
+		return close_stdout(cmd_score(argc - 1, argv + 1));
 	rc = parse(argc, argv, &a);
 
 	if (rc < 0)
@@ -697,7 +548,7 @@ int main(int argc, char **argv)
 		return rc;
 	if ((rc = load_inputs(&a, &in, &e)))
 		return report(&e);
-	rc = a.compare ? compare(&a, &in) : run_one(&a, &in);
+	rc = a.compare ? cmd_compare(&a, &in) : run_one(&a, &in);
 	events_free(&in.ev);
 	json_decref(in.job_doc);
 	json_decref(in.cluster_doc);

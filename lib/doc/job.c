@@ -154,11 +154,11 @@ static int load_batch(const struct jdoc *d, json_t *root, struct job *job, struc
 int job_load(struct job *job, const char *file, struct err *e)
 {
 	static const char *const keys[] = { "nereus", "kind", "name", "algorithm", "models",
-					    "batch", "ppo", NULL };
+					    "batch", "ppo", "rl", "data", NULL };
 	static const char *const algos[] = { "ppo", "grpo", NULL };
 	static const char *const ppokeys[] = { "epochs", "mini_batches", NULL };
 	struct jdoc d;
-	json_t *models, *m, *ppo;
+	json_t *models, *m, *ppo, *rl, *data;
 	const char *name;
 	long epochs = 1, minib = 1;
 	int algo = 0, rc, nactor = 0, ncritic = 0;
@@ -228,6 +228,22 @@ int job_load(struct job *job, const char *file, struct err *e)
 	}
 	job->ppo_epochs = (int)epochs;
 	job->mini_batches = (int)minib;
+	if ((rc = jget_obj(&d, d.root, "", "rl", false, &rl, e)) ||
+	    (rc = rl_config_load(&d, rl, "rl", algo == 1 ? RL_GRPO : RL_PPO, &job->rl, e)) ||
+	    (rc = jget_obj(&d, d.root, "", "data", false, &data, e)) ||
+	    (rc = data_config_load(&d, data, "data", file, &job->data, e)))
+		goto out;
+	if (job->data.reward == TASK_REWARD_MODEL) {
+		bool has = false;
+
+		for (int i = 0; i < job->nmodels; i++)
+			has = has || job->models[i].role == ROLE_REWARD;
+		if (!has) {
+			rc = jdoc_fail(&d, "data.reward", e, "\"model\" scores with the job's reward "
+				       "model, and the job has none");
+			goto out;
+		}
+	}
 out:
 	jdoc_free(&d);
 	return rc;

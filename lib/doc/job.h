@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "doc/arch.h"
+#include "doc/rlconf.h"
 
 enum stage { STAGE_GEN, STAGE_INF, STAGE_TRAIN, NSTAGES };
 enum role { ROLE_ACTOR, ROLE_CRITIC, ROLE_REFERENCE, ROLE_REWARD, NROLES };
@@ -43,10 +44,12 @@ struct job {
 	struct response_len response;
 	int ppo_epochs;
 	int mini_batches;        /* optimizer steps per epoch */
+	struct rl_config rl;     /* "rl": the algorithm's settings */
+	struct data_config data; /* "data": what a real run reads */
 };
 
-/* Load a job document (FILE or "-"); relative hf_config paths resolve
- * against the job file's directory. */
+/* Load a job document (FILE or "-"); relative paths (hf_config, the
+ * data's files) resolve against the job file's directory. */
 int job_load(struct job *job, const char *file, struct err *e);
 
 /* The model in the job with that name, or NULL. */

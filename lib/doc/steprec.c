@@ -237,11 +237,38 @@ int steprec_check(const struct step_record *r, const struct job *job,
 
 /* A record's fields, in nereus-steps(5) order. */
 enum { K_NEREUS, K_KIND, K_STEP, K_ENGINE, K_GPUS_UP, K_STATUS, K_SEQUENCES, K_PROMPT_LEN,
-       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_SWITCH, K_MODEL_STAGES, NRECORD_KEYS };
+       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_SWITCH, K_MODEL_STAGES, K_RL,
+       NRECORD_KEYS };
 static const char *const record_keys[NRECORD_KEYS + 1] = {
 	"nereus", "kind", "step", "engine", "gpus_up", "status", "sequences", "prompt_len",
-	"response_len", "step_time_s", "transition_s", "switch", "model_stages", NULL
+	"response_len", "step_time_s", "transition_s", "switch", "model_stages", "rl", NULL
 };
+
+/* The "rl" object: its phase, then its figures in this order. */
+#define NRL_NUMS 9
+static const char *const rl_keys[NRL_NUMS + 2] = {
+	"phase", "reward_mean", "response_len_mean", "kl", "policy_loss", "value_loss",
+	"entropy", "clip_frac", "grad_norm", "sft_loss", NULL
+};
+static const char *const rl_phases[] = { "rl", "sft", NULL };
+
+static double *rl_num(struct step_rl *rl, int i)
+{
+	double *v[NRL_NUMS] = { &rl->reward_mean, &rl->response_len_mean, &rl->kl,
+				&rl->policy_loss, &rl->value_loss, &rl->entropy, &rl->clip_frac,
+				&rl->grad_norm, &rl->sft_loss };
+
+	return v[i];
+}
+
+static double rl_value(const struct step_rl *rl, int i)
+{
+	const double v[NRL_NUMS] = { rl->reward_mean, rl->response_len_mean, rl->kl,
+				     rl->policy_loss, rl->value_loss, rl->entropy, rl->clip_frac,
+				     rl->grad_norm, rl->sft_loss };
+
+	return v[i];
+}
 #define RECORD_REQUIRED (1u << K_NEREUS | 1u << K_KIND | 1u << K_STEP | 1u << K_ENGINE | \
 			 1u << K_GPUS_UP | 1u << K_STATUS)
 /* what a step that ran must have besides */
@@ -451,9 +478,24 @@ static int parse_switch(const struct jdoc *d, json_t *o, struct step_switch *sw,
 	return NR_OK;
 }
 
+static int parse_rl(const struct jdoc *d, json_t *o, struct step_rl *rl, struct err *e)
+{
+	int phase = 0, rc;
+
+	if ((rc = jcheck_keys(d, o, "rl", rl_keys, e)) ||
+	    (rc = jget_enum(d, o, "rl", "phase", true, rl_phases, &phase, e)))
+		return rc;
+	for (int i = 0; i < NRL_NUMS; i++)
+		if ((rc = get_opt_num(d, o, "rl", rl_keys[i + 1], false, rl_num(rl, i), e)))
+			return rc;
+	rl->sft = phase == 1;
+	rl->known = true;
+	return NR_OK;
+}
+
 static int parse_fields(const struct jdoc *d, struct step_record *r, struct err *e)
 {
-	json_t *root = d->root, *resp = NULL, *stages = NULL, *sw = NULL, *o;
+	json_t *root = d->root, *resp = NULL, *stages = NULL, *sw = NULL, *rl = NULL, *o;
 	long step, gpus_up, seqs = 0, prompt = 0, rmax = 0;
 	int status, rc;
 	bool run;
@@ -478,7 +520,12 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 			   &r->transition_s, e)) ||
 	    (rc = jget_obj(d, root, "", "switch", false, &sw, e)) ||
 	    (sw && (rc = parse_switch(d, sw, &r->sw, e))) ||
-	    (rc = jget_arr(d, root, "", "model_stages", run, &stages, e)))
+	    (rc = jget_arr(d, root, "", "model_stages", run, &stages, e)) ||
+	    (rc = jget_obj(d, root, "", "rl", false, &rl, e)))
+		return rc;
+	for (int k = 0; k < NRL_NUMS; k++)
+		*rl_num(&r->rl, k) = NAN;
+	if (rl && (rc = parse_rl(d, rl, &r->rl, e)))
 		return rc;
 	r->sequences = seqs;
 	r->prompt_len = prompt;
@@ -990,6 +1037,24 @@ static bool fast_stages(struct lex *x, struct step_record *r)
 	return lex_char(x, ']');
 }
 
+static bool fast_rl(struct lex *x, struct step_rl *rl)
+{
+	unsigned seen = 0;
+	int k = -1, phase = -1;
+
+	if (!lex_char(x, '{'))
+		return false;
+	do {
+		if (!fast_key(x, rl_keys, NRL_NUMS + 1, k + 1, &seen, &k))
+			return false;
+		if (k == 0 ? !fast_enum(x, rl_phases, &phase) : !fast_num(x, true, rl_num(rl, k - 1)))
+			return false;
+	} while (lex_char(x, ','));
+	rl->sft = phase == 1;
+	rl->known = true;
+	return lex_char(x, '}') && (seen & 1u) && phase >= 0;
+}
+
 /* One field of a record, k, into r or the integers num. */
 static bool fast_record_field(struct lex *x, int k, struct step_record *r,
 			      long num[NRECORD_KEYS], int *status)
@@ -1009,6 +1074,7 @@ static bool fast_record_field(struct lex *x, int k, struct step_record *r,
 	case K_STEP_TIME_S: return fast_num(x, true, &r->step_time_s);
 	case K_TRANSITION_S: return fast_num(x, false, &r->transition_s);
 	case K_SWITCH: return fast_switch(x, &r->sw);
+	case K_RL: return fast_rl(x, &r->rl);
 	default: return fast_stages(x, r);
 	}
 }
@@ -1023,6 +1089,8 @@ static bool fast_record(const char *text, size_t len, struct step_record *r)
 
 	r->response = (struct response_len){ NAN, NAN, 0 };
 	r->step_time_s = NAN;
+	for (int k = 0; k < NRL_NUMS; k++)
+		*rl_num(&r->rl, k) = NAN;
 	if (!lex_char(&x, '{'))
 		return false;
 	do {
@@ -1171,6 +1239,14 @@ json_t *steprec_to_json(const struct step_record *r)
 		json_object_set_new(o, "model_stages", stages);
 	else
 		json_decref(stages);
+	if (r->rl.known) {
+		json_t *rl = json_object();
+
+		json_object_set_new(rl, "phase", json_string(rl_phases[r->rl.sft]));
+		for (int k = 0; k < NRL_NUMS; k++)
+			json_object_set_new(rl, rl_keys[k + 1], num_or_null(rl_value(&r->rl, k)));
+		json_object_set_new(o, "rl", rl);
+	}
 	return o;
 }
 

@@ -78,6 +78,19 @@ struct step_switch {
 	bool engines;        /* the generation engines were created anew */
 };
 
+/* What a real engine's RL step did (the record's "rl" object); NAN where
+ * a figure does not apply (a value loss without a critic). */
+struct step_rl {
+	bool known;          /* the record says (a real engine wrote it) */
+	bool sft;            /* a supervised warm-up step, not RL */
+	double reward_mean;  /* mean score of the step's responses */
+	double response_len_mean;
+	double kl;           /* mean KL to the reference per response token */
+	double policy_loss, value_loss, entropy, clip_frac;
+	double grad_norm;    /* the actor's gradient norm before clipping */
+	double sft_loss;     /* warm-up: mean -log p of the answers' tokens */
+};
+
 struct step_record {
 	long step;
 	char engine[16];     /* "sim", "cpu", "cuda", ... */
@@ -91,6 +104,7 @@ struct step_record {
 	struct step_switch sw; /* what that switch involved */
 	int nms;
 	struct ms_record ms[STEPREC_MAX_MS];
+	struct step_rl rl;   /* a real engine's RL figures */
 };
 
 /* Parse one line (text, len bytes, no newline needed) of the file called

@@ -6,49 +6,6 @@
 
 #include "engine/optim.h"
 
-const char *const lr_style_names[] = { "constant", "cosine", NULL };
-
-void optim_config_defaults(struct optim_config *c, double lr)
-{
-	memset(c, 0, sizeof *c);
-	c->adamw.lr = lr;
-	c->adamw.beta1 = 0.9;
-	c->adamw.beta2 = 0.999;
-	c->adamw.eps = 1e-8;
-	c->adamw.weight_decay = 0.01;
-	c->sched.style = LR_CONSTANT;
-	c->grad_clip = 1.0;
-}
-
-int optim_config_check(const struct optim_config *c, struct err *e)
-{
-	const struct adamw_config *a = &c->adamw;
-	const struct lr_schedule *s = &c->sched;
-
-	if (!(a->lr > 0) || !isfinite(a->lr))
-		return err_set(e, NR_EINPUT, "\"lr\" must be a positive number, not %g", a->lr);
-	if (!(a->beta1 >= 0 && a->beta1 < 1) || !(a->beta2 >= 0 && a->beta2 < 1))
-		return err_set(e, NR_EINPUT, "\"betas\" must lie in [0, 1), not (%g, %g)",
-			       a->beta1, a->beta2);
-	if (!(a->eps > 0))
-		return err_set(e, NR_EINPUT, "\"eps\" must be positive, not %g", a->eps);
-	if (!(a->weight_decay >= 0))
-		return err_set(e, NR_EINPUT, "\"weight_decay\" must not be negative, not %g",
-			       a->weight_decay);
-	if ((unsigned)s->style > LR_COSINE)
-		return err_set(e, NR_EINPUT, "\"warmup_style\" %d is not a schedule", (int)s->style);
-	if (s->warmup_steps < 0 || s->total_steps < 0)
-		return err_set(e, NR_EINPUT, "\"lr_warmup_steps\" and \"total_steps\" must not be "
-			       "negative");
-	if (!(s->min_lr_ratio >= 0 && s->min_lr_ratio <= 1))
-		return err_set(e, NR_EINPUT, "\"min_lr_ratio\" must lie in [0, 1], not %g",
-			       s->min_lr_ratio);
-	if (!(c->grad_clip >= 0))
-		return err_set(e, NR_EINPUT, "\"grad_clip\" must not be negative, not %g",
-			       c->grad_clip);
-	return NR_OK;
-}
-
 double lr_at(const struct optim_config *c, long step)
 {
 	const struct lr_schedule *s = &c->sched;

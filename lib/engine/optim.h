@@ -28,43 +28,9 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "doc/rlconf.h"
 #include "state/layout.h"
 
-/* torch.optim.AdamW's hyper-parameters (verl's actor defaults in
- * optim_config_defaults). */
-struct adamw_config {
-	double lr;           /* peak learning rate */
-	double beta1, beta2; /* 0.9, 0.999 */
-	double eps;          /* 1e-8, added to sqrt(v̂) */
-	double weight_decay; /* decoupled: w -= lr · wd · w before the Adam step */
-};
-
-enum lr_style { LR_CONSTANT, LR_COSINE };
-extern const char *const lr_style_names[]; /* "constant", "cosine", NULL */
-
-/* Linear warm-up over warmup_steps optimizer steps, then constant, or a
- * half cosine from the peak down to min_lr_ratio · peak at total_steps. */
-struct lr_schedule {
-	enum lr_style style;
-	long warmup_steps;   /* 0: none */
-	long total_steps;    /* optimizer steps of the whole run (cosine only) */
-	double min_lr_ratio; /* cosine floor, a fraction of the peak */
-};
-
-struct optim_config {
-	struct adamw_config adamw;
-	struct lr_schedule sched;
-	double grad_clip;    /* max global gradient norm; 0 turns clipping off */
-};
-
-/* verl's defaults: lr (1e-6 for the actor, 1e-5 for the critic), betas
- * (0.9, 0.999), eps 1e-8, weight decay 0.01, constant schedule without
- * warm-up, grad clip 1.0. */
-void optim_config_defaults(struct optim_config *c, double lr);
-/* Ranges: lr > 0, betas in [0, 1), eps > 0, weight decay >= 0, warm-up and
- * total steps >= 0, min_lr_ratio in [0, 1], grad_clip >= 0.  NR_EINPUT
- * naming the field. */
-int optim_config_check(const struct optim_config *c, struct err *e);
 
 /* The learning rate of optimizer step `step` (0 for the first update).
  * Warm-up, as Megatron-LM counts it: step s < W uses lr · (s + 1) / W, so

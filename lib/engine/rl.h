@@ -52,64 +52,15 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "doc/rlconf.h"
 #include "engine/optim.h"
 
-enum rl_algorithm { RL_PPO, RL_GRPO };
-extern const char *const rl_algorithm_names[]; /* "ppo", "grpo", NULL */
-
-enum rl_kl { RL_KL_K1, RL_KL_K3 };
-/* The names verl accepts for each: "kl" and "k1"; "low_var_kl" and "k3". */
-int rl_kl_parse(const char *name, enum rl_kl *out);
-extern const char *const rl_kl_names[]; /* "k1", "low_var_kl", NULL */
 
 #define RL_GRPO_EPS 1e-6     /* verl's epsilon in (s − mean) / (std + eps) */
 #define RL_WHITEN_EPS 1e-8   /* verl's masked_whiten: (x − mean) / sqrt(var + eps) */
 #define RL_LOGRATIO_CLAMP 20 /* verl clamps log-ratios to ±20 before exp */
 #define RL_K3_CLAMP 10       /* and k3 to ±10 */
 
-/* The RL hyper-parameters of a job, for the job document's "rl" object.
- * Each comment gives the proposed JSON key (verl's name, with the verl
- * config path), the default (rl_config_defaults) and the range the loader
- * should enforce (rl_config_check enforces it too).  ppo_epochs and
- * mini_batches are already job fields (struct job). */
-struct rl_config {
-	enum rl_algorithm algorithm; /* the job's "algorithm" */
-	/* advantages */
-	double gamma;            /* "gamma" (algorithm.gamma): 1.0, [0, 1] */
-	double lam;              /* "lam" (algorithm.lam): 1.0, [0, 1] */
-	bool norm_adv_by_std_in_grpo; /* "norm_adv_by_std_in_grpo": true; false
-				       * is Dr. GRPO (no division by the std) */
-	/* KL against the reference */
-	bool use_kl_in_reward;   /* "use_kl_in_reward": PPO true, GRPO false */
-	enum rl_kl kl_penalty;   /* "kl_penalty" (algorithm.kl_penalty): "kl" (k1) */
-	double kl_coef;          /* "kl_coef" (algorithm.kl_ctrl.kl_coef, fixed
-				  * controller): 0.001, >= 0 */
-	bool use_kl_loss;        /* "use_kl_loss" (actor.use_kl_loss): PPO false,
-				  * GRPO true */
-	enum rl_kl kl_loss_type; /* "kl_loss_type": "low_var_kl" (k3) */
-	double kl_loss_coef;     /* "kl_loss_coef": 0.001, >= 0 */
-	/* losses */
-	double clip_ratio_low;   /* "clip_ratio_low" (actor.clip_ratio_low): 0.2, [0, 1) */
-	double clip_ratio_high;  /* "clip_ratio_high": 0.2, >= 0 */
-	double clip_ratio_c;     /* "clip_ratio_c" (dual clip): 3.0, > 1 */
-	double cliprange_value;  /* "cliprange_value" (critic.cliprange_value): 0.5, >= 0 */
-	double entropy_coeff;    /* "entropy_coeff" (actor.entropy_coeff): 0, >= 0 */
-	/* optimizers: "actor_optim" and "critic_optim" objects with "lr"
-	 * (actor 1e-6, critic 1e-5), "betas" [0.9, 0.999], "eps" 1e-8,
-	 * "weight_decay" 0.01, "lr_warmup_steps" 0, "warmup_style"
-	 * "constant" or "cosine", "min_lr_ratio" 0.0, "grad_clip" 1.0;
-	 * total_steps is set by the trainer to the run's optimizer steps */
-	struct optim_config actor_optim, critic_optim;
-	/* rollout (actor_rollout_ref.rollout) */
-	double temperature;      /* "temperature": 1.0, >= 0 (0: greedy) */
-	double top_p;            /* "top_p": 1.0, (0, 1] */
-	long top_k;              /* "top_k": -1 (off), -1 or >= 1 */
-};
-
-/* verl's defaults for the algorithm (see each field). */
-void rl_config_defaults(struct rl_config *c, enum rl_algorithm a);
-/* NR_EINPUT naming the first field out of its range. */
-int rl_config_check(const struct rl_config *c, struct err *e);
 
 /* Per-token statistics for a step record, each a token-mean over the
  * mini-batch accumulated like the loss (Σ over the tokens given / denom),

@@ -6,7 +6,6 @@
 #include "common/json.h"
 #include "engine/task.h"
 
-const char *const task_reward_names[] = { "exact_match", "char_match", "model", NULL };
 
 static const char *shown(const char *file)
 {

@@ -28,11 +28,9 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "doc/rlconf.h"
 #include "engine/tokenizer.h"
 
-enum task_reward { TASK_EXACT_MATCH, TASK_CHAR_MATCH, TASK_REWARD_MODEL };
-/* "exact_match", "char_match", "model", NULL: the job's "reward" values */
-extern const char *const task_reward_names[];
 
 struct prompt {
 	int32_t *tokens;  /* the prompt's token ids (a text's after the BOS) */

@@ -10,6 +10,12 @@
 struct engine {
 	const char *name;   /* "sim", ...: the records' "engine" */
 	void *self;
+	/* The engine continues from state it saved itself (a real engine):
+	 * resuming, the run takes the steps already recorded as they are
+	 * instead of running them again, and starts the engine from the plan
+	 * they end with.  Otherwise (the simulator) it replays them and checks
+	 * that they come out the same. */
+	bool resumes;
 	/* The conditions at the boundary before step: take in what happened
 	 * since the last call; returns the COND_* bits that changed and points
 	 * *now at the conditions. */

@@ -61,6 +61,7 @@ struct run {
 	bool stopped;             /* stopped before the end */
 	const struct cond *cond;  /* the conditions now */
 	bool running;             /* following: a plan was loaded */
+	bool started;             /* the engine has been given a plan */
 	struct plan cur;          /* following: the plan running */
 	struct plan scratch;
 	struct stat seen;         /* following: the file cur came from */

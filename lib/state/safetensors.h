@@ -123,4 +123,14 @@ int st_write_file(const char *path, const struct st_desc *t, size_t n,
 		  const struct st_meta *meta, size_t nmeta, st_fill_fn fill, void *ctx,
 		  struct err *e);
 
+/* --- element conversions (t one of ST_BF16, ST_F16, ST_F32) ---------------- */
+
+/* n elements of dtype t at src as fp32 at dst: exact. */
+void st_widen(float *dst, const void *src, size_t n, enum st_dtype t);
+/* n fp32 elements at src as dtype t at dst, rounded to nearest even (a
+ * NaN stays a NaN, overflow gives infinity). */
+void st_narrow(void *dst, const float *src, size_t n, enum st_dtype t);
+/* Each of n elements at x rounded to the nearest value of dtype t. */
+void st_round(float *x, size_t n, enum st_dtype t);
+
 #endif

@@ -24,105 +24,6 @@ static int oom(struct err *e)
 	return err_set(e, NR_EIO, "out of memory");
 }
 
-/* --- conversions -------------------------------------------------------------------- */
-
-static float from_half(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-	uint32_t bits;
-	float f;
-
-	if (exp == 0x1f) {
-		bits = sign | 0x7f800000u | (man << 13);
-	} else if (exp) {
-		bits = sign | ((exp + 112) << 23) | (man << 13);
-	} else {
-		f = (float)man / 16777216.0f; /* subnormal: man · 2^-24 */
-		return sign ? -f : f;
-	}
-	memcpy(&f, &bits, sizeof f);
-	return f;
-}
-
-static uint16_t to_half(float f)
-{
-	uint32_t x, sign, man;
-	int exp;
-
-	memcpy(&x, &f, sizeof x);
-	sign = (x >> 16) & 0x8000;
-	exp = (int)((x >> 23) & 0xff) - 127 + 15;
-	man = x & 0x7fffff;
-	if (((x >> 23) & 0xff) == 0xff)
-		return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-	if (exp >= 0x1f)
-		return (uint16_t)(sign | 0x7c00);
-	if (exp <= 0) {
-		/* subnormal or zero: round the shifted mantissa to nearest even */
-		uint32_t m = man | 0x800000, shift = (uint32_t)(14 - exp), half, r;
-
-		if (shift > 24)
-			return (uint16_t)sign;
-		half = 1u << (shift - 1);
-		r = m >> shift;
-		if ((m & ((1u << shift) - 1)) > half || ((m & ((1u << shift) - 1)) == half && (r & 1)))
-			r++;
-		return (uint16_t)(sign | r);
-	}
-	{
-		uint32_t r = ((uint32_t)exp << 10) | (man >> 13), rest = man & 0x1fff;
-
-		if (rest > 0x1000 || (rest == 0x1000 && (r & 1)))
-			r++; /* may carry into the exponent, up to infinity: correct */
-		return (uint16_t)(sign | r);
-	}
-}
-
-static uint16_t to_bf16(float f)
-{
-	uint32_t x;
-
-	memcpy(&x, &f, sizeof x);
-	if ((x & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((x >> 16) | 0x40); /* a NaN stays a NaN */
-	x += 0x7fff + ((x >> 16) & 1);       /* round to nearest even */
-	return (uint16_t)(x >> 16);
-}
-
-/* n elements of dtype t at src into fp32 at dst. */
-static void widen(float *dst, const void *src, size_t n, enum st_dtype t)
-{
-	const uint16_t *h = src;
-
-	if (t == ST_F32) {
-		memcpy(dst, src, n * sizeof *dst);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (t == ST_BF16) {
-			uint32_t bits = (uint32_t)h[i] << 16;
-
-			memcpy(&dst[i], &bits, sizeof dst[i]);
-		} else {
-			dst[i] = from_half(h[i]);
-		}
-	}
-}
-
-/* n fp32 elements at src as dtype t at dst (bf16 and fp16 rounded to
- * nearest even). */
-static void narrow(void *dst, const float *src, size_t n, enum st_dtype t)
-{
-	uint16_t *h = dst;
-
-	if (t == ST_F32) {
-		memcpy(dst, src, n * sizeof *src);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		h[i] = t == ST_BF16 ? to_bf16(src[i]) : to_half(src[i]);
-}
-
 /* --- reading ------------------------------------------------------------------------- */
 
 struct store_reader {
@@ -217,7 +118,7 @@ static int read_piece(struct store_reader *r, size_t i, struct err *e)
 		return err_set(e, NR_EIO, "%s: tensor '%s' (%s) at byte %" PRIu64 ": checksum "
 			       "mismatch", show, mm->layout.tensors[p->tensor].name,
 			       state_kind_names[p->kind], p->offset);
-	widen(r->wide, r->buf, n, t);
+	st_widen(r->wide, r->buf, n, t);
 	r->last = i;
 	return NR_OK;
 }
@@ -328,7 +229,7 @@ static int fill_shard(void *ctx, size_t i, uint64_t off, void *out, size_t len, 
 		XXH3_64bits_reset(s->h);
 		s->cur = i;
 	}
-	narrow(out, s->buf + pc->local_off + off / eb, len / eb, t);
+	st_narrow(out, s->buf + pc->local_off + off / eb, len / eb, t);
 	XXH3_64bits_update(s->h, out, len);
 	s->next = off + len;
 	return NR_OK;

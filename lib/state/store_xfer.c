@@ -633,45 +633,6 @@ static void consume(struct run *r, const struct xpiece *s)
 	}
 }
 
-static float half_to_float(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = h >> 10 & 0x1f, man = h & 0x3ff, u;
-	float f;
-
-	if (exp == 0x1f) {
-		u = sign | 0x7f800000u | man << 13;
-	} else if (exp == 0) {
-		/* zero or subnormal: man · 2^-24 exactly */
-		f = (float)man * 0x1p-24f;
-		memcpy(&u, &f, 4);
-		u |= sign;
-	} else {
-		u = sign | (exp + 112) << 23 | man << 13;
-	}
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-/* n elements of dtype from, as F32 into to: exactly, as fp32 master
- * weights start from the model's weights. */
-static void widen(float *to, const void *from, size_t n, enum st_dtype from_t)
-{
-	const uint16_t *h = from;
-
-	if (from_t == ST_F32) {
-		memcpy(to, from, n * 4);
-	} else if (from_t == ST_BF16) {
-		for (size_t i = 0; i < n; i++) {
-			uint32_t u = (uint32_t)h[i] << 16;
-
-			memcpy(&to[i], &u, 4);
-		}
-	} else {
-		for (size_t i = 0; i < n; i++)
-			to[i] = half_to_float(h[i]);
-	}
-}
-
 static int alloc_dst(struct run *r, struct xpiece *d, bool zero, struct err *e)
 {
 	size_t len = (size_t)piece_bytes(d);
@@ -707,7 +668,7 @@ static int scatter(struct run *r, const struct xpiece *s, const struct box *sb, 
 			continue;
 		if (d->dtype != s->dtype) {
 			if (!wide)
-				widen(r->wide, r->slab, (size_t)box_volume(sb), s->dtype);
+				st_widen(r->wide, r->slab, (size_t)box_volume(sb), s->dtype);
 			wide = true;
 			from = r->wide;
 		}

@@ -465,7 +465,7 @@ static void test_job_errors_top(void)
 		CHECK(same(tail(e.msg), "kind: expected a \"job\" document, got \"cluster\""));
 	}
 	CHECK(job_rejects("modles: unknown field (expected one of: nereus, kind, name, "
-			  "algorithm, models, batch, ppo)", "\"modles\": {}", PPO_MODELS, BATCH,
+			  "algorithm, models, batch, ppo, rl, data)", "\"modles\": {}", PPO_MODELS, BATCH,
 			  NULL));
 	CHECK(job_rejects("name: string longer than 63 characters",
 			  "\"name\": \"0123456789012345678901234567890123456789012345678901234567890123\"",

@@ -1,0 +1,58 @@
+/* What nereus-run's subcommands share (git's builtin/ style: each in a
+ * file of its own, the run in cmd/nereus-run.c): the run's options and
+ * inputs, and how step records go out. */
+#ifndef NEREUS_RUN_CMD_H
+#define NEREUS_RUN_CMD_H
+
+#include "../common.h"
+#include "engine/builtin.h"
+#include "run/run.h"
+
+enum { ENGINE_SIM, ENGINE_BUILTIN };
+
+struct args {
+	bool compare;
+	int engine;               /* ENGINE_SIM, ENGINE_BUILTIN */
+	const char *job, *cluster, *events, *plan, *cost, *records, *summary, *svg, *now;
+	const char *out_dir;
+	const char *state, *save; /* builtin: the store to start from, where to save */
+	long steps, seed, every, until, save_every;
+	double noise, min_gain, pace;
+	int policy;
+	bool resume, quiet, bound;
+};
+
+struct inputs {
+	struct job job;
+	struct cluster cl;
+	struct coef k;
+	struct events ev;
+	json_t *job_doc, *cluster_doc; /* --now: the documents to republish */
+};
+
+/* Where records go, and what the progress line has shown. */
+struct out {
+	const struct args *a;
+	struct inputs *in;
+	FILE *f;
+	const char *name;
+	bool published;  /* --now: the documents were written once */
+	long shown;
+	struct builtin *bi; /* the built-in engine, which --save saves */
+	long saved;      /* the step the last store saved continues at, -1 none */
+};
+
+int load_inputs(const struct args *a, struct inputs *in, struct err *e);
+int emit(void *arg, const struct step_record *r, struct err *e);
+void notice(void *arg, const char *msg);
+/* DIR of --now and --out-dir must be a folder. */
+int check_dir(const char *dir, struct err *e);
+int write_doc(json_t *doc, const char *dir, const char *name, struct err *e);
+
+/* The subcommands. */
+int cmd_compare(const struct args *a, struct inputs *in);
+int cmd_init(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_score(int argc, char **argv);
+
+#endif

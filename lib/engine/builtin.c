@@ -1,0 +1,203 @@
+/* The built-in engine behind lib/run's struct engine (builtin.h). */
+#include "engine/builtin.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GIB_F 1073741824.0
+
+void builtin_init(struct builtin *b, const struct job *job, const struct cluster *cl,
+		  const struct coef *k, const struct events *ev, const char *state)
+{
+	memset(b, 0, sizeof *b);
+	cond_init(&b->c, job, cl);
+	b->k = *k;
+	b->ev = ev;
+	b->state = state;
+}
+
+void builtin_free(struct builtin *b)
+{
+	if (b->open)
+		trainer_close(&b->t);
+	b->open = false;
+}
+
+static unsigned builtin_observe(void *self, long step, const struct cond **now)
+{
+	struct builtin *b = self;
+	unsigned changed = 0;
+
+	while (b->ev && b->next_ev < b->ev->n && b->ev->v[b->next_ev].step <= step)
+		changed |= cond_apply(&b->c, &b->ev->v[b->next_ev++]);
+	*now = &b->c;
+	return changed;
+}
+
+/* One process holds every model whole: refuse a plan that splits one. */
+static int one_rank(const struct job *job, const struct plan *p, struct err *e)
+{
+	for (int m = 0; m < job->nmodels; m++) {
+		const struct pconf *c = &p->home[m];
+
+		if (pconf_gpus(c) != 1)
+			return err_set(e, NR_EINPUT, "the plan runs %s with tp %d, pp %d, dp %d; the "
+				       "built-in engine on one process runs every model whole (tp 1, "
+				       "pp 1, dp 1): plan for a cluster of one GPU", job->models[m].name,
+				       c->tp, c->pp, c->dp);
+	}
+	if (p->gen.tp * p->gen.dp != 1)
+		return err_set(e, NR_EINPUT, "the plan generates with tp %d, dp %d; the built-in "
+			       "engine on one process generates with tp 1, dp 1", p->gen.tp,
+			       p->gen.dp);
+	return NR_OK;
+}
+
+static int builtin_transition(void *self, const struct plan *from, const struct plan *to,
+			      double predicted_s, double *took_s, struct err *e)
+{
+	struct builtin *b = self;
+	const struct job *job = &b->c.job;
+	int mb[MAX_MODELS], rc;
+
+	(void)from;
+	(void)predicted_s;
+	/* on one process nothing moves: every plan holds every model whole */
+	*took_s = 0;
+	if ((rc = one_rank(job, to, e)))
+		return rc;
+	for (int m = 0; m < job->nmodels; m++)
+		mb[m] = to->home[m].mb;
+	if (!b->open) {
+		rc = trainer_open(&b->t, job, b->state, mb, e);
+		b->open = rc == NR_OK;
+	} else {
+		/* TP1 to TP1: only the micro-batches change */
+		memcpy(b->t.mb, mb, sizeof mb);
+	}
+	return rc;
+}
+
+/* The 90th percentile of the step's response lengths. */
+static double p90(const struct trainer *t)
+{
+	int *len = malloc((size_t)t->B * sizeof *len), n = t->B;
+	double v;
+
+	if (!len)
+		return NAN;
+	memcpy(len, t->gen_len, (size_t)n * sizeof *len);
+	for (int i = 1; i < n; i++) /* insertion sort: a step's few hundred lengths */
+		for (int j = i; j > 0 && len[j - 1] > len[j]; j--) {
+			int x = len[j];
+
+			len[j] = len[j - 1];
+			len[j - 1] = x;
+		}
+	v = len[(int)ceil(0.9 * n) - 1];
+	free(len);
+	return v;
+}
+
+static void paused(const struct builtin *b, long step, struct step_record *r)
+{
+	memset(r, 0, sizeof *r);
+	r->step = step;
+	r->status = STEP_PAUSED;
+	r->sequences = job_sequences(&b->c.job);
+	r->prompt_len = b->c.job.prompt_len;
+	r->response = b->c.job.response;
+	r->step_time_s = NAN;
+}
+
+static int builtin_step(void *self, long step, const struct plan *p, struct step_record *r,
+			struct err *e)
+{
+	struct builtin *b = self;
+	struct env v = { &b->c.job, &b->c.cl, &b->k };
+	struct trainer_stats st;
+	struct timespec t0, t1;
+	long prompt = 0;
+	int rc;
+
+	if (!p || cond_plan_on_down(&b->c, p) || !b->open) {
+		paused(b, step, r);
+	} else {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if ((rc = trainer_step(&b->t, step, &st, e)))
+			return rc;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		memcpy(&b->eval, p, sizeof b->eval);
+		plan_evaluate(&v, &b->eval);
+		steprec_from_plan(&v, &b->eval, step, r);
+		r->status = STEP_OK;
+		r->step_time_s = (double)(t1.tv_sec - t0.tv_sec) +
+				 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+		for (int i = 0; i < b->t.B; i++)
+			prompt += b->t.plen[i];
+		r->sequences = st.sequences;
+		r->prompt_len = (prompt + b->t.B - 1) / b->t.B;
+		r->response = (struct response_len){ st.response_len_mean, p90(&b->t),
+						     st.response_len_max > 0 ? st.response_len_max : 1 };
+		for (int i = 0; i < r->nms; i++) {
+			struct ms_record *ms = &r->ms[i];
+			const struct model *md = job_model(&b->c.job, ms->model);
+
+			ms->time_s = ms->peak_gib = NAN;
+			ms->conf.rc = RC_NONE; /* the engine keeps every activation */
+			for (int k = 0; k < st.nms; k++)
+				if (md && st.ms[k].model == (int)(md - b->c.job.models) &&
+				    st.ms[k].stage == ms->stage) {
+					ms->time_s = st.ms[k].time_s;
+					ms->peak_gib = (double)st.ms[k].peak_bytes / GIB_F;
+				}
+			if (ms->stage == STAGE_GEN)
+				ms->concurrency = (double)st.sequences;
+		}
+		r->rl = (struct step_rl){
+			.known = true, .sft = st.sft, .reward_mean = st.reward_mean,
+			.response_len_mean = st.response_len_mean, .kl = st.kl,
+			.policy_loss = st.sft ? NAN : st.policy_loss,
+			.value_loss = st.sft || b->t.critic < 0 ? NAN : st.value_loss,
+			.entropy = st.sft ? NAN : st.entropy, .clip_frac = st.sft ? NAN : st.clip_frac,
+			.grad_norm = st.grad_norm, .sft_loss = st.sft ? st.sft_loss : NAN };
+	}
+	snprintf(r->engine, sizeof r->engine, "builtin");
+	r->gpus_up = cluster_gpus_up(&b->c.cl);
+	r->transition_s = 0;
+	return NR_OK;
+}
+
+struct engine builtin_engine(struct builtin *b)
+{
+	return (struct engine){ "builtin", b, true, builtin_observe, builtin_transition,
+				builtin_step };
+}
+
+int builtin_save(struct builtin *b, long next, const char *dst, struct err *e)
+{
+	json_t *run = json_pack("{s:s, s:I}", "job", b->c.job.name, "next_step", (json_int_t)next);
+	int rc;
+
+	if (!b->open)
+		return err_set(e, NR_EIO, "nothing to save: the run has not started");
+	rc = trainer_save(&b->t, dst, run, e);
+	json_decref(run);
+	return rc;
+}
+
+int builtin_saved_step(const char *store, long *next, struct err *e)
+{
+	struct store_reader *r;
+	int rc = store_reader_open(&r, store, e);
+	const json_t *run;
+
+	if (rc)
+		return rc;
+	run = store_reader_manifest(r)->run;
+	*next = run ? (long)json_integer_value(json_object_get(run, "next_step")) : 0;
+	store_reader_close(r);
+	return NR_OK;
+}

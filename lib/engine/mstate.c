@@ -1,0 +1,245 @@
+/* A model's state on one rank (mstate.h): its buffers, made at random or
+ * loaded from a store, and the weights rounded from the master. */
+#include "engine/mstate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/rng.h"
+#include "state/safetensors.h"
+
+#define INIT_STD 0.02 /* Hugging Face's initializer_range, Megatron-LM's init_method_std */
+
+static int oom(struct err *e)
+{
+	return err_set(e, NR_EIO, "out of memory");
+}
+
+/* Floats of rank (tp, pp, dp)'s buffer of kind, and its pieces. */
+static int kind_len(const struct layout *lo, enum state_kind kind, int tp, int pp, int dp,
+		    size_t *len, struct err *e)
+{
+	struct piece *p;
+	size_t n;
+	int rc = layout_pieces(lo, kind, tp, pp, dp, &p, &n, e);
+
+	*len = 0;
+	for (size_t k = 0; k < n && rc == NR_OK; k++)
+		*len = (size_t)(p[k].local_off + p[k].local_len);
+	free(p);
+	return rc;
+}
+
+int mstate_init(struct mstate *s, const struct model *m, int index, int tp, int pp, int dp,
+		bool zero, bool trainable, int tp_rank, int pp_rank, int dp_rank,
+		struct err *e)
+{
+	int rc;
+
+	memset(s, 0, sizeof *s);
+	snprintf(s->name, sizeof s->name, "%s", m->name);
+	s->index = index;
+	s->tp_rank = tp_rank;
+	s->pp_rank = pp_rank;
+	s->dp_rank = dp_rank;
+	s->trainable = trainable;
+	s->zero = zero && trainable;
+	rc = layout_init(&s->lo, &m->arch, tp, pp, dp, s->zero, NULL, e);
+	if (rc)
+		return err_prefix(e, "model '%s'", m->name);
+	s->wdtype = malloc((size_t)s->lo.ntensors);
+	if (!s->wdtype)
+		return oom(e);
+	memset(s->wdtype, m->arch.dtype_bytes == 4 ? ST_F32 :
+			  strcmp(m->arch.dtype, "fp16") == 0 ? ST_F16 : ST_BF16,
+	       (size_t)s->lo.ntensors);
+	for (int k = 0; k < (trainable ? NKINDS : 1) && rc == NR_OK; k++) {
+		rc = kind_len(&s->lo, (enum state_kind)k, tp_rank, pp_rank, dp_rank, &s->len[k], e);
+		if (rc == NR_OK && !(s->buf[k] = calloc(s->len[k] + 1, sizeof(float))))
+			rc = oom(e);
+	}
+	if (rc == NR_OK && trainable && !(s->grad = calloc(s->len[KIND_WEIGHT] + 1, sizeof(float))))
+		rc = oom(e);
+	if (rc)
+		mstate_free(s);
+	return rc;
+}
+
+void mstate_free(struct mstate *s)
+{
+	for (int k = 0; k < NKINDS; k++)
+		free(s->buf[k]);
+	free(s->grad);
+	free(s->wdtype);
+	layout_free(&s->lo);
+	memset(s, 0, sizeof *s);
+}
+
+int64_t mstate_bytes(const struct mstate *s)
+{
+	size_t n = s->grad ? s->len[KIND_WEIGHT] : 0;
+
+	for (int k = 0; k < NKINDS; k++)
+		n += s->buf[k] ? s->len[k] : 0;
+	return (int64_t)n * (int64_t)sizeof(float);
+}
+
+/* The element's global row-major index from its index inside box b of
+ * tensor t. */
+static int64_t global_index(const struct gtensor *t, const struct box *b, int64_t i)
+{
+	int64_t g = 0, stride = 1;
+
+	for (int d = b->ndim - 1; d >= 0; d--) {
+		g += (b->off[d] + i % b->ext[d]) * stride;
+		i /= b->ext[d];
+		stride *= t->shape[d];
+	}
+	return g;
+}
+
+/* What tensor t starts as: its standard deviation, or the constant it
+ * holds (norms 1, biases 0) when *constant. */
+static double init_std(const struct layout *lo, int t, bool *constant, double *value)
+{
+	const struct arch *a = &lo->arch;
+	const struct gtensor *g = &lo->tensors[t];
+	int layer = g->layer;
+
+	*constant = false;
+	if (layer >= 0 && (t == layout_tensor_index(a, layer, LT_INPUT_NORM) ||
+			   t == layout_tensor_index(a, layer, LT_PRE_MLP_NORM) ||
+			   t == layout_tensor_index(a, layer, LT_QKV_BIAS))) {
+		*constant = true;
+		*value = t == layout_tensor_index(a, layer, LT_QKV_BIAS) ? 0 : 1;
+		return 0;
+	}
+	if (t == layout_final_norm_index(a)) {
+		*constant = true;
+		*value = 1;
+		return 0;
+	}
+	if (layer >= 0 && (t == layout_tensor_index(a, layer, LT_PROJ) ||
+			   t == layout_tensor_index(a, layer, LT_FC2)))
+		return INIT_STD / sqrt(2.0 * a->layers);
+	return INIT_STD;
+}
+
+void mstate_random(struct mstate *s, uint64_t seed)
+{
+	struct piece *p;
+	size_t n;
+	struct err e;
+
+	if (layout_pieces(&s->lo, KIND_WEIGHT, s->tp_rank, s->pp_rank, s->dp_rank, &p, &n, &e))
+		return;
+	for (size_t k = 0; k < n; k++) {
+		const struct gtensor *t = &s->lo.tensors[p[k].tensor];
+		float *w = s->buf[KIND_WEIGHT] + p[k].local_off;
+		int64_t vol = box_volume(&p[k].box);
+		bool constant;
+		double value = 0, std = init_std(&s->lo, p[k].tensor, &constant, &value);
+		enum st_dtype dt = (enum st_dtype)s->wdtype[p[k].tensor];
+
+		for (int64_t i = 0; i < vol; i++) {
+			double x = constant ? value :
+				   std * rng_normal(seed, RNG_INIT, (uint64_t)s->index,
+						    (uint64_t)p[k].tensor,
+						    (uint64_t)global_index(t, &p[k].box, i));
+
+			w[i] = (float)x;
+		}
+		st_round(w, (size_t)vol, dt);
+		memset(w + vol, 0, (size_t)(p[k].local_len - vol) * sizeof *w);
+	}
+	free(p);
+	if (s->trainable) {
+		/* the optimizer's kinds start as Adam does */
+		memset(s->buf[KIND_ADAM_M], 0, s->len[KIND_ADAM_M] * sizeof(float));
+		memset(s->buf[KIND_ADAM_V], 0, s->len[KIND_ADAM_V] * sizeof(float));
+		if (!s->zero)
+			memcpy(s->buf[KIND_MASTER], s->buf[KIND_WEIGHT],
+			       s->len[KIND_WEIGHT] * sizeof(float));
+	}
+}
+
+int mstate_load(struct mstate *s, struct store_reader *r, int store_model, struct err *e)
+{
+	const struct manifest *m = store_reader_manifest(r);
+	const struct mmodel *mm = &m->models[store_model];
+	bool has_opt = mm->lo.trainable;
+	int rc = store_reader_load(r, store_model, KIND_WEIGHT, &s->lo, s->tp_rank, s->pp_rank,
+				   s->dp_rank, s->buf[KIND_WEIGHT], e);
+
+	for (int t = 0; t < s->lo.ntensors; t++)
+		s->wdtype[t] = (unsigned char)mmodel_dtype(mm, KIND_WEIGHT, t);
+	if (rc || !s->trainable)
+		return rc;
+	for (int k = KIND_MASTER; k < NKINDS && rc == NR_OK && has_opt; k++)
+		rc = store_reader_load(r, store_model, (enum state_kind)k, &s->lo, s->tp_rank,
+				       s->pp_rank, s->dp_rank, s->buf[k], e);
+	if (rc || has_opt)
+		return rc;
+	/* a store without optimizer state: Adam's start, master from the weights */
+	memset(s->buf[KIND_ADAM_M], 0, s->len[KIND_ADAM_M] * sizeof(float));
+	memset(s->buf[KIND_ADAM_V], 0, s->len[KIND_ADAM_V] * sizeof(float));
+	if (!s->zero) {
+		memcpy(s->buf[KIND_MASTER], s->buf[KIND_WEIGHT], s->len[KIND_WEIGHT] * sizeof(float));
+		return NR_OK;
+	}
+	return store_reader_load(r, store_model, KIND_WEIGHT, &s->lo, s->tp_rank, s->pp_rank,
+				 s->dp_rank, s->buf[KIND_MASTER], e) ? e->code :
+	       err_set(e, NR_EINPUT, "model '%s': a distributed optimizer's master cannot come "
+		       "from the weights", s->name);
+}
+
+void mstate_weights_from_master(struct mstate *s)
+{
+	struct piece *mp = NULL, *wp = NULL;
+	size_t nm = 0, nw = 0;
+	struct err e;
+
+	if (!s->trainable ||
+	    layout_pieces(&s->lo, KIND_MASTER, s->tp_rank, s->pp_rank, s->dp_rank, &mp, &nm, &e) ||
+	    layout_pieces(&s->lo, KIND_WEIGHT, s->tp_rank, s->pp_rank, s->dp_rank, &wp, &nw, &e)) {
+		free(mp);
+		return;
+	}
+	for (size_t k = 0; k < nm; k++) {
+		const struct piece *src = &mp[k];
+
+		for (size_t j = 0; j < nw; j++) {
+			const struct piece *dst = &wp[j];
+			float *w = s->buf[KIND_WEIGHT] + dst->local_off;
+			enum st_dtype dt = (enum st_dtype)s->wdtype[dst->tensor];
+			struct box x;
+
+			if (dst->tensor != src->tensor || !box_intersect(&src->box, &dst->box, &x))
+				continue;
+			box_copy(w, &dst->box, s->buf[KIND_MASTER] + src->local_off, &src->box, &x,
+				 sizeof(float));
+			st_round(w, (size_t)box_volume(&dst->box), dt);
+		}
+	}
+	free(mp);
+	free(wp);
+}
+
+bool mstate_finite(const struct mstate *s)
+{
+	for (int k = 0; k < (s->trainable ? 2 : 1); k++)
+		for (size_t i = 0; i < s->len[k]; i++)
+			if (!isfinite(s->buf[k][i]))
+				return false;
+	return true;
+}
+
+const float *mstate_buffer(void *ctx, enum state_kind kind, int tp, int pp, int dp)
+{
+	const struct mstate *s = ctx;
+
+	if (tp != s->tp_rank || pp != s->pp_rank || (dp != s->dp_rank && dp != 0))
+		return NULL;
+	return s->buf[kind];
+}

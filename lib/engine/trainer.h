@@ -1,0 +1,118 @@
+/* The PPO and GRPO step on this process: the job's models, the prompts
+ * and the tokenizer, and each step's rollout and updates, as verl's
+ * trainer runs them.
+ *
+ * A step s: draw the step's prompts (the prompts file in an order shuffled
+ * per pass from the seed), generate samples_per_prompt responses to each
+ * with the actor, score them (a rule against each prompt's answer, or the
+ * reward model at the last token), take the actor's log-probs (at the
+ * rollout temperature), the reference's and the critic's values, compute
+ * advantages (PPO: KL-shaped rewards and GAE, whitened; GRPO: group-
+ * normalised scores), then for each PPO epoch and mini-batch update the
+ * actor (clipped policy loss, KL loss, entropy bonus) and the critic
+ * (clipped value loss), each mini-batch in micro-batches of the plan's
+ * size, AdamW after gradient clipping.  During the first sft_steps steps
+ * the actor is trained on the prompts' answers instead (cross-entropy, a
+ * supervised warm-up); when it ends the reference takes the actor's
+ * weights, as an RL run starts from its SFT model.
+ *
+ * Every random draw is a function of the seed, the step and a global
+ * index (rng.h), and nothing else carries over between steps but the
+ * models' state and the optimizers' step counts, so a run saved and
+ * resumed at step s goes on exactly as one that never stopped. */
+#ifndef NEREUS_ENGINE_TRAINER_H
+#define NEREUS_ENGINE_TRAINER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "doc/job.h"
+#include "engine/generate.h"
+#include "engine/lm.h"
+#include "engine/task.h"
+#include "engine/tokenizer.h"
+
+#define TRAINER_MAX_MS (2 * MAX_MODELS + 1)
+
+/* One model-stage as it ran in a step. */
+struct trainer_ms {
+	int model;           /* job model */
+	enum stage stage;
+	double time_s;       /* wall seconds */
+	int64_t peak_bytes;  /* what the process held at its end: every model's
+			      * state and activations, the generator's cache */
+};
+
+/* What a step did, for its record. */
+struct trainer_stats {
+	bool sft;            /* a warm-up step */
+	long sequences;
+	double response_len_mean;
+	long response_len_max;
+	long response_tokens;
+	double reward_mean;  /* mean score of the responses */
+	double kl;           /* mean KL to the reference per response token */
+	double policy_loss, value_loss, entropy, clip_frac;
+	double grad_norm;    /* the actor's, before clipping, mean over updates */
+	double sft_loss;     /* warm-up: mean −log p of the answers' tokens */
+	int nms;
+	struct trainer_ms ms[TRAINER_MAX_MS];
+};
+
+struct trainer {
+	const struct job *job;
+	struct tokenizer tok;
+	struct prompts prompts;
+	struct lm m[MAX_MODELS];
+	bool open[MAX_MODELS];
+	int actor, critic, ref, reward; /* job models, -1 when absent */
+	int mb[MAX_MODELS];  /* sequences per micro-batch */
+	long opt_steps[MAX_MODELS];     /* optimizer steps taken */
+	struct generator gen;
+	bool has_gen;
+	/* the step's data: sequences packed (prompt, then response) */
+	int B;
+	int *tokens, *start, *plen;  /* [T], [B + 1], [B] */
+	size_t *zstart, *zplen, *off; /* the same as size_t, and response offsets [B + 1] */
+	int *gen_tok, *gen_len;      /* [B, max_new], [B] */
+	float *gen_lp;
+	float *scores;               /* [B] */
+	/* response arrays [N] */
+	float *old_logp, *ref_logp, *values, *rewards, *adv, *ret;
+	float *r_logp, *r_ent, *r_val, *r_dlogp, *r_dent, *r_dval;
+	/* per-position arrays [T] */
+	float *p_logp, *p_ent, *p_val, *p_dlogp, *p_dent, *p_dval;
+	int *perm;                   /* the prompts' order in the pass cached */
+	long perm_pass;
+};
+
+/* The job's models on this process (TP1·PP1·DP1), from store (its run
+ * object, when it has one, gives the optimizers' step counts) or at
+ * random from the job's seed when store is NULL; mb[m]: sequences per
+ * micro-batch of each model (0: all at once).  Reads the tokenizer and
+ * the prompts the job names. */
+int trainer_open(struct trainer *t, const struct job *job, const char *store, const int *mb,
+		 struct err *e);
+void trainer_close(struct trainer *t);
+
+/* Run step s.  NR_EIO for a non-finite loss or gradient (naming the step
+ * and the model), nothing updated then. */
+int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e);
+
+/* Save every model's state as the store dst, with run (may be NULL) and
+ * the optimizers' step counts in its run object.  NR_EIO when a model's
+ * state is not finite. */
+int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e);
+
+/* Bytes the process holds: every model's state and activations, the
+ * generator's cache. */
+int64_t trainer_bytes(const struct trainer *t);
+
+/* A store of the job's models at random from seed (the reference made as
+ * the actor is, so the RL starts from one policy), one rank each, with
+ * run (may be NULL) as its run object. */
+int trainer_init_store(const struct job *job, uint64_t seed, json_t *run, const char *dst,
+		       struct err *e);
+
+#endif
