@@ -91,6 +91,22 @@ $(O)/tests/%: tests/probe/%.c $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
 
+# Unit tests of lib/mpi (tests/unit/test_mpi_*.c) and probes that run as
+# MPI ranks (tests/probe/mpi_*.c) link lib/mpi, with mpicc; mpicc compiles
+# with $(CC) for them, so that a sanitizer build's objects agree.
+UNITS_MPI  := $(filter $(O)/tests/test_mpi_%,$(UNITS))
+PROBES_MPI := $(filter $(O)/tests/mpi_%,$(PROBES))
+$(UNITS_MPI) $(PROBES_MPI): export OMPI_CC = $(CC)
+
+$(UNITS_MPI): $(O)/tests/%: tests/unit/%.c tests/unit/unit.h $(MPI_OBJ) $(O)/libnereus.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(MPI_OBJ) \
+	  $(O)/libnereus.a $(LDLIBS)
+
+$(PROBES_MPI): $(O)/tests/%: tests/probe/%.c $(MPI_OBJ) $(O)/libnereus.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(MPI_OBJ) $(O)/libnereus.a $(LDLIBS)
+
 deps:
 	@scripts/install-deps.sh
 

@@ -1,5 +1,6 @@
 /* Live resharding (live.h): the transition schedule walked by ranks that
- * hold their pieces in host memory, and its MPI transport.
+ * hold their pieces in host memory, stores as its source and sink, and
+ * its MPI transport.
  *
  * Every piece a rank holds is a buffer of its own (local_len elements,
  * padding tail zeroed), so that allocating and freeing segments is exactly
@@ -22,6 +23,7 @@
 #include <xxhash.h>
 
 #include "common/err.h"
+#include "mpi/mpi_impl.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
 #include "state/store_impl.h"
@@ -31,7 +33,7 @@
 
 /* An opened store with its pieces sorted by (model, kind, tensor), and the
  * last piece read kept, since neighbouring requests mostly want it. */
-struct src {
+struct live_store {
 	struct store s;
 	const struct env *v;
 	bool open;
@@ -40,6 +42,8 @@ struct src {
 	size_t last;               /* the piece in buf, or SIZE_MAX */
 	void *buf;
 	size_t cap;
+	void *tmp;                 /* verifying: a piece's elements from the store */
+	size_t tmpcap;
 };
 
 static int piece_key_cmp(const struct mpiece *p, int model, int kind, int tensor)
@@ -63,16 +67,17 @@ static int cmp_ord(const void *x, const void *y, void *ctx)
 	return c ? c : (*(const size_t *)x < *(const size_t *)y ? -1 : 1);
 }
 
-static void src_close(struct src *s)
+static void src_close(struct live_store *s)
 {
 	if (s->open)
 		store_close(&s->s);
 	free(s->ord);
 	free(s->buf);
+	free(s->tmp);
 	memset(s, 0, sizeof *s);
 }
 
-static int src_open(struct src *s, const struct env *v, const char *path, struct err *e)
+static int src_open(struct live_store *s, const struct env *v, const char *path, struct err *e)
 {
 	const struct manifest *m;
 
@@ -98,7 +103,7 @@ static int src_open(struct src *s, const struct env *v, const char *path, struct
 }
 
 /* The first of the sorted pieces of (model, kind, tensor). */
-static size_t src_lower(const struct src *s, int model, int kind, int tensor)
+static size_t src_lower(const struct live_store *s, int model, int kind, int tensor)
 {
 	size_t lo = 0, hi = s->s.m.npieces;
 
@@ -113,7 +118,7 @@ static size_t src_lower(const struct src *s, int model, int kind, int tensor)
 	return lo;
 }
 
-static const char *tensor_name(const struct src *s, int model, int tensor)
+static const char *tensor_name(const struct live_store *s, int model, int tensor)
 {
 	const struct layout *lo = &s->s.m.models[model].layout;
 
@@ -121,7 +126,7 @@ static const char *tensor_name(const struct src *s, int model, int tensor)
 }
 
 /* Piece i's data, read and checked against its checksum. */
-static int src_read(struct src *s, size_t i, const void **data, struct err *e)
+static int src_read(struct live_store *s, size_t i, const void **data, struct err *e)
 {
 	const struct mpiece *p = &s->s.m.pieces[i];
 	const struct mmodel *mm = &s->s.m.models[p->model];
@@ -164,7 +169,7 @@ static int src_read(struct src *s, size_t i, const void **data, struct err *e)
  * buffer of one element size, so a tensor a checkpoint keeps in another
  * dtype than the model's (fp32 norms beside bf16 weights) cannot move
  * live; store_apply reshards it. */
-static int src_fill(struct src *s, int jm, enum state_kind kind, int tensor,
+static int src_fill(struct live_store *s, int jm, enum state_kind kind, int tensor,
 		    const struct box *region, void *dst, const struct box *dbox, int eb,
 		    struct err *e)
 {
@@ -208,6 +213,101 @@ static int src_fill(struct src *s, int jm, enum state_kind kind, int tensor,
 	return NR_OK;
 }
 
+/* The store as a source: a piece of A is its box's elements. */
+static int store_fill(void *ctx, const struct live_piece *p, void *dst, struct err *e)
+{
+	if (box_volume(&p->pc->box) == 0)
+		return NR_OK;
+	return src_fill(ctx, p->u->model, p->kind, p->pc->tensor, &p->pc->box, dst, &p->pc->box,
+			p->elem_bytes, e);
+}
+
+static int store_fill_region(void *ctx, int model, enum state_kind kind, int tensor,
+			     const struct box *region, void *dst, const struct box *dbox, int eb,
+			     struct err *e)
+{
+	return src_fill(ctx, model, kind, tensor, region, dst, dbox, eb, e);
+}
+
+/* The store as a sink: a piece of B checked by its checksum when the
+ * store holds exactly that box, else against the elements the store
+ * holds for it. */
+static int store_take(void *ctx, const struct live_piece *p, const void *data, struct err *e)
+{
+	struct live_store *s = ctx;
+	size_t len = (size_t)box_volume(&p->pc->box) * (size_t)p->elem_bytes;
+	int mi = s->jmodel[p->u->model];
+	bool ok = false, exact = false;
+
+	if (len == 0)
+		return NR_OK;
+	if (mi < 0)
+		return err_set(e, NR_EINPUT, "%s: the store has no model %s", s->s.name,
+			       s->v->job->models[p->u->model].name);
+	for (size_t k = src_lower(s, mi, (int)p->kind, p->pc->tensor); k < s->s.m.npieces; k++) {
+		const struct mpiece *q = &s->s.m.pieces[s->ord[k]];
+
+		if (piece_key_cmp(q, mi, (int)p->kind, p->pc->tensor))
+			break;
+		if (!memcmp(&q->box, &p->pc->box, sizeof q->box)) {
+			exact = true;
+			ok = XXH3_64bits(data, len) == q->xxh3;
+			break;
+		}
+	}
+	if (!exact) {
+		if (len > s->tmpcap) {
+			free(s->tmp);
+			s->tmpcap = 0;
+			if (!(s->tmp = malloc(len)))
+				return err_set(e, NR_EIO, "out of memory");
+			s->tmpcap = len;
+		}
+		if (src_fill(s, p->u->model, p->kind, p->pc->tensor, &p->pc->box, s->tmp, &p->pc->box,
+			     p->elem_bytes, e))
+			return e->code;
+		ok = !memcmp(s->tmp, data, len);
+	}
+	if (!ok)
+		return err_set(e, NR_EIO, "live: rank %d: tensor %s (%s) of model %s does not match "
+			       "its checksum in %s", p->rank, tensor_name(s, mi, p->pc->tensor),
+			       state_kind_names[p->kind], s->s.m.models[mi].lo.name, s->s.name);
+	return NR_OK;
+}
+
+int live_store_open(struct live_store **s, const struct env *v, const char *path,
+		    struct err *e)
+{
+	int rc;
+
+	if (!(*s = malloc(sizeof **s)))
+		return err_set(e, NR_EIO, "out of memory");
+	if ((rc = src_open(*s, v, path, e))) {
+		src_close(*s);
+		free(*s);
+		*s = NULL;
+	}
+	return rc;
+}
+
+void live_store_close(struct live_store *s)
+{
+	if (!s)
+		return;
+	src_close(s);
+	free(s);
+}
+
+struct live_source live_store_source(struct live_store *s)
+{
+	return (struct live_source){ .fill = store_fill, .fill_region = store_fill_region, .ctx = s };
+}
+
+struct live_sink live_store_verifier(struct live_store *s)
+{
+	return (struct live_sink){ .take = store_take, .ctx = s };
+}
+
 /* --- the walker ------------------------------------------------------------------- */
 
 /* What one holder of one list (a GPU of its GPUs) holds here. */
@@ -231,7 +331,8 @@ struct walk {
 	int *hold0;                /* list → index of its first holder in h */
 	struct hold *h;
 	struct edge_io *io;
-	struct src a, b;
+	const struct live_source *src;
+	const struct live_sink *sink;
 };
 
 static bool mine_gpu(const struct walk *w, int gpu)
@@ -271,13 +372,51 @@ static int oom(struct err *e)
 	return err_set(e, NR_EIO, "out of memory");
 }
 
+/* Piece i that the j-th holder of list keeps, as sources and sinks see
+ * it. */
+static struct live_piece held_piece(const struct walk *w, int list, int j, size_t i)
+{
+	const struct tg_list *t = &w->g.lists[list];
+	const struct emu_set *es = list < w->g.na ? &w->g.a : &w->g.b;
+	int gpu = t->l->gpus[j];
+
+	return (struct live_piece){
+		.u = t->u, .emu = (int)(t->u - es->u), .name = w->v->job->models[t->u->model].name,
+		.kind = t->l->kind, .gpu = gpu,
+		.rank = w->rank_of[gpu], .tp = t->l->tp, .pp = t->l->pp, .dp = t->l->dps[j],
+		.pc = &t->l->pieces[i], .elem_bytes = eb_of(w, list),
+	};
+}
+
+/* Rank r plays GPU r; GPUs beyond the ranks must hold nothing. */
+static int map_gpus_to_ranks(struct walk *w, struct err *e)
+{
+	int n = w->g.ngpus;
+
+	if (!(w->rank_of = malloc(((size_t)n + 1) * sizeof *w->rank_of)))
+		return oom(e);
+	for (int gpu = 0; gpu < n; gpu++)
+		w->rank_of[gpu] = gpu < w->x->nranks ? gpu : -1;
+	for (int l = 0; l < w->g.nlists; l++)
+		for (int j = 0; j < w->g.lists[l].l->ngpus; j++)
+			if (w->g.lists[l].l->gpus[j] >= w->x->nranks)
+				return err_set(e, NR_EINPUT, "live: plan %s keeps state on GPU %d, but %d "
+					       "ranks run: start one rank per GPU of the cluster",
+					       l < w->g.na ? "A" : "B", w->g.lists[l].l->gpus[j],
+					       w->x->nranks);
+	return NR_OK;
+}
+
 /* Map ranks to GPUs: every GPU of the cluster, or only those holding
  * state in a or b. */
 static int map_ranks(struct walk *w, struct err *e)
 {
 	int n = w->g.ngpus, used = 0, want = w->x->nranks;
-	bool *holds = calloc((size_t)n + 1, sizeof *holds);
+	bool *holds;
 
+	if (w->x->gpu_is_rank)
+		return map_gpus_to_ranks(w, e);
+	holds = calloc((size_t)n + 1, sizeof *holds);
 	w->rank_of = malloc(((size_t)n + 1) * sizeof *w->rank_of);
 	if (!holds || !w->rank_of) {
 		free(holds);
@@ -361,24 +500,21 @@ static void free_holds(struct walk *w)
 	w->h = NULL;
 }
 
-/* Plan A's pieces on the GPUs played here, from the store. */
+/* Plan A's pieces on the GPUs played here, from the source. */
 static int load_a(struct walk *w, struct err *e)
 {
 	for (int l = 0; l < w->g.na; l++) {
 		const struct tg_list *t = &w->g.lists[l];
-		int eb = eb_of(w, l);
 
 		for (int j = 0; j < t->l->ngpus; j++) {
 			struct hold *h = &w->h[w->hold0[l] + j];
 
 			for (size_t i = 0; h->p && i < t->l->npieces; i++) {
-				const struct piece *pc = &t->l->pieces[i];
+				struct live_piece lp = held_piece(w, l, j, i);
 
 				if (!(h->p[i] = calloc(1, piece_bytes(w, l, (int)i) + 1)))
 					return oom(e);
-				if (box_volume(&pc->box) > 0 &&
-				    src_fill(&w->a, t->u->model, t->l->kind, pc->tensor, &pc->box,
-					     h->p[i], &pc->box, eb, e))
+				if (w->src->fill(w->src->ctx, &lp, h->p[i], e))
 					return e->code;
 			}
 		}
@@ -610,7 +746,12 @@ static int edge_local(struct walk *w, const struct tg_edge *ed, struct err *e)
 			return err_set(e, NR_EIO, "live: GPU %d: a piece is written before it is allocated",
 				       ed->dst);
 		if (ed->src < 0) {
-			if (src_fill(&w->a, ed->model, ed->kind, d->tensor, &r, dpb, &d->box, eb, e))
+			if (!w->src->fill_region)
+				return err_set(e, NR_EIO, "live: GPU %d needs %s of model %s that no GPU "
+					       "up holds and no store has", ed->dst,
+					       state_kind_names[ed->kind], w->v->job->models[ed->model].name);
+			if (w->src->fill_region(w->src->ctx, ed->model, ed->kind, d->tensor, &r, dpb,
+						&d->box, eb, e))
 				return e->code;
 		} else {
 			void *sp = s ? src_bufs(w, ed)[si] : NULL;
@@ -763,75 +904,31 @@ static int walk_steps(struct walk *w, uint64_t *sent, struct err *e)
 	return rc;
 }
 
-/* Check every piece B keeps on the GPUs played here against the store
- * laid out as B: by its checksum when the store holds exactly that box,
- * else against the elements the store holds for it. */
-static int verify(struct walk *w, uint64_t *verified, struct err *e)
+/* Hand every piece B keeps on the GPUs played here to the sink. */
+static int hand_over(struct walk *w, uint64_t *taken, struct err *e)
 {
-	void *tmp = NULL;
-	size_t cap = 0;
-	int rc = NR_OK;
-
-	for (int l = w->g.na; l < w->g.nlists && !rc; l++) {
+	for (int l = w->g.na; l < w->g.nlists; l++) {
 		const struct tg_list *t = &w->g.lists[l];
-		int eb = eb_of(w, l);
 
-		for (int j = 0; j < t->l->ngpus && !rc; j++) {
+		for (int j = 0; j < t->l->ngpus; j++) {
 			struct hold *h = &w->h[w->hold0[l] + j];
-			int rank = w->rank_of[t->l->gpus[j]];
 
-			for (size_t i = 0; h->p && i < t->l->npieces && !rc; i++) {
-				const struct piece *p = &t->l->pieces[i];
-				size_t len = (size_t)box_volume(&p->box) * (size_t)eb;
-				int mi = w->b.jmodel[t->u->model];
-				bool ok = false, exact = false;
+			for (size_t i = 0; h->p && i < t->l->npieces; i++) {
+				struct live_piece lp = held_piece(w, l, j, i);
 
-				if (len == 0)
-					continue;
-				if (mi < 0) {
-					rc = err_set(e, NR_EINPUT, "%s: the store has no model %s", w->b.s.name,
-						     w->v->job->models[t->u->model].name);
-					break;
-				}
-				for (size_t k = src_lower(&w->b, mi, (int)t->l->kind, p->tensor);
-				     k < w->b.s.m.npieces; k++) {
-					const struct mpiece *q = &w->b.s.m.pieces[w->b.ord[k]];
-
-					if (piece_key_cmp(q, mi, (int)t->l->kind, p->tensor))
-						break;
-					if (!memcmp(&q->box, &p->box, sizeof p->box)) {
-						exact = true;
-						ok = XXH3_64bits(h->p[i], len) == q->xxh3;
-						break;
-					}
-				}
-				if (!exact) {
-					if (len > cap) {
-						free(tmp);
-						if (!(tmp = malloc(len))) {
-							rc = oom(e);
-							break;
-						}
-						cap = len;
-					}
-					if ((rc = src_fill(&w->b, t->u->model, t->l->kind, p->tensor, &p->box,
-							   tmp, &p->box, eb, e)))
-						break;
-					ok = !memcmp(tmp, h->p[i], len);
-				}
-				if (!ok)
-					rc = err_set(e, NR_EIO, "live: rank %d: tensor %s (%s) of model %s "
-						     "does not match its checksum in %s", rank,
-						     tensor_name(&w->b, mi, p->tensor),
-						     state_kind_names[t->l->kind], w->b.s.m.models[mi].lo.name,
-						     w->b.s.name);
-				else
-					(*verified)++;
+				if (!h->p[i])
+					return err_set(e, NR_EIO, "live: GPU %d: a piece of plan B was never "
+						       "allocated", lp.gpu);
+				if (w->sink->take(w->sink->ctx, &lp, h->p[i], e))
+					return e->code;
+				*taken += box_volume(&lp.pc->box) > 0;
+				/* handed over: its memory goes as the sink's comes */
+				free(h->p[i]);
+				h->p[i] = NULL;
 			}
 		}
 	}
-	free(tmp);
-	return rc;
+	return NR_OK;
 }
 
 static double now_s(void)
@@ -842,13 +939,13 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int live_run(const struct env *v, const struct plan *a, const struct plan *b,
-	     const char *src_store, const char *verify_store, const struct live_xport *x,
-	     struct live_stats *st, struct err *e)
+int live_walk(const struct env *v, const struct plan *a, const struct plan *b,
+	      const struct live_source *src, const struct live_sink *sink,
+	      const struct live_xport *x, struct live_stats *st, struct err *e)
 {
-	struct walk w = {.v = v, .x = x};
-	uint64_t c[2] = {0, 0}; /* bytes sent, pieces verified */
-	double t0 = 0, t = 0;
+	struct walk w = {.v = v, .x = x, .src = src, .sink = sink};
+	uint64_t c[2] = {0, 0}; /* bytes sent, pieces taken */
+	double t00 = now_s(), t0 = 0, t = 0, total;
 	int rc;
 
 	memset(st, 0, sizeof *st);
@@ -858,10 +955,6 @@ int live_run(const struct env *v, const struct plan *a, const struct plan *b,
 		rc = map_ranks(&w, e);
 	if (!rc)
 		rc = make_holds(&w, e);
-	if (!rc)
-		rc = src_open(&w.a, v, src_store, e);
-	if (!rc && verify_store)
-		rc = src_open(&w.b, v, verify_store, e);
 	if (!rc)
 		rc = load_a(&w, e);
 	if (!rc)
@@ -875,17 +968,21 @@ int live_run(const struct env *v, const struct plan *a, const struct plan *b,
 	t = now_s() - t0;
 	if ((rc = agree(x, rc, e)))
 		goto out;
-	if (verify_store)
-		rc = verify(&w, &c[1], e);
+	if (sink)
+		rc = hand_over(&w, &c[1], e);
 	if ((rc = agree(x, rc, e)))
 		goto out;
+	total = now_s() - t00;
 	if (x->sum)
 		x->sum(x->ctx, c, 2);
 	st->ranks = x->nranks;
 	st->rounds = w.g.nrounds;
 	st->seconds = x->max ? x->max(x->ctx, t) : t;
+	st->total_seconds = x->max ? x->max(x->ctx, total) : total;
+	st->predicted_s = w.g.predicted_s;
+	st->lower_bound_s = w.g.lower_bound_s;
 	st->bytes_sent = c[0];
-	st->pieces_verified = (long)c[1];
+	st->pieces_taken = (long)c[1];
 out:
 	if (w.io)
 		for (int k = 0; k < w.g.nedges; k++) {
@@ -896,9 +993,31 @@ out:
 	free_holds(&w);
 	free(w.hold0);
 	free(w.rank_of);
-	src_close(&w.a);
-	src_close(&w.b);
 	tgraph_free(&w.g);
+	return rc;
+}
+
+int live_run(const struct env *v, const struct plan *a, const struct plan *b,
+	     const char *src_store, const char *verify_store, const struct live_xport *x,
+	     struct live_stats *st, struct err *e)
+{
+	struct live_store *from = NULL, *to = NULL;
+	struct live_source src;
+	struct live_sink sink;
+	int rc;
+
+	memset(st, 0, sizeof *st);
+	rc = live_store_open(&from, v, src_store, e);
+	if (!rc && verify_store)
+		rc = live_store_open(&to, v, verify_store, e);
+	if (!(rc = agree(x, rc, e))) {
+		src = live_store_source(from);
+		sink = live_store_verifier(to);
+		rc = live_walk(v, a, b, &src, to ? &sink : NULL, x, st, e);
+		st->pieces_verified = to ? st->pieces_taken : 0;
+	}
+	live_store_close(from);
+	live_store_close(to);
 	return rc;
 }
 
@@ -942,18 +1061,8 @@ static int mpi_round(void *ctx, const struct live_msg *m, int n, struct err *e)
 static int mpi_agree(void *ctx, int rc, struct err *e)
 {
 	struct mpi_ctx *c = ctx;
-	int me, size, in, out;
 
-	MPI_Comm_rank(c->comm, &me);
-	MPI_Comm_size(c->comm, &size);
-	in = rc ? size - me : 0; /* the lowest failing rank, as the largest */
-	MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, c->comm);
-	if (!out)
-		return NR_OK;
-	e->code = rc;
-	MPI_Bcast(&e->code, 1, MPI_INT, size - out, c->comm);
-	MPI_Bcast(e->msg, (int)sizeof e->msg, MPI_CHAR, size - out, c->comm);
-	return e->code;
+	return mpi_agree_on(c->comm, rc, e);
 }
 
 static void mpi_sum(void *ctx, uint64_t *v, int n)
@@ -986,31 +1095,70 @@ void live_finalize(void)
 	MPI_Finalize();
 }
 
+/* The MPI transport over a duplicate of the world, one rank a process. */
+struct mpi_xport {
+	struct mpi_ctx c;
+	struct live_xport x;
+	int *mine;
+};
+
+static int xport_open(struct mpi_xport *m, bool gpu_is_rank, struct err *e)
+{
+	int me, size, rc = NR_OK;
+
+	memset(m, 0, sizeof *m);
+	if (MPI_Comm_dup(MPI_COMM_WORLD, &m->c.comm) != MPI_SUCCESS)
+		return err_set(e, NR_EIO, "live: MPI is not running");
+	MPI_Comm_rank(m->c.comm, &me);
+	MPI_Comm_size(m->c.comm, &size);
+	if (!(m->mine = calloc((size_t)size, sizeof *m->mine)))
+		rc = oom(e);
+	else
+		m->mine[me] = 1;
+	m->x = (struct live_xport){
+		.nranks = size, .mine = m->mine, .gpu_is_rank = gpu_is_rank, .round = mpi_round,
+		.agree = mpi_agree, .sum = mpi_sum, .max = mpi_max, .ctx = &m->c,
+	};
+	if ((rc = mpi_agree_on(m->c.comm, rc, e))) {
+		free(m->mine);
+		MPI_Comm_free(&m->c.comm);
+	}
+	return rc;
+}
+
+static void xport_close(struct mpi_xport *m)
+{
+	free(m->mine);
+	free(m->c.req);
+	MPI_Comm_free(&m->c.comm);
+}
+
 int live_reshard(const struct env *v, const struct plan *a, const struct plan *b,
 		 const char *src_store, const char *verify_store, struct live_stats *st,
 		 struct err *e)
 {
-	struct mpi_ctx c = {0};
-	struct live_xport x = {
-		.round = mpi_round, .agree = mpi_agree, .sum = mpi_sum, .max = mpi_max, .ctx = &c,
-	};
-	int me, size, rc, *mine;
+	struct mpi_xport m;
+	int rc;
 
-	if (MPI_Comm_dup(MPI_COMM_WORLD, &c.comm) != MPI_SUCCESS)
-		return err_set(e, NR_EIO, "live: MPI is not running");
-	MPI_Comm_rank(c.comm, &me);
-	MPI_Comm_size(c.comm, &size);
-	if (!(mine = calloc((size_t)size, sizeof *mine))) {
-		rc = agree(&x, oom(e), e);
-		MPI_Comm_free(&c.comm);
+	memset(st, 0, sizeof *st);
+	if ((rc = xport_open(&m, false, e)))
 		return rc;
-	}
-	mine[me] = 1;
-	x.nranks = size;
-	x.mine = mine;
-	rc = live_run(v, a, b, src_store, verify_store, &x, st, e);
-	free(mine);
-	free(c.req);
-	MPI_Comm_free(&c.comm);
+	rc = live_run(v, a, b, src_store, verify_store, &m.x, st, e);
+	xport_close(&m);
+	return rc;
+}
+
+int live_walk_world(const struct env *v, const struct plan *a, const struct plan *b,
+		    const struct live_source *src, const struct live_sink *sink,
+		    struct live_stats *st, struct err *e)
+{
+	struct mpi_xport m;
+	int rc;
+
+	memset(st, 0, sizeof *st);
+	if ((rc = xport_open(&m, true, e)))
+		return rc;
+	rc = live_walk(v, a, b, src, sink, &m.x, st, e);
+	xport_close(&m);
 	return rc;
 }

@@ -1,0 +1,215 @@
+/* The engine's state as the live walker's source and sink (live.h): what
+ * a rank holds of a plan, one mstate per layout it is in, and live_move,
+ * which carries it from one plan's layouts to another's over the world.
+ *
+ * The walker holds each piece in the dtype the transition graph moves its
+ * kind in (the model's for weights, fp32 for the optimizer's kinds); the
+ * engine holds fp32.  Weights are exactly their dtype's values (mstate.h),
+ * so narrowing them on the way out and widening them on the way in loses
+ * nothing. */
+#include "mpi/live.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/lm.h"
+#include "mpi/groups.h"
+#include "mpi/mpi_impl.h"
+#include "state/safetensors.h"
+
+int rank_state_init(struct rank_state *s, const struct env *v, const struct rank_roles *rr,
+		    struct err *e)
+{
+	memset(s, 0, sizeof *s);
+	s->n = rr->n;
+	for (int i = 0; i < rr->n; i++) {
+		const struct rank_role *ro = &rr->r[i];
+		const struct model *md = &v->job->models[ro->model];
+		bool train = ro->item != ITEM_GEN && model_trainable(md);
+		int rc;
+
+		if (!ro->member)
+			continue;
+		if (ro->conf.zero == ZERO_3) {
+			rank_state_free(s);
+			return err_set(e, NR_EINPUT, "model '%s': FSDP (zero 3) splits the weights "
+				       "across DP, which the engine keeps whole: use zero 0, 1 or 2",
+				       md->name);
+		}
+		rc = mstate_init(&s->st[i], md, ro->model, ro->conf.tp, ro->conf.pp, ro->conf.dp,
+				 ro->conf.zero >= ZERO_1, train, ro->tp_rank, ro->pp_rank, ro->dp_rank,
+				 e);
+		if (rc) {
+			rank_state_free(s);
+			return rc;
+		}
+		s->held[i] = true;
+	}
+	return NR_OK;
+}
+
+void rank_state_free(struct rank_state *s)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->held[i])
+			mstate_free(&s->st[i]);
+	memset(s, 0, sizeof *s);
+}
+
+int rank_state_load(struct rank_state *s, struct store_reader *r, const char *store,
+		    struct err *e)
+{
+	for (int i = 0; i < s->n; i++) {
+		struct model md = { 0 };
+		int idx, rc;
+
+		if (!s->held[i])
+			continue;
+		snprintf(md.name, sizeof md.name, "%s", s->st[i].name);
+		md.arch = s->st[i].lo.arch;
+		if ((rc = lm_find(r, &md, store, &idx, e)))
+			return rc;
+		if ((rc = mstate_load(&s->st[i], r, idx, e)))
+			return err_prefix(e, "store '%s'", store);
+	}
+	return NR_OK;
+}
+
+/* --- source and sink ----------------------------------------------------------------- */
+
+/* The dtype mstate_init gives every weight of a model of arch a. */
+static enum st_dtype arch_dtype(const struct arch *a)
+{
+	return a->dtype_bytes == 4 ? ST_F32 : strcmp(a->dtype, "fp16") == 0 ? ST_F16 : ST_BF16;
+}
+
+/* The mstate that holds p on this rank, at p's place in p's layout, and
+ * the dtype the walker holds p's elements in; NULL (e set) when there is
+ * none. */
+static struct mstate *holder(const struct rank_state *s, const struct live_piece *p,
+			     const char *plan, enum st_dtype *dt, struct err *e)
+{
+	const struct emu *u = p->u;
+	struct mstate *m = p->emu < s->n && s->held[p->emu] ? (struct mstate *)&s->st[p->emu] : NULL;
+	const char *what = u->item == ITEM_GEN ? "the generation engines of" : "model";
+	const struct piece *pc = p->pc;
+
+	if (!m) {
+		err_set(e, NR_EINPUT, "live: rank %d holds nothing of %s '%s' in plan %s, which "
+			"puts (tp %d, pp %d, dp %d) there", p->rank, what, p->name, plan, p->tp, p->pp,
+			p->dp);
+		return NULL;
+	}
+	if (m->lo.tp != u->conf.tp || m->lo.pp != u->conf.pp || m->lo.dp != u->conf.dp ||
+	    m->lo.dist_opt != u->lo.dist_opt || m->tp_rank != p->tp || m->pp_rank != p->pp ||
+	    m->dp_rank != p->dp) {
+		err_set(e, NR_EINPUT, "live: rank %d holds %s '%s' as (tp %d, pp %d, dp %d) of "
+			"tp·pp·dp %d·%d·%d, plan %s as (tp %d, pp %d, dp %d) of %d·%d·%d", p->rank,
+			what, m->name, m->tp_rank, m->pp_rank, m->dp_rank, m->lo.tp, m->lo.pp,
+			m->lo.dp, plan, p->tp, p->pp, p->dp, u->conf.tp, u->conf.pp, u->conf.dp);
+		return NULL;
+	}
+	if (!m->buf[p->kind] || pc->local_off + pc->local_len > (int64_t)m->len[p->kind]) {
+		err_set(e, NR_EINPUT, "live: rank %d: %s '%s' keeps no %s where plan %s puts it",
+			p->rank, what, m->name, state_kind_names[p->kind], plan);
+		return NULL;
+	}
+	*dt = p->kind == KIND_WEIGHT ? (enum st_dtype)m->wdtype[pc->tensor] : ST_F32;
+	if (p->kind == KIND_WEIGHT && (*dt != arch_dtype(&m->lo.arch) ||
+				       st_dtype_bits(*dt) != 8 * p->elem_bytes)) {
+		err_set(e, NR_EINPUT, "live: model '%s' keeps tensor %s in %s beside %s weights; live "
+			"resharding moves one dtype per model: save the state and reshard it with "
+			"nereus-transition apply", m->name, m->lo.tensors[pc->tensor].name,
+			st_dtype_name(*dt), m->lo.arch.dtype);
+		return NULL;
+	}
+	return m;
+}
+
+static int mem_fill(void *ctx, const struct live_piece *p, void *dst, struct err *e)
+{
+	enum st_dtype dt;
+	const struct mstate *m = holder(ctx, p, "A", &dt, e);
+	const float *src;
+	size_t n = (size_t)p->pc->local_len;
+
+	if (!m)
+		return e->code;
+	src = m->buf[p->kind] + p->pc->local_off;
+	if (dt == ST_F32)
+		memcpy(dst, src, n * sizeof *src);
+	else
+		st_narrow(dst, src, n, dt);
+	return NR_OK;
+}
+
+static int mem_take(void *ctx, const struct live_piece *p, const void *data, struct err *e)
+{
+	enum st_dtype dt;
+	struct mstate *m = holder(ctx, p, "B", &dt, e);
+	float *dst;
+	size_t n = (size_t)p->pc->local_len;
+
+	if (!m)
+		return e->code;
+	dst = m->buf[p->kind] + p->pc->local_off;
+	if (dt == ST_F32)
+		memcpy(dst, data, n * sizeof *dst);
+	else
+		st_widen(dst, data, n, dt);
+	return NR_OK;
+}
+
+struct live_source live_mem_source(const struct rank_state *s)
+{
+	return (struct live_source){ .fill = mem_fill, .ctx = (void *)s };
+}
+
+struct live_sink live_mem_sink(struct rank_state *s)
+{
+	return (struct live_sink){ .take = mem_take, .ctx = s };
+}
+
+/* --- the move ------------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int live_move(const struct env *v, const struct plan *a, const struct plan *b,
+	      const struct rank_state *from, struct rank_state *to, struct live_stats *st,
+	      struct err *e)
+{
+	struct rank_roles rb;
+	struct live_source src = live_mem_source(from);
+	struct live_sink sink;
+	double t0 = now_s(), t;
+	int me, size, rc;
+
+	memset(to, 0, sizeof *to);
+	memset(st, 0, sizeof *st);
+	MPI_Comm_rank(MPI_COMM_WORLD, &me);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	rc = rank_roles_build(v, b, me, size, &rb, e);
+	if (!rc) {
+		rc = rank_state_init(to, v, &rb, e);
+		rank_roles_free(&rb);
+	}
+	if ((rc = mpi_agree_on(MPI_COMM_WORLD, rc, e))) {
+		rank_state_free(to);
+		return rc;
+	}
+	sink = live_mem_sink(to);
+	if ((rc = live_walk_world(v, a, b, &src, &sink, st, e))) {
+		rank_state_free(to);
+		return rc;
+	}
+	t = now_s() - t0;
+	MPI_Allreduce(&t, &st->total_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	return NR_OK;
+}
