@@ -309,7 +309,7 @@ static int mcomm_wrap(MPI_Comm comm, const char *name, struct comm *cm, struct e
 	return NR_OK;
 }
 
-static void groups_release(struct mpi_groups *g)
+static void groups_release(struct groups *g)
 {
 	for (int i = 0; i < g->rr.n; i++)
 		for (int k = 0; k < NGROUPS; k++)
@@ -343,7 +343,7 @@ static int split_one(const struct mcomm *world, const struct rank_role *ro, cons
 	return NR_OK;
 }
 
-int mpi_groups_build(struct mpi_groups *g, const struct env *v, const struct plan *p,
+int mpi_groups_build(struct groups *g, const struct env *v, const struct plan *p,
 		     struct err *e)
 {
 	MPI_Comm w = MPI_COMM_NULL;
@@ -379,10 +379,10 @@ int mpi_groups_build(struct mpi_groups *g, const struct env *v, const struct pla
 	return rc;
 }
 
-int mpi_groups_rebuild(struct mpi_groups *g, const struct env *v, const struct plan *p,
+int mpi_groups_rebuild(struct groups *g, const struct env *v, const struct plan *p,
 		       struct err *e)
 {
-	struct mpi_groups *n = malloc(sizeof *n);
+	struct groups *n = malloc(sizeof *n);
 	int rc = n ? NR_OK : err_set(e, NR_EIO, "out of memory");
 
 	if ((rc = mpi_agree_on(MPI_COMM_WORLD, rc, e))) {
@@ -397,7 +397,7 @@ int mpi_groups_rebuild(struct mpi_groups *g, const struct env *v, const struct p
 	return rc;
 }
 
-void mpi_groups_free(struct mpi_groups *g)
+void mpi_groups_free(struct groups *g)
 {
 	groups_release(g);
 }

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "engine/mstate.h"
+#include "engine/roles.h"
 #include "plan/plan.h"
 #include "state/emu.h"
 
@@ -62,30 +63,6 @@ int live_reshard(const struct env *v, const struct plan *a, const struct plan *b
 		 struct err *e);
 
 /* --- the engine's state, moved in memory (live_mem.c) -------------------------- */
-
-/* What one rank holds of a plan: for each layout it is in, that rank's
- * state as the engine keeps it.  Indexed as state/emu.h's emu_set and
- * groups.h's rank_roles: the job's models, then the generation engines
- * (the actor's weights, TP × DP). */
-struct rank_state {
-	int n;                     /* job models + 1 */
-	bool held[MAX_ITEMS];      /* the rank is in the layout's pool */
-	struct mstate st[MAX_ITEMS];
-};
-
-/* Zeroed buffers for every layout of a plan that rr (groups.h: the
- * plan's roles of this rank) is in, at its coordinates: weights, and for a trainable model's
- * home layout master, Adam m and v (split across DP with zero 1 or 2) and
- * gradients.  NR_EINPUT for FSDP (zero 3), whose weights the engine
- * does not shard. */
-int rank_state_init(struct rank_state *s, const struct env *v, const struct rank_roles *rr,
-		    struct err *e);
-void rank_state_free(struct rank_state *s);
-
-/* Fill every held layout from the store r (each model by its name;
- * mstate_load: any layout, every kind, fp32). */
-int rank_state_load(struct rank_state *s, struct store_reader *r, const char *store,
-		    struct err *e);
 
 /* Collective over MPI_COMM_WORLD, world rank r playing GPU r of the
  * cluster: move every layout's state from plan a's layouts to plan b's,

@@ -18,64 +18,6 @@
 #include "mpi/mpi_impl.h"
 #include "state/safetensors.h"
 
-int rank_state_init(struct rank_state *s, const struct env *v, const struct rank_roles *rr,
-		    struct err *e)
-{
-	memset(s, 0, sizeof *s);
-	s->n = rr->n;
-	for (int i = 0; i < rr->n; i++) {
-		const struct rank_role *ro = &rr->r[i];
-		const struct model *md = &v->job->models[ro->model];
-		bool train = ro->item != ITEM_GEN && model_trainable(md);
-		int rc;
-
-		if (!ro->member)
-			continue;
-		if (ro->conf.zero == ZERO_3) {
-			rank_state_free(s);
-			return err_set(e, NR_EINPUT, "model '%s': FSDP (zero 3) splits the weights "
-				       "across DP, which the engine keeps whole: use zero 0, 1 or 2",
-				       md->name);
-		}
-		rc = mstate_init(&s->st[i], md, ro->model, ro->conf.tp, ro->conf.pp, ro->conf.dp,
-				 ro->conf.zero >= ZERO_1, train, ro->tp_rank, ro->pp_rank, ro->dp_rank,
-				 e);
-		if (rc) {
-			rank_state_free(s);
-			return rc;
-		}
-		s->held[i] = true;
-	}
-	return NR_OK;
-}
-
-void rank_state_free(struct rank_state *s)
-{
-	for (int i = 0; i < s->n; i++)
-		if (s->held[i])
-			mstate_free(&s->st[i]);
-	memset(s, 0, sizeof *s);
-}
-
-int rank_state_load(struct rank_state *s, struct store_reader *r, const char *store,
-		    struct err *e)
-{
-	for (int i = 0; i < s->n; i++) {
-		struct model md = { 0 };
-		int idx, rc;
-
-		if (!s->held[i])
-			continue;
-		snprintf(md.name, sizeof md.name, "%s", s->st[i].name);
-		md.arch = s->st[i].lo.arch;
-		if ((rc = lm_find(r, &md, store, &idx, e)))
-			return rc;
-		if ((rc = mstate_load(&s->st[i], r, idx, e)))
-			return err_prefix(e, "store '%s'", store);
-	}
-	return NR_OK;
-}
-
 /* --- source and sink ----------------------------------------------------------------- */
 
 /* The dtype mstate_init gives every weight of a model of arch a. */

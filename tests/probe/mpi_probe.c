@@ -194,7 +194,7 @@ static void check_comm(const struct comm *c, const int *members, int n, uint64_t
 	}
 }
 
-static void check_groups(const struct mpi_groups *g, bool first, struct tally *t)
+static void check_groups(const struct groups *g, bool first, struct tally *t)
 {
 	int *world = malloc((size_t)nranks * sizeof *world);
 
@@ -231,7 +231,7 @@ static void check_groups(const struct mpi_groups *g, bool first, struct tally *t
 static int groups_main(int argc, char **argv)
 {
 	struct env_docs d;
-	struct mpi_groups g;
+	struct groups g;
 	struct err e = { 0 };
 
 	if (argc < 5)

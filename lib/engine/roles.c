@@ -1,7 +1,7 @@
-/* A rank's roles in a plan's layouts (groups.h): coordinates and group
- * members, as pure functions of the plan and the rank.  No MPI here, so
- * that the mapping is unit-tested without it. */
-#include "mpi/groups.h"
+/* A rank's roles in a plan's layouts (roles.h): coordinates and group
+ * members, as pure functions of the plan and the rank; the groups of one
+ * process; and what a rank holds of a plan. */
+#include "engine/roles.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -168,3 +168,85 @@ void rank_roles_free(struct rank_roles *rr)
 	}
 	memset(rr, 0, sizeof *rr);
 }
+
+int groups_self(struct groups *g, const struct env *v, const struct plan *p, struct err *e)
+{
+	int rc;
+
+	memset(g, 0, sizeof *g);
+	if ((rc = rank_roles_build(v, p, 0, 1, &g->rr, e)))
+		return rc;
+	g->world = *comm_self();
+	for (int i = 0; i < g->rr.n; i++)
+		for (int k = 0; k < NGROUPS; k++)
+			if (g->rr.r[i].nmembers[k] > 0)
+				g->comm[i][k] = *comm_self();
+	return NR_OK;
+}
+
+void groups_self_free(struct groups *g)
+{
+	rank_roles_free(&g->rr);
+	memset(g, 0, sizeof *g);
+}
+
+/* --- what a rank holds ------------------------------------------------------------ */
+
+int rank_state_init(struct rank_state *s, const struct env *v, const struct rank_roles *rr,
+		    struct err *e)
+{
+	memset(s, 0, sizeof *s);
+	s->n = rr->n;
+	for (int i = 0; i < rr->n; i++) {
+		const struct rank_role *ro = &rr->r[i];
+		const struct model *md = &v->job->models[ro->model];
+		bool train = ro->item != ITEM_GEN && model_trainable(md);
+		int rc;
+
+		if (!ro->member)
+			continue;
+		if (ro->conf.zero == ZERO_3) {
+			rank_state_free(s);
+			return err_set(e, NR_EINPUT, "model '%s': FSDP (zero 3) splits the weights "
+				       "across DP, which the engine keeps whole: use zero 0, 1 or 2",
+				       md->name);
+		}
+		rc = mstate_init(&s->st[i], md, ro->model, ro->conf.tp, ro->conf.pp, ro->conf.dp,
+				 ro->conf.zero >= ZERO_1, train, ro->tp_rank, ro->pp_rank, ro->dp_rank,
+				 e);
+		if (rc) {
+			rank_state_free(s);
+			return rc;
+		}
+		s->held[i] = true;
+	}
+	return NR_OK;
+}
+
+void rank_state_free(struct rank_state *s)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->held[i])
+			mstate_free(&s->st[i]);
+	memset(s, 0, sizeof *s);
+}
+
+int rank_state_load(struct rank_state *s, struct store_reader *r, const char *store,
+		    struct err *e)
+{
+	for (int i = 0; i < s->n; i++) {
+		struct model md = { 0 };
+		int idx, rc;
+
+		if (!s->held[i])
+			continue;
+		snprintf(md.name, sizeof md.name, "%s", s->st[i].name);
+		md.arch = s->st[i].lo.arch;
+		if ((rc = lm_find(r, &md, store, &idx, e)))
+			return rc;
+		if ((rc = mstate_load(&s->st[i], r, idx, e)))
+			return err_prefix(e, "store '%s'", store);
+	}
+	return NR_OK;
+}
+
