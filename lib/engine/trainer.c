@@ -393,7 +393,8 @@ int trainer_grads(struct trainer *t, int mi, int k, struct rl_stats *st, struct 
 	const struct rl_config *c = &t->job->rl;
 	struct lm *m = &t->m[mi];
 	bool critic = mi == t->critic;
-	int s0, s1, *rel = malloc(((size_t)t->mb[mi] + 1) * sizeof *rel), rc = rel ? NR_OK : oom(e);
+	int *rel = malloc(((size_t)t->mb[mi] + 1) * sizeof *rel), rc = rel ? NR_OK : oom(e);
+	int s0, s1;
 	double denom;
 	struct batch bt;
 
