@@ -494,7 +494,7 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 			const int32_t *g = t->gen_tok + (size_t)b * (size_t)max_new(t);
 			size_t len = task_response_len(g, (size_t)t->gen_len[b], t->tok.eos), blen;
 			char *text;
-			double score;
+			double score = 0;
 
 			rc = tok_decode(&t->tok, g, len, &text, &blen, e);
 			if (rc == NR_OK)

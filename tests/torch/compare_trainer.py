@@ -52,12 +52,12 @@ RL = dict(temperature=0.8, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_
 
 
 def arch(cfg):
-    a = {"layers": cfg.layers, "hidden": cfg.hidden, "heads": cfg.heads,
-         "kv_heads": cfg.kv_heads, "ffn": cfg.ffn, "vocab": cfg.vocab,
-         "tied_embeddings": cfg.tied, "attention_bias": cfg.bias,
-         "score_head": cfg.score, "rope_theta": cfg.theta, "norm_eps": cfg.eps,
-         "dtype": "fp32"}
-    return a
+    """The job's "arch" object of a llama_ref configuration."""
+    return {"layers": cfg.layers, "hidden": cfg.hidden, "heads": cfg.heads,
+            "kv_heads": cfg.kv_heads, "ffn": cfg.ffn, "vocab": cfg.vocab,
+            "tied_embeddings": cfg.tied, "attention_bias": cfg.bias,
+            "score_head": cfg.score, "rope_theta": cfg.theta, "norm_eps": cfg.eps,
+            "dtype": "fp32"}
 
 
 POLICY_TIED = ref.Config(2, 32, 4, 2, 48, VOCAB, tied=True, bias=True, eps=1e-6, theta=1e4)
