@@ -71,7 +71,7 @@ static int builtin_transition(void *self, const struct plan *from, const struct 
 	for (int m = 0; m < job->nmodels; m++)
 		mb[m] = to->home[m].mb;
 	if (!b->open) {
-		rc = trainer_open(&b->t, job, b->state, mb, e);
+		rc = trainer_open_one(&b->t, job, b->state, mb, e);
 		b->open = rc == NR_OK;
 	} else {
 		/* TP1 to TP1: only the micro-batches change */

@@ -23,6 +23,10 @@ struct comm {
 	/* point-to-point for pipeline stages, within the pipeline group */
 	int (*send)(void *ctx, int to, const float *buf, size_t n, struct err *e);
 	int (*recv)(void *ctx, int from, float *buf, size_t n, struct err *e);
+	/* Agree on rc: NR_OK when it is NR_OK on every member, else every
+	 * member takes the code and message of the lowest member that failed
+	 * (into e) and returns the code. */
+	int (*agree)(void *ctx, int rc, struct err *e);
 };
 
 /* The group of this process alone. */

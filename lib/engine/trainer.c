@@ -1,11 +1,27 @@
-/* The PPO and GRPO step (trainer.h).
+/* The PPO and GRPO step (trainer.h), on the ranks of a plan.
  *
  * Notation: P prompts a step, n samples each, B = P n sequences, each its
  * prompt then its response, packed: sequence b is tokens [start[b],
  * start[b+1]), its prompt plen[b] of them; its response is entries
  * [off[b], off[b+1]) of the response arrays (rl.h), N = off[B] of them.
  * Per-position arrays are indexed by packed position, so a micro-batch of
- * sequences [b0, b1) reads and writes positions [start[b0], start[b1]). */
+ * sequences [b0, b1) reads and writes positions [start[b0], start[b1]).
+ *
+ * Every rank runs every step alike (SPMD): the step's prompts, scores,
+ * advantages and statistics are computed on every rank from the same
+ * numbers, and what only some ranks compute is pooled over the world.  A
+ * model's DP replica d takes the d-th block of the sequences; inside it,
+ * micro-batches go through the pipeline stages (forward only, or 1F1B for
+ * training), each stage's TP group running the stage's layers (model.h
+ * calls the TP all-reduces).  What the last stage computes per position
+ * is pooled by an all-reduce in which one rank per replica (its TP rank
+ * 0) gives its sequences' values and every other rank zeros, so the sums
+ * are exact.  Gradients are summed over DP (and, for tied embeddings split
+ * over stages, over the first and last stage), the norm over the model's
+ * ranks; with a distributed optimizer each DP rank updates its block of
+ * the master and the weights are summed back over DP.  The generation
+ * layout is the actor's home layout when the plan makes it so, else its
+ * copy of the actor's weights is brought up to date before each rollout. */
 #include "engine/trainer.h"
 
 #include <math.h>
@@ -14,9 +30,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/kernels.h"
 #include "engine/optim.h"
 #include "engine/rl.h"
 #include "engine/rng.h"
+#include "state/safetensors.h"
 
 static int oom(struct err *e)
 {
@@ -42,17 +60,28 @@ static int max_len(const struct trainer *t)
 	return (int)(t->job->prompt_len + max_new(t));
 }
 
+static int hidden(const struct trainer *t)
+{
+	return t->job->models[t->actor].arch.hidden;
+}
+
 int64_t trainer_bytes(const struct trainer *t)
 {
 	int64_t b = 0;
 
-	for (int i = 0; i < t->job->nmodels; i++)
-		if (t->open[i])
-			b += lm_bytes(&t->m[i]);
+	for (int i = 0; i <= t->job->nmodels; i++) {
+		const struct part *pt = &t->part[i];
+
+		if (!pt->held)
+			continue;
+		b += mstate_bytes(pt->st);
+		for (int k = 0; k < pt->nacts; k++)
+			b += (int64_t)pt->acts[k].floats * (int64_t)sizeof(float);
+	}
 	if (t->has_gen)
 		b += (int64_t)sizeof(float) *
-		     ((int64_t)t->gen.acts.floats + 2 * (int64_t)t->gen.kv.layers *
-		      (int64_t)t->gen.kv.slots * (int64_t)t->gen.kv.slot_stride);
+		     ((int64_t)t->gen_run.acts.floats + 2 * (int64_t)t->gen_run.kv.layers *
+		      (int64_t)t->gen_run.kv.slots * (int64_t)t->gen_run.kv.slot_stride);
 	return b;
 }
 
@@ -75,21 +104,55 @@ static void add_ms(struct trainer *t, struct trainer_stats *st, int model, enum 
 	ms->peak_bytes = trainer_bytes(t);
 }
 
-/* --- opening ------------------------------------------------------------------------- */
+/* --- the ranks ------------------------------------------------------------------------ */
 
-/* A reference made at random starts as the policy it holds the actor to:
- * the actor's weights, when it has the actor's architecture. */
-static void reference_as_actor(const struct job *job, int ref, int actor, struct lm *m)
+/* The world's sum of n floats, every rank's share given (zeros where it
+ * has none). */
+static int pool(const struct trainer *t, float *buf, size_t n, struct err *e)
 {
-	struct err scratch;
-
-	if (ref >= 0 && ref != actor &&
-	    m[ref].st.len[KIND_WEIGHT] == m[actor].st.len[KIND_WEIGHT] &&
-	    arch_compare("", &job->models[ref].arch, &job->models[actor].arch, "",
-			 &scratch) == NR_OK)
-		memcpy(m[ref].st.buf[KIND_WEIGHT], m[actor].st.buf[KIND_WEIGHT],
-		       m[ref].st.len[KIND_WEIGHT] * sizeof(float));
+	return n ? t->g->world.allreduce_sum(t->g->world.ctx, buf, n, e) : NR_OK;
 }
+
+/* Every rank's rc agreed: the lowest failing rank's code and message. */
+static int agree(const struct trainer *t, int rc, struct err *e)
+{
+	return t->g->world.agree(t->g->world.ctx, rc, e);
+}
+
+/* Whether this rank gives what part pt's last stage computes: one rank
+ * per DP replica. */
+static bool gives(const struct part *pt)
+{
+	return pt->held && pt->ro->tp_rank == 0 && pt->ro->pp_rank == pt->ro->conf.pp - 1;
+}
+
+/* Sequences [*b0, *b1) of [s0, s1) that DP replica d of dp takes. */
+static void replica_share(int s0, int s1, int d, int dp, int *b0, int *b1)
+{
+	*b0 = s0 + (int)((long)(s1 - s0) * d / dp);
+	*b1 = s0 + (int)((long)(s1 - s0) * (d + 1) / dp);
+}
+
+void trainer_plan_one(const struct job *job, const int *mb, struct plan *p, struct cluster *cl)
+{
+	memset(p, 0, sizeof *p);
+	memset(cl, 0, sizeof *cl);
+	snprintf(cl->name, sizeof cl->name, "one");
+	cl->nodes = cl->gpus_per_node = 1;
+	cl->up[0] = true;
+	snprintf(p->layout, sizeof p->layout, "adaptive");
+	p->npools = 1;
+	p->pools[0].items = (1u << (1 + job->nmodels)) - 1;
+	p->pools[0].ngpus = 1;
+	for (int g = 0; g < MAX_GPUS; g++)
+		p->gpu_pool[g] = g ? -1 : 0;
+	for (int m = 0; m < job->nmodels; m++)
+		p->home[m] = (struct pconf){ .tp = 1, .pp = 1, .dp = 1,
+					     .mb = mb && mb[m] > 0 ? mb[m] : 1 };
+	p->gen = (struct pconf){ .tp = 1, .pp = 1, .dp = 1, .mb = 1 };
+}
+
+/* --- opening ------------------------------------------------------------------------- */
 
 static int find_role(const struct job *job, enum role r)
 {
@@ -105,7 +168,8 @@ static int alloc_step(struct trainer *t, struct err *e)
 	size_t T = B * (size_t)max_len(t), N = B * (size_t)max_new(t);
 	float **resp[] = { &t->old_logp, &t->ref_logp, &t->values, &t->rewards, &t->adv, &t->ret,
 			   &t->r_logp, &t->r_ent, &t->r_val, &t->r_dlogp, &t->r_dent, &t->r_dval };
-	float **pos[] = { &t->p_logp, &t->p_ent, &t->p_val, &t->p_dlogp, &t->p_dent, &t->p_dval };
+	float **pos[] = { &t->p_logp, &t->p_ent, &t->p_val, &t->p_dlogp, &t->p_dent, &t->p_dval,
+			  &t->p_scratch };
 
 	t->tokens = malloc((T + 1) * sizeof *t->tokens);
 	t->start = malloc((B + 1) * sizeof *t->start);
@@ -117,9 +181,13 @@ static int alloc_step(struct trainer *t, struct err *e)
 	t->gen_len = malloc((B + 1) * sizeof *t->gen_len);
 	t->gen_lp = malloc((N + 1) * sizeof *t->gen_lp);
 	t->scores = malloc((B + 1) * sizeof *t->scores);
+	t->share = malloc((2 * N + B + 1) * sizeof *t->share);
+	for (int k = 0; k < TRAINER_MAX_SLOTS; k++)
+		if (!(t->rel[k] = malloc((B + 1) * sizeof *t->rel[k])))
+			return oom(e);
 	t->perm = malloc((t->prompts.n + 1) * sizeof *t->perm);
 	if (!t->tokens || !t->start || !t->plen || !t->zstart || !t->zplen || !t->off ||
-	    !t->gen_tok || !t->gen_len || !t->gen_lp || !t->scores || !t->perm)
+	    !t->gen_tok || !t->gen_len || !t->gen_lp || !t->scores || !t->share || !t->perm)
 		return oom(e);
 	for (size_t i = 0; i < sizeof resp / sizeof *resp; i++)
 		if (!(*resp[i] = calloc(N + 1, sizeof(float))))
@@ -161,11 +229,88 @@ static int open_data(struct trainer *t, struct err *e)
 	return prompts_load(&t->prompts, job->data.prompts, &lim, &t->tok, e);
 }
 
-int trainer_open(struct trainer *t, const struct job *job, const char *store, const int *mb,
-		 struct err *e)
+
+/* Release what bind made: decoders, activations, the generator. */
+static void unbind(struct trainer *t)
 {
-	struct store_reader *r = NULL;
-	json_t *run = NULL;
+	if (t->has_gen)
+		generator_free(&t->gen_run);
+	t->has_gen = false;
+	for (int i = 0; i < MAX_ITEMS; i++) {
+		struct part *pt = &t->part[i];
+
+		for (int k = 0; k < pt->nacts; k++)
+			model_acts_free(&pt->acts[k]);
+		if (pt->has_dec)
+			model_free(&pt->dec);
+		memset(pt, 0, sizeof *pt);
+	}
+	for (int k = 0; k < TRAINER_MAX_SLOTS; k++)
+		free(t->xbuf[k]);
+	free(t->dxbuf);
+	memset(t->xbuf, 0, sizeof t->xbuf);
+	t->dxbuf = NULL;
+	t->xcap = 0;
+}
+
+/* Whether the generation layout is the actor's home layout on every rank:
+ * one pool, the same TP and DP, no pipeline. */
+static bool gen_is_home(const struct trainer *t)
+{
+	const struct rank_role *h = &t->g->rr.r[t->actor], *g = &t->g->rr.r[t->gen];
+
+	return h->pool == g->pool && h->conf.tp == g->conf.tp && h->conf.dp == g->conf.dp &&
+	       h->conf.pp == 1;
+}
+
+/* Decoders over rs's state for every layout the rank is in, and the
+ * generator over the generation layout's (or, when it is the actor's
+ * home layout, the actor's). */
+static int bind(struct trainer *t, const struct groups *g, struct rank_state *rs,
+		const int *mb, struct err *e)
+{
+	const struct job *job = t->job;
+	int B = (int)(job->prompts_per_step * job->samples_per_prompt), rc = NR_OK;
+
+	t->g = g;
+	t->rs = rs;
+	t->gen = job->nmodels;
+	for (int i = 0; i <= job->nmodels && rc == NR_OK; i++) {
+		struct part *pt = &t->part[i];
+
+		pt->ro = &g->rr.r[i];
+		pt->held = rs->held[i];
+		if (i < job->nmodels)
+			t->mb[i] = mb && mb[i] > 0 ? mb[i] : B;
+		if (!pt->held)
+			continue;
+		pt->st = &rs->st[i];
+		for (int k = 0; k < NGROUPS; k++)
+			pt->c[k] = &g->comm[i][k];
+		rc = model_init(&pt->dec, &pt->st->lo, pt->ro->tp_rank, pt->ro->pp_rank,
+				kernels_cpu(), pt->c[GROUP_TP], e);
+		pt->has_dec = rc == NR_OK;
+		if (rc == NR_OK)
+			rc = model_bind(&pt->dec, &pt->st->lo, pt->st->buf[KIND_WEIGHT], pt->st->grad,
+					e);
+		if (rc)
+			err_prefix(e, "model '%s'", pt->st->name);
+	}
+	t->gen_alias = rc == NR_OK && gen_is_home(t);
+	if (rc == NR_OK && t->part[t->gen].held) {
+		struct part *gp = t->gen_alias ? &t->part[t->actor] : &t->part[t->gen];
+		int d = gp->ro->conf.dp, share = (B + d - 1) / d;
+
+		rc = generator_init(&t->gen_run, &gp->dec, share, max_len(t),
+				    (int)(share * job->prompt_len), e);
+		t->has_gen = rc == NR_OK;
+	}
+	t->xcap = (size_t)B * (size_t)max_len(t) * (size_t)hidden(t);
+	return rc;
+}
+
+static int open_common(struct trainer *t, const struct job *job, struct err *e)
+{
 	int rc;
 
 	memset(t, 0, sizeof *t);
@@ -179,62 +324,104 @@ int trainer_open(struct trainer *t, const struct job *job, const char *store, co
 			       "with the rule \"%s\": drop the model, or set \"reward\": \"model\"",
 			       task_reward_names[job->data.reward]);
 	rc = open_data(t, e);
-	if (rc == NR_OK && store)
-		rc = store_reader_open(&r, store, e);
-	if (rc == NR_OK && r)
-		run = store_reader_manifest(r)->run;
-	for (int i = 0; i < job->nmodels && rc == NR_OK; i++) {
-		const struct model *md = &job->models[i];
-		int si = 0;
+	return rc ? rc : alloc_step(t, e);
+}
 
-		if (r)
-			rc = lm_find(r, md, store, &si, e);
-		if (rc == NR_OK)
-			rc = lm_open(&t->m[i], md, i, md->stages[STAGE_TRAIN], r, si,
-				     job->data.seed, e);
-		t->open[i] = rc == NR_OK;
-		t->mb[i] = mb && mb[i] > 0 ? mb[i] : (int)(job->prompts_per_step *
-							   job->samples_per_prompt);
-		if (run)
-			t->opt_steps[i] = (long)json_integer_value(
-				json_object_get(json_object_get(run, "optimizer_steps"), md->name));
-	}
-	store_reader_close(r);
-	if (rc == NR_OK && !store)
-		reference_as_actor(job, t->ref, t->actor, t->m);
+int trainer_open(struct trainer *t, const struct job *job, const struct groups *g,
+		 struct rank_state *rs, const int *mb, struct err *e)
+{
+	int rc = open_common(t, job, e);
+
 	if (rc == NR_OK)
-		rc = alloc_step(t, e);
-	if (rc == NR_OK)
-		rc = generator_init(&t->gen, &t->m[t->actor].dec,
-				    (int)(job->prompts_per_step * job->samples_per_prompt), max_len(t),
-				    (int)(job->prompts_per_step * job->prompt_len), e);
-	t->has_gen = rc == NR_OK;
-	for (int i = 0; i < job->nmodels && rc == NR_OK; i++)
-		if (t->open[i])
-			rc = lm_acts(&t->m[i], t->mb[i] * max_len(t), max_len(t),
-				     job->models[i].stages[STAGE_TRAIN], e);
+		rc = bind(t, g, rs, mb, e);
 	if (rc)
 		trainer_close(t);
 	return rc;
 }
 
+int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,
+		   const int *mb, struct err *e)
+{
+	unbind(t);
+	return bind(t, g, rs, mb, e);
+}
+
+/* A reference made at random starts as the policy it holds the actor to:
+ * the actor's weights, when it has the actor's architecture and layout. */
+static void reference_as_actor(const struct job *job, int ref, int actor, struct rank_state *rs)
+{
+	struct err scratch;
+
+	if (ref >= 0 && rs->held[ref] && rs->held[actor] &&
+	    rs->st[ref].len[KIND_WEIGHT] == rs->st[actor].len[KIND_WEIGHT] &&
+	    arch_compare("", &job->models[ref].arch, &job->models[actor].arch, "",
+			 &scratch) == NR_OK)
+		memcpy(rs->st[ref].buf[KIND_WEIGHT], rs->st[actor].buf[KIND_WEIGHT],
+		       rs->st[ref].len[KIND_WEIGHT] * sizeof(float));
+}
+
+int trainer_open_one(struct trainer *t, const struct job *job, const char *store,
+		     const int *mb, struct err *e)
+{
+	struct store_reader *r = NULL;
+	struct plan p;
+	struct cluster cl;
+	struct coef k;
+	struct env v = { job, &cl, &k };
+	int rc = open_common(t, job, e);
+
+	coef_defaults(&k);
+	trainer_plan_one(job, mb, &p, &cl);
+	if (rc == NR_OK && (rc = groups_self(&t->own_g, &v, &p, e)) == NR_OK)
+		rc = rank_state_init(&t->own_rs, &v, &t->own_g.rr, e);
+	t->own = rc == NR_OK;
+	if (rc == NR_OK && store)
+		rc = store_reader_open(&r, store, e);
+	if (rc == NR_OK && r)
+		rc = rank_state_load(&t->own_rs, r, store, e);
+	if (rc == NR_OK && r)
+		trainer_take_run(t, store_reader_manifest(r)->run);
+	if (rc == NR_OK && !r) {
+		for (int i = 0; i <= job->nmodels; i++)
+			mstate_random(&t->own_rs.st[i], job->data.seed);
+		reference_as_actor(job, t->ref, t->actor, &t->own_rs);
+	}
+	store_reader_close(r);
+	if (rc == NR_OK)
+		rc = bind(t, &t->own_g, &t->own_rs, mb, e);
+	if (rc)
+		trainer_close(t);
+	return rc;
+}
+
+void trainer_take_run(struct trainer *t, const json_t *run)
+{
+	const json_t *steps = json_object_get(run, "optimizer_steps");
+
+	for (int i = 0; i < t->job->nmodels; i++)
+		t->opt_steps[i] = (long)json_integer_value(json_object_get(steps,
+									  t->job->models[i].name));
+}
+
 void trainer_close(struct trainer *t)
 {
 	void *bufs[] = { t->tokens, t->start, t->plen, t->zstart, t->zplen, t->off, t->gen_tok,
-			 t->gen_len, t->gen_lp, t->scores, t->perm, t->old_logp, t->ref_logp,
-			 t->values, t->rewards, t->adv, t->ret, t->r_logp, t->r_ent, t->r_val,
-			 t->r_dlogp, t->r_dent, t->r_dval, t->p_logp, t->p_ent, t->p_val,
-			 t->p_dlogp, t->p_dent, t->p_dval };
+			 t->gen_len, t->gen_lp, t->scores, t->share, t->perm, t->old_logp,
+			 t->ref_logp, t->values, t->rewards, t->adv, t->ret, t->r_logp, t->r_ent,
+			 t->r_val, t->r_dlogp, t->r_dent, t->r_dval, t->p_logp, t->p_ent, t->p_val,
+			 t->p_dlogp, t->p_dent, t->p_dval, t->p_scratch };
 
 	if (!t->job)
 		return;
-	if (t->has_gen)
-		generator_free(&t->gen);
-	for (int i = 0; i < t->job->nmodels; i++)
-		if (t->open[i])
-			lm_close(&t->m[i]);
+	unbind(t);
+	if (t->own) {
+		rank_state_free(&t->own_rs);
+		groups_self_free(&t->own_g);
+	}
 	for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 		free(bufs[i]);
+	for (int k = 0; k < TRAINER_MAX_SLOTS; k++)
+		free(t->rel[k]);
 	prompts_free(&t->prompts);
 	tok_free(&t->tok);
 	memset(t, 0, sizeof *t);
@@ -264,6 +451,7 @@ static const struct prompt *prompt_at(struct trainer *t, long k)
 	return &t->prompts.v[t->perm[k % n]];
 }
 
+
 /* Sequence b's prompt tokens packed at the start of the step's arrays,
  * for generation. */
 static void pack_prompts(struct trainer *t, long s, int P, int n)
@@ -281,6 +469,7 @@ static void pack_prompts(struct trainer *t, long s, int P, int n)
 		t->start[b + 1] = at;
 	}
 }
+
 
 /* The sequences from the prompts and the generated responses (each cut
  * after its EOS), with their offsets in both layouts. */
@@ -307,177 +496,540 @@ static void pack_sequences(struct trainer *t, long s, int P, int n)
 	}
 }
 
-/* --- forward and backward in micro-batches --------------------------------------------- */
 
-/* Model mi over sequences [b0, b1): the batch, its starts made relative. */
-static int run_forward(struct trainer *t, int mi, int b0, int b1, bool training, float temp,
-		       int *rel, struct batch *bt, struct err *e)
+/* --- forward and backward through the stages ----------------------------------------- */
+
+/* Activation slot k of part pt, for batches of up to tokens tokens. */
+static int slot(struct trainer *t, struct part *pt, int k, int tokens, bool training,
+		struct err *e)
 {
-	struct lm *m = &t->m[mi];
-	int base = t->start[b0];
-	struct model_out out = { t->p_logp + base, t->p_ent + base, t->p_val + base };
+	struct model_acts *a = &pt->acts[k];
 	int rc;
 
-	for (int b = b0; b <= b1; b++)
-		rel[b - b0] = t->start[b] - base;
-	*bt = (struct batch){ .B = b1 - b0, .T = t->start[b1] - base, .tokens = t->tokens + base,
-			      .start = rel, .temperature = temp };
-	rc = lm_acts(m, bt->T, max_len(t), training, e);
-	if (rc == NR_OK)
-		rc = model_forward(&m->dec, &m->acts, bt, NULL, &out, e);
+	if (pt->training != training) {
+		for (int j = 0; j < pt->nacts; j++)
+			model_acts_free(&pt->acts[j]);
+		pt->nacts = 0;
+		pt->training = training;
+	}
+	if (k < pt->nacts && a->max_tokens >= tokens)
+		return NR_OK;
+	if (k < pt->nacts)
+		model_acts_free(a);
+	rc = model_acts_init(a, &pt->dec, tokens, max_len(t), training, e);
+	if (rc == NR_OK && k >= pt->nacts)
+		pt->nacts = k + 1;
+	if (rc == NR_OK && !t->xbuf[k] && !(t->xbuf[k] = malloc((t->xcap + 1) * sizeof(float))))
+		rc = oom(e);
+	if (rc == NR_OK && !t->dxbuf && !(t->dxbuf = malloc((t->xcap + 1) * sizeof(float))))
+		rc = oom(e);
 	return rc;
 }
 
-/* Model mi's forward over every sequence, in micro-batches. */
+/* A micro-batch: sequences [b0, b1) of the step, their starts relative
+ * (in rel, B + 1 ints of the caller's). */
+struct mbatch {
+	int b0, b1;
+	int *rel;
+	struct batch bt;
+};
+
+static void mbatch_make(const struct trainer *t, int b0, int b1, float temp, struct mbatch *m)
+{
+	int base = t->start[b0];
+
+	m->b0 = b0;
+	m->b1 = b1;
+	for (int b = b0; b <= b1; b++)
+		m->rel[b - b0] = t->start[b] - base;
+	m->bt = (struct batch){ .B = b1 - b0, .T = t->start[b1] - base, .tokens = t->tokens + base,
+				.start = m->rel, .temperature = temp };
+}
+
+/* The forward of micro-batch m through this rank's stage of part pt, in
+ * slot k: the input from the stage before, the output to the stage after;
+ * the last stage writes its per-position figures (for inference, only the
+ * ranks whose figures are pooled; the rest into scratch). */
+static int stage_forward(struct trainer *t, struct part *pt, const struct mbatch *m, int k,
+			 bool training, struct err *e)
+{
+	const struct rank_role *ro = pt->ro;
+	const struct comm *pp = pt->c[GROUP_PP];
+	size_t n = (size_t)m->bt.T * (size_t)hidden(t), base = (size_t)t->start[m->b0];
+	bool first = ro->pp_rank == 0, last = ro->pp_rank == ro->conf.pp - 1;
+	/* training: every rank of the last stage needs the figures for its
+	 * backward; inference: only those pooled */
+	bool own = training || gives(pt);
+	float *lp = own ? t->p_logp : t->p_scratch, *en = own ? t->p_ent : t->p_scratch;
+	float *va = own ? t->p_val : t->p_scratch;
+	struct model_out out = { lp + base, en + base, va + base };
+	int rc = slot(t, pt, k, m->bt.T, training, e);
+
+	if (pt->st->lo.arch.score_head)
+		out.logp = out.entropy = NULL;
+	else
+		out.value = NULL;
+	if (rc == NR_OK && !first)
+		rc = pp->recv(pp->ctx, ro->group_rank[GROUP_PP] - 1, t->xbuf[k], n, e);
+	if (rc == NR_OK)
+		rc = model_forward(&pt->dec, &pt->acts[k], &m->bt, first ? NULL : t->xbuf[k],
+				   last ? &out : NULL, e);
+	if (rc == NR_OK && !last)
+		rc = pp->send(pp->ctx, ro->group_rank[GROUP_PP] + 1,
+			      model_acts_output(&pt->acts[k]), n, e);
+	return rc;
+}
+
+/* The backward of micro-batch m (slot k): the upstream gradients d on the
+ * last stage, the output's gradient from the stage after elsewhere; the
+ * input's gradient to the stage before. */
+static int stage_backward(struct trainer *t, struct part *pt, const struct mbatch *m, int k,
+			  const struct model_dout *d, struct err *e)
+{
+	const struct rank_role *ro = pt->ro;
+	const struct comm *pp = pt->c[GROUP_PP];
+	size_t n = (size_t)m->bt.T * (size_t)hidden(t);
+	bool first = ro->pp_rank == 0, last = ro->pp_rank == ro->conf.pp - 1;
+	int rc = NR_OK;
+
+	if (!last)
+		rc = pp->recv(pp->ctx, ro->group_rank[GROUP_PP] + 1, t->dxbuf, n, e);
+	if (rc == NR_OK)
+		rc = model_backward(&pt->dec, &pt->acts[k], &m->bt, last ? d : NULL,
+				    last ? NULL : t->dxbuf, e);
+	if (rc == NR_OK && !first)
+		rc = pp->send(pp->ctx, ro->group_rank[GROUP_PP] - 1,
+			      model_acts_dinput(&pt->acts[k]), n, e);
+	return rc;
+}
+
+/* Model mi's forward over every sequence: each DP replica its block in
+ * micro-batches through its stages; the last stages' figures pooled, so
+ * every rank has p_logp and p_ent (a language model) or p_val (a score
+ * head) of every position. */
 static int forward_all(struct trainer *t, int mi, float temp, struct err *e)
 {
-	int *rel = malloc(((size_t)t->mb[mi] + 1) * sizeof *rel), rc = rel ? NR_OK : oom(e);
-	struct batch bt;
+	struct part *pt = &t->part[mi];
+	struct mbatch mb = { .rel = t->rel[0] }, *m = &mb;
+	size_t T = (size_t)t->start[t->B];
+	bool values = t->job->models[mi].arch.score_head;
+	int rc = NR_OK;
 
-	for (int b0 = 0; b0 < t->B && rc == NR_OK; b0 += t->mb[mi]) {
-		int b1 = b0 + t->mb[mi] < t->B ? b0 + t->mb[mi] : t->B;
+	memset(values ? t->p_val : t->p_logp, 0, T * sizeof(float));
+	if (!values)
+		memset(t->p_ent, 0, T * sizeof(float));
+	if (rc == NR_OK && pt->held) {
+		int b0, b1;
 
-		rc = run_forward(t, mi, b0, b1, false, temp, rel, &bt, e);
+		replica_share(0, t->B, pt->ro->dp_rank, pt->ro->conf.dp, &b0, &b1);
+		for (int s = b0; s < b1 && rc == NR_OK; s += t->mb[mi]) {
+			mbatch_make(t, s, s + t->mb[mi] < b1 ? s + t->mb[mi] : b1, temp, m);
+			rc = stage_forward(t, pt, m, 0, false, e);
+		}
 	}
-	free(rel);
+	rc = agree(t, rc, e);
+	if (rc == NR_OK && values)
+		rc = pool(t, t->p_val, T, e);
+	if (rc == NR_OK && !values && (rc = pool(t, t->p_logp, T, e)) == NR_OK)
+		rc = pool(t, t->p_ent, T, e);
 	return rc;
 }
 
-/* Clip and apply model mi's gradients: AdamW on the master, then the
- * weights from it.  *norm gets the norm before clipping. */
+/* The gradients of the tied embedding's two copies (the first stage's,
+ * the last stage's) summed: each stage's head and input used it. */
+static int sum_embedding(struct part *pt, struct err *e)
+{
+	const struct comm *c = pt->c[GROUP_EMBED];
+	struct piece *p;
+	size_t n;
+	int rc = layout_pieces(&pt->st->lo, KIND_WEIGHT, pt->ro->tp_rank, pt->ro->pp_rank,
+			       pt->ro->dp_rank, &p, &n, e);
+
+	for (size_t k = 0; k < n && rc == NR_OK; k++)
+		if (p[k].tensor == 0)
+			rc = c->allreduce_sum(c->ctx, pt->st->grad + p[k].local_off,
+					      (size_t)p[k].local_len, e);
+	free(p);
+	return rc;
+}
+
+/* The losses' statistics of every replica summed over the world (ranks
+ * that computed none give zeros). */
+static int pool_stats(const struct trainer *t, struct rl_stats *s, struct err *e)
+{
+	double *f[] = { &s->pg_loss, &s->pg_clipfrac, &s->pg_clipfrac_lower, &s->ppo_kl,
+			&s->kl_loss, &s->entropy, &s->vf_loss, &s->vf_clipfrac };
+	float v[sizeof f / sizeof *f];
+	int rc;
+
+	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+		v[i] = (float)*f[i];
+	rc = pool(t, v, sizeof f / sizeof *f, e);
+	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+		*f[i] = v[i];
+	return rc;
+}
+
+/* With a distributed optimizer: the gradient of each master piece, the
+ * rank's DP block of a weight piece, into g laid out as the master. */
+static void master_grads(const struct mstate *st, const struct piece *mp, size_t nm,
+			 const struct piece *wp, size_t nw, float *g)
+{
+	for (size_t k = 0; k < nm; k++) {
+		memset(g + mp[k].local_off, 0, (size_t)mp[k].local_len * sizeof *g);
+		for (size_t j = 0; j < nw; j++) {
+			struct box x;
+
+			if (wp[j].tensor == mp[k].tensor && box_intersect(&wp[j].box, &mp[k].box, &x))
+				box_copy(g + mp[k].local_off, &mp[k].box, st->grad + wp[j].local_off,
+					 &wp[j].box, &x, sizeof *g);
+		}
+	}
+}
+
+/* Clip and apply model mi's gradients: the norm over the model's ranks
+ * (each element once: copies left out), AdamW on the master (with a
+ * distributed optimizer, the rank's DP block, whose weights are then
+ * summed back over DP), the weights from it.  *norm gets the norm before
+ * clipping; every rank of the world gets it. */
 static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, long s,
 		    double *norm, struct err *e)
 {
-	struct mstate *st = &t->m[mi].st;
-	struct optim_span *sp;
-	size_t n;
-	double scale;
-	int rc = optim_spans(&st->lo, KIND_WEIGHT, 0, 0, 0, &sp, &n, e);
+	struct part *pt = &t->part[mi];
+	struct mstate *st = pt->st;
+	struct optim_span *sp = NULL;
+	struct piece *mp = NULL, *wp = NULL;
+	size_t n = 0, nm = 0, nw = 0;
+	float sq = 0, *gm = NULL;
+	double scale = 1;
+	int rc = NR_OK;
 
+	if (pt->held) {
+		const struct rank_role *ro = pt->ro;
+
+		rc = optim_spans(&st->lo, KIND_WEIGHT, ro->tp_rank, ro->pp_rank, ro->dp_rank, &sp,
+				 &n, e);
+		if (rc == NR_OK)
+			sq = (float)optim_sumsq(sp, n, st->grad);
+		if (rc == NR_OK && ro->nranks > 1)
+			rc = pt->c[GROUP_POOL]->allreduce_sum(pt->c[GROUP_POOL]->ctx, &sq, 1, e);
+	}
+	rc = agree(t, rc, e);
+	/* the norm, for every rank of the world (the record says it) */
+	if (rc == NR_OK && t->g->world.size > 1) {
+		float v = gives(pt) && pt->ro->dp_rank == 0 ? sq : 0;
+
+		rc = pool(t, &v, 1, e);
+		sq = v;
+	}
 	if (rc)
-		return rc;
-	scale = optim_clip_scale(optim_sumsq(sp, n, st->grad), oc->grad_clip, norm);
+		goto out;
+	scale = optim_clip_scale(sq, oc->grad_clip, norm);
 	if (!isfinite(*norm)) {
-		free(sp);
-		return err_set(e, NR_EIO, "step %ld: the %s's gradient norm is %g: a loss or "
-			       "gradient is not finite; nothing was updated", s, st->name, *norm);
+		rc = err_set(e, NR_EIO, "step %ld: the %s's gradient norm is %g: a loss or "
+			     "gradient is not finite; nothing was updated", s,
+			     t->job->models[mi].name, *norm);
+		goto out;
 	}
-	optim_scale(sp, n, st->grad, scale);
-	adamw_step(&oc->adamw, lr_at(oc, t->opt_steps[mi]), t->opt_steps[mi] + 1, sp, n,
-		   st->buf[KIND_MASTER], st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], st->grad);
-	t->opt_steps[mi]++;
-	mstate_weights_from_master(st);
-	free(sp);
-	return NR_OK;
-}
+	if (pt->held) {
+		const struct rank_role *ro = pt->ro;
+		double lr = lr_at(oc, t->opt_steps[mi]);
+		long step = t->opt_steps[mi] + 1;
 
-/* The per-position gradients of sequences [b0, b1) from the response
- * arrays, zeroed first. */
-static void scatter(struct trainer *t, int b0, int b1, const float *resp, float *pos)
-{
-	memset(pos + t->start[b0], 0, (size_t)(t->start[b1] - t->start[b0]) * sizeof *pos);
-	rl_scatter((size_t)(b1 - b0), t->zstart + b0, t->zplen + b0, t->off + b0, resp, pos);
-}
-
-/* Sequences [*s0, *s1) of the step's mini-batch k. */
-static void minibatch(const struct trainer *t, int k, int *s0, int *s1)
-{
-	int M = t->job->mini_batches;
-
-	*s0 = (int)((long)t->B * k / M);
-	*s1 = (int)((long)t->B * (k + 1) / M);
-}
-
-int trainer_grads(struct trainer *t, int mi, int k, struct rl_stats *st, struct err *e)
-{
-	const struct rl_config *c = &t->job->rl;
-	struct lm *m = &t->m[mi];
-	bool critic = mi == t->critic;
-	int *rel = malloc(((size_t)t->mb[mi] + 1) * sizeof *rel), rc = rel ? NR_OK : oom(e);
-	int s0, s1;
-	double denom;
-	struct batch bt;
-
-	minibatch(t, k, &s0, &s1);
-	denom = (double)(t->off[s1] - t->off[s0]);
-	memset(m->st.grad, 0, m->st.len[KIND_WEIGHT] * sizeof *m->st.grad);
-	for (int b0 = s0; b0 < s1 && rc == NR_OK && denom > 0; b0 += t->mb[mi]) {
-		int b1 = b0 + t->mb[mi] < s1 ? b0 + t->mb[mi] : s1, p0 = t->start[b0];
-		size_t base = t->off[b0], nt = t->off[b1] - base, B = (size_t)(b1 - b0);
-		struct model_dout d = { 0 };
-
-		rc = run_forward(t, mi, b0, b1, true, (float)c->temperature, rel, &bt, e);
-		if (rc)
-			break;
-		if (critic) {
-			rl_gather(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->p_val, t->r_val);
-			memset(t->r_dval + base, 0, nt * sizeof *t->r_dval);
-			rl_value_loss(c, nt, t->r_val + base, t->values + base, t->ret + base, denom,
-				      t->r_dval + base, st);
-			scatter(t, b0, b1, t->r_dval, t->p_dval);
-			d.dvalue = t->p_dval + p0;
+		optim_scale(sp, n, st->grad, scale);
+		if (!st->zero) {
+			adamw_step(&oc->adamw, lr, step, sp, n, st->buf[KIND_MASTER],
+				   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], st->grad);
+			mstate_weights_from_master(st);
 		} else {
-			rl_gather(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->p_logp, t->r_logp);
-			rl_gather(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->p_ent, t->r_ent);
-			memset(t->r_dlogp + base, 0, nt * sizeof *t->r_dlogp);
-			memset(t->r_dent + base, 0, nt * sizeof *t->r_dent);
-			rl_policy_loss(c, nt, t->r_logp + base, t->old_logp + base, t->adv + base,
-				       denom, t->r_dlogp + base, st);
-			if (c->use_kl_loss && t->ref >= 0)
-				rl_kl_loss(c, nt, t->r_logp + base, t->ref_logp + base, denom,
-					   t->r_dlogp + base, st);
-			rl_entropy_bonus(c, nt, t->r_ent + base, denom, t->r_dent + base, st);
-			scatter(t, b0, b1, t->r_dlogp, t->p_dlogp);
-			scatter(t, b0, b1, t->r_dent, t->p_dent);
-			d.dlogp = t->p_dlogp + p0;
-			d.dentropy = t->p_dent + p0;
+			struct optim_span *msp = NULL;
+			size_t mn = 0;
+
+			rc = layout_pieces(&st->lo, KIND_MASTER, ro->tp_rank, ro->pp_rank, ro->dp_rank,
+					   &mp, &nm, e);
+			if (rc == NR_OK)
+				rc = layout_pieces(&st->lo, KIND_WEIGHT, ro->tp_rank, ro->pp_rank,
+						   ro->dp_rank, &wp, &nw, e);
+			if (rc == NR_OK)
+				rc = optim_spans(&st->lo, KIND_MASTER, ro->tp_rank, ro->pp_rank,
+						 ro->dp_rank, &msp, &mn, e);
+			if (rc == NR_OK && !(gm = calloc(st->len[KIND_MASTER] + 1, sizeof *gm)))
+				rc = oom(e);
+			if (rc == NR_OK) {
+				master_grads(st, mp, nm, wp, nw, gm);
+				adamw_step(&oc->adamw, lr, step, msp, mn, st->buf[KIND_MASTER],
+					   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], gm);
+				/* each DP rank writes its blocks of the weights; the sum
+				 * over DP is the whole */
+				for (size_t j = 0; j < nw; j++)
+					memset(st->buf[KIND_WEIGHT] + wp[j].local_off, 0,
+					       (size_t)wp[j].local_len * sizeof(float));
+				mstate_weights_from_master(st);
+				rc = pt->c[GROUP_DP]->allreduce_sum(pt->c[GROUP_DP]->ctx,
+								     st->buf[KIND_WEIGHT],
+								     st->len[KIND_WEIGHT], e);
+			}
+			free(msp);
 		}
-		rc = model_backward(&m->dec, &m->acts, &bt, &d, NULL, e);
 	}
-	free(rel);
+	rc = agree(t, rc, e);
+	t->opt_steps[mi]++;
+out:
+	free(sp);
+	free(mp);
+	free(wp);
+	free(gm);
 	return rc;
 }
 
-int trainer_apply(struct trainer *t, int mi, long s, double *norm, struct err *e)
+/* The generation layout's copy of the actor's weights, brought up to
+ * date: tensor by tensor, the actor's pieces (each element from one rank:
+ * DP rank 0, copies left out) summed over the world into the whole tensor,
+ * from which each generation rank takes its pieces. */
+static int sync_generation(struct trainer *t, struct err *e)
 {
-	const struct rl_config *c = &t->job->rl;
+	struct part *a = &t->part[t->actor], *g = &t->part[t->gen];
+	const struct layout *lo = a->held ? &a->st->lo : g->held ? &g->st->lo : NULL;
+	struct piece *ap = NULL, *gp = NULL;
+	size_t na = 0, ng = 0;
+	struct gtensor *tensors = NULL;
+	int nt = 0, rc;
+	float *whole = NULL;
 
-	return opt_step(t, mi, mi == t->critic ? &c->critic_optim : &c->actor_optim, s, norm, e);
+	rc = layout_tensors(&t->job->models[t->actor].arch, &tensors, &nt, e);
+	if (rc == NR_OK && a->held && a->ro->dp_rank == 0)
+		rc = layout_pieces(&a->st->lo, KIND_WEIGHT, a->ro->tp_rank, a->ro->pp_rank, 0, &ap,
+				   &na, e);
+	if (rc == NR_OK && g->held)
+		rc = layout_pieces(&g->st->lo, KIND_WEIGHT, g->ro->tp_rank, 0, g->ro->dp_rank, &gp,
+				   &ng, e);
+	(void)lo;
+	for (int k = 0; k < nt && rc == NR_OK; k++) {
+		struct box all = { .ndim = tensors[k].ndim };
+		size_t vol = 1;
+
+		for (int d = 0; d < all.ndim; d++) {
+			all.ext[d] = tensors[k].shape[d];
+			vol *= (size_t)all.ext[d];
+		}
+		free(whole);
+		if (!(whole = calloc(vol + 1, sizeof *whole))) {
+			rc = oom(e);
+			break;
+		}
+		for (size_t j = 0; j < na; j++)
+			if (ap[j].tensor == k && !ap[j].copy && box_volume(&ap[j].box) > 0)
+				box_copy(whole, &all, a->st->buf[KIND_WEIGHT] + ap[j].local_off,
+					 &ap[j].box, &ap[j].box, sizeof *whole);
+		rc = pool(t, whole, vol, e);
+		for (size_t j = 0; j < ng && rc == NR_OK; j++)
+			if (gp[j].tensor == k && box_volume(&gp[j].box) > 0)
+				box_copy(g->st->buf[KIND_WEIGHT] + gp[j].local_off, &gp[j].box, whole,
+					 &all, &gp[j].box, sizeof *whole);
+	}
+	free(whole);
+	free(tensors);
+	free(ap);
+	free(gp);
+	return rc;
 }
 
-/* Mini-batch k of model mi: its gradients, then the optimizer, skipped
- * (*norm 0) when the mini-batch holds no response token. */
-static int update(struct trainer *t, int mi, int k, long s, struct rl_stats *st,
-		  double *norm, struct err *e)
-{
-	int s0, s1, rc;
+/* What the last stage's losses are. */
+enum head { HEAD_ACTOR, HEAD_CRITIC, HEAD_SFT };
 
-	minibatch(t, k, &s0, &s1);
-	*norm = 0;
-	if (t->off[s1] == t->off[s0])
-		return NR_OK;
-	rc = trainer_grads(t, mi, k, st, e);
-	return rc ? rc : trainer_apply(t, mi, s, norm, e);
+/* The last stage's upstream gradients of micro-batch m into the
+ * per-position arrays, from the losses of its responses: each the
+ * token-mean over the mini-batch's denom tokens (rl.h), so the parts of a
+ * mini-batch, over micro-batches and replicas, add up to it. */
+static void head_grads(struct trainer *t, enum head h, const struct mbatch *m, double denom,
+		       struct rl_stats *st, struct model_dout *d)
+{
+	const struct rl_config *c = &t->job->rl;
+	int b0 = m->b0, b1 = m->b1, p0 = t->start[b0];
+	size_t base = t->off[b0], nt = t->off[b1] - base, B = (size_t)(b1 - b0);
+	size_t np = (size_t)(t->start[b1] - p0);
+
+	if (h == HEAD_CRITIC) {
+		rl_gather(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->p_val, t->r_val);
+		memset(t->r_dval + base, 0, nt * sizeof *t->r_dval);
+		rl_value_loss(c, nt, t->r_val + base, t->values + base, t->ret + base, denom,
+			      t->r_dval + base, st);
+		memset(t->p_dval + p0, 0, np * sizeof *t->p_dval);
+		rl_scatter(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->r_dval, t->p_dval);
+		*d = (struct model_dout){ .dvalue = t->p_dval + p0 };
+		return;
+	}
+	rl_gather(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->p_logp, t->r_logp);
+	memset(t->r_dlogp + base, 0, nt * sizeof *t->r_dlogp);
+	memset(t->p_dlogp + p0, 0, np * sizeof *t->p_dlogp);
+	if (h == HEAD_SFT) {
+		/* −log p of each answer token, averaged */
+		for (size_t i = base; i < base + nt; i++)
+			t->r_dlogp[i] = (float)(-1.0 / denom);
+		st->pg_loss -= rl_sum(nt, t->r_logp + base) / denom;
+		rl_scatter(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->r_dlogp, t->p_dlogp);
+		*d = (struct model_dout){ .dlogp = t->p_dlogp + p0 };
+		return;
+	}
+	rl_gather(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->p_ent, t->r_ent);
+	memset(t->r_dent + base, 0, nt * sizeof *t->r_dent);
+	memset(t->p_dent + p0, 0, np * sizeof *t->p_dent);
+	rl_policy_loss(c, nt, t->r_logp + base, t->old_logp + base, t->adv + base, denom,
+		       t->r_dlogp + base, st);
+	if (c->use_kl_loss && t->ref >= 0)
+		rl_kl_loss(c, nt, t->r_logp + base, t->ref_logp + base, denom, t->r_dlogp + base, st);
+	rl_entropy_bonus(c, nt, t->r_ent + base, denom, t->r_dent + base, st);
+	rl_scatter(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->r_dlogp, t->p_dlogp);
+	rl_scatter(B, t->zstart + b0, t->zplen + b0, t->off + b0, t->r_dent, t->p_dent);
+	*d = (struct model_dout){ .dlogp = t->p_dlogp + p0, .dentropy = t->p_dent + p0 };
+}
+
+/* The gradients of sequences [s0, s1)'s loss (head h) for model mi, left
+ * in every rank's gradient buffer: each DP replica its block, in
+ * micro-batches through its stages by 1F1B (PipeDream-Flush: a stage p of
+ * pp runs min(pp − p − 1, M) forwards ahead, then one forward and one
+ * backward in turn, then the backwards left), then summed over DP and
+ * over the stages that hold the embedding.  The losses' statistics,
+ * pooled over the world, are added to st. */
+static int grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,
+		 struct rl_stats *st, struct err *e)
+{
+	struct part *pt = &t->part[mi];
+	double denom = (double)(t->off[s1] - t->off[s0]);
+	struct rl_stats mine = { 0 }, other = { 0 };
+	struct mbatch m[TRAINER_MAX_SLOTS];
+	int rc = NR_OK;
+
+	if (pt->held) {
+		const struct rank_role *ro = pt->ro;
+		int b0, b1, M, warm, slots, mb = t->mb[mi];
+		bool last = ro->pp_rank == ro->conf.pp - 1;
+		struct model_dout d = { 0 };
+
+		memset(pt->st->grad, 0, pt->st->len[KIND_WEIGHT] * sizeof *pt->st->grad);
+		replica_share(s0, s1, ro->dp_rank, ro->conf.dp, &b0, &b1);
+		M = (b1 - b0 + mb - 1) / mb;
+		warm = ro->conf.pp - ro->pp_rank - 1 < M ? ro->conf.pp - ro->pp_rank - 1 : M;
+		slots = warm + 1;
+		if (slots > TRAINER_MAX_SLOTS)
+			rc = err_set(e, NR_EINPUT, "model '%s': %d pipeline stages keep more "
+				     "micro-batches in flight than the engine holds (%d)",
+				     pt->st->name, ro->conf.pp, TRAINER_MAX_SLOTS);
+		for (int j = 0; j < M + warm && rc == NR_OK; j++) {
+			int f = j, b = j - warm;
+
+			if (f < M) {
+				int k = f % slots, x0 = b0 + f * mb;
+
+				m[k].rel = t->rel[k];
+				mbatch_make(t, x0, x0 + mb < b1 ? x0 + mb : b1, temp, &m[k]);
+				rc = stage_forward(t, pt, &m[k], k, true, e);
+			}
+			if (rc == NR_OK && b >= 0) {
+				int k = b % slots;
+
+				if (last)
+					head_grads(t, h, &m[k], denom, gives(pt) ? &mine : &other, &d);
+				rc = stage_backward(t, pt, &m[k], k, &d, e);
+			}
+		}
+		/* summed over the replicas, and over the stages holding the
+		 * embedding (Megatron's embedding group) */
+		if (rc == NR_OK && ro->conf.dp > 1)
+			rc = pt->c[GROUP_DP]->allreduce_sum(pt->c[GROUP_DP]->ctx, pt->st->grad,
+							     pt->st->len[KIND_WEIGHT], e);
+		if (rc == NR_OK && ro->conf.pp > 1 && pt->st->lo.arch.tied &&
+		    ro->group_rank[GROUP_EMBED] >= 0)
+			rc = sum_embedding(pt, e);
+	}
+	rc = agree(t, rc, e);
+	if (rc == NR_OK)
+		rc = pool_stats(t, &mine, e);
+	if (rc == NR_OK)
+		rl_stats_add(st, &mine);
+	return rc;
 }
 
 /* --- the rollout ----------------------------------------------------------------------- */
+
+/* Generation: each replica of the generation layout samples its block of
+ * the sequences; the tokens, their log-probs and the lengths pooled. */
+static int generate_all(struct trainer *t, long s, struct err *e)
+{
+	const struct job *job = t->job;
+	const struct rl_config *c = &job->rl;
+	struct part *gp = &t->part[t->gen];
+	struct gen_params gparams = {
+		.temperature = (float)c->temperature, .top_p = c->top_p < 1 ? (float)c->top_p : 0,
+		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)max_new(t), .neos = 1,
+		.eos = { t->tok.eos }, .seed = job->data.seed, .step = (uint64_t)s };
+	size_t N = (size_t)t->B * (size_t)max_new(t);
+	float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
+	int rc = NR_OK;
+
+	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
+	if (!t->gen_alias)
+		rc = sync_generation(t, e);
+	if (rc == NR_OK && gp->held) {
+		const struct rank_role *ro = gp->ro;
+		int b0, b1, *tok = NULL, *len = NULL, *start = t->rel[0];
+		uint64_t *ids = NULL;
+		float *lp = NULL;
+		size_t nb;
+
+		replica_share(0, t->B, ro->dp_rank, ro->conf.dp, &b0, &b1);
+		nb = (size_t)(b1 - b0);
+		tok = malloc((nb * (size_t)max_new(t) + 1) * sizeof *tok);
+		lp = malloc((nb * (size_t)max_new(t) + 1) * sizeof *lp);
+		len = malloc((nb + 1) * sizeof *len);
+		ids = malloc((nb + 1) * sizeof *ids);
+		if (!tok || !lp || !len || !ids)
+			rc = oom(e);
+		for (int b = b0; rc == NR_OK && b <= b1; b++)
+			start[b - b0] = t->start[b] - t->start[b0];
+		for (int b = b0; rc == NR_OK && b < b1; b++)
+			ids[b - b0] = (uint64_t)b; /* a sequence samples alike in any replica */
+		if (rc == NR_OK && nb > 0)
+			rc = generate(&t->gen_run, &(struct gen_request){ (int)nb,
+				      t->tokens + t->start[b0], start, ids }, &gparams,
+				      &(struct gen_result){ tok, lp, len }, e);
+		/* one rank of the replica gives; token ids are exact as floats */
+		for (size_t b = 0; rc == NR_OK && ro->tp_rank == 0 && b < nb; b++) {
+			size_t row = ((size_t)b0 + b) * (size_t)max_new(t);
+
+			flen[b0 + (int)b] = (float)len[b];
+			for (int j = 0; j < len[b]; j++) {
+				ftok[row + (size_t)j] = (float)tok[b * (size_t)max_new(t) + (size_t)j];
+				flp[row + (size_t)j] = lp[b * (size_t)max_new(t) + (size_t)j];
+			}
+		}
+		free(tok);
+		free(lp);
+		free(len);
+		free(ids);
+	}
+	rc = agree(t, rc, e);
+	if (rc == NR_OK)
+		rc = pool(t, t->share, 2 * N + (size_t)t->B, e);
+	for (size_t i = 0; rc == NR_OK && i < N; i++) {
+		t->gen_tok[i] = (int)ftok[i];
+		t->gen_lp[i] = flp[i];
+	}
+	for (int b = 0; rc == NR_OK && b < t->B; b++)
+		t->gen_len[b] = (int)flen[b];
+	return rc;
+}
 
 static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	const struct job *job = t->job;
 	const struct rl_config *c = &job->rl;
 	int P = (int)job->prompts_per_step, n = (int)job->samples_per_prompt;
-	struct gen_params gp = {
-		.temperature = (float)c->temperature, .top_p = c->top_p < 1 ? (float)c->top_p : 0,
-		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)max_new(t), .neos = 1,
-		.eos = { t->tok.eos }, .seed = job->data.seed, .step = (uint64_t)s };
 	double t0 = now(), sum = 0;
 	int rc;
 
 	pack_prompts(t, s, P, n);
-	rc = generate(&t->gen, &(struct gen_request){ t->B, t->tokens, t->start, NULL }, &gp,
-		      &(struct gen_result){ t->gen_tok, t->gen_lp, t->gen_len }, e);
-	if (rc)
+	if ((rc = generate_all(t, s, e)))
 		return err_prefix(e, "step %ld: generation", s);
 	add_ms(t, st, t->actor, STAGE_GEN, t0);
 	pack_sequences(t, s, P, n);
@@ -568,7 +1120,48 @@ static int advantages(struct trainer *t, struct trainer_stats *st, struct err *e
 	return NR_OK;
 }
 
+
 /* --- the updates ------------------------------------------------------------------------ */
+
+/* Sequences [*s0, *s1) of the step's mini-batch k. */
+static void minibatch(const struct trainer *t, int k, int *s0, int *s1)
+{
+	int M = t->job->mini_batches;
+
+	*s0 = (int)((long)t->B * k / M);
+	*s1 = (int)((long)t->B * (k + 1) / M);
+}
+
+int trainer_grads(struct trainer *t, int mi, int k, struct rl_stats *st, struct err *e)
+{
+	int s0, s1;
+
+	minibatch(t, k, &s0, &s1);
+	return grads(t, mi, mi == t->critic ? HEAD_CRITIC : HEAD_ACTOR, s0, s1,
+		     (float)t->job->rl.temperature, st, e);
+}
+
+int trainer_apply(struct trainer *t, int mi, long s, double *norm, struct err *e)
+{
+	const struct rl_config *c = &t->job->rl;
+
+	return opt_step(t, mi, mi == t->critic ? &c->critic_optim : &c->actor_optim, s, norm, e);
+}
+
+/* Mini-batch k of model mi: its gradients, then the optimizer, skipped
+ * (*norm 0) when the mini-batch holds no response token. */
+static int update(struct trainer *t, int mi, int k, long s, struct rl_stats *st,
+		  double *norm, struct err *e)
+{
+	int s0, s1, rc;
+
+	minibatch(t, k, &s0, &s1);
+	*norm = 0;
+	if (t->off[s1] == t->off[s0])
+		return NR_OK;
+	rc = trainer_grads(t, mi, k, st, e);
+	return rc ? rc : trainer_apply(t, mi, s, norm, e);
+}
 
 static int rl_updates(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
@@ -609,9 +1202,7 @@ static int rl_updates(struct trainer *t, long s, struct trainer_stats *st, struc
 static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	int P = (int)t->job->prompts_per_step, at = 0, rc = NR_OK;
-	int *rel = NULL;
-	struct lm *m = &t->m[t->actor];
-	struct batch bt;
+	struct rl_stats sft = { 0 };
 	double t0 = now(), norm;
 
 	t->B = P;
@@ -643,29 +1234,10 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 		t->zstart[b] = (size_t)t->start[b];
 		t->zplen[b] = b < P ? (size_t)t->plen[b] : 0;
 	}
-	memset(m->st.grad, 0, m->st.len[KIND_WEIGHT] * sizeof *m->st.grad);
-	for (size_t i = 0; i < t->off[P]; i++)
-		t->r_dlogp[i] = -1.0f / (float)t->off[P];
-	rel = malloc(((size_t)t->mb[t->actor] + 1) * sizeof *rel);
-	if (!rel)
-		return oom(e);
-	for (int b0 = 0; b0 < P && rc == NR_OK; b0 += t->mb[t->actor]) {
-		int b1 = b0 + t->mb[t->actor] < P ? b0 + t->mb[t->actor] : P;
-
-		rc = run_forward(t, t->actor, b0, b1, true, 1, rel, &bt, e);
-		if (rc)
-			break;
-		scatter(t, b0, b1, t->r_dlogp, t->p_dlogp);
-		rc = model_backward(&m->dec, &m->acts, &bt,
-				    &(struct model_dout){ .dlogp = t->p_dlogp + t->start[b0] }, NULL,
-				    e);
-	}
-	free(rel);
-	if (rc)
-		return rc;
-	rl_gather((size_t)P, t->zstart, t->zplen, t->off, t->p_logp, t->r_logp);
-	st->sft_loss = -rl_sum(t->off[P], t->r_logp) / (double)t->off[P];
-	rc = opt_step(t, t->actor, &t->job->rl.actor_optim, s, &norm, e);
+	rc = grads(t, t->actor, HEAD_SFT, 0, P, 1, &sft, e);
+	st->sft_loss = sft.pg_loss;
+	if (rc == NR_OK)
+		rc = opt_step(t, t->actor, &t->job->rl.sft_optim, s, &norm, e);
 	st->grad_norm = norm;
 	add_ms(t, st, t->actor, STAGE_TRAIN, t0);
 	return rc;
@@ -683,6 +1255,19 @@ int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct 
 	return rc;
 }
 
+/* The reference takes the actor's weights where they are laid out alike
+ * on this rank. */
+static void reference_from_actor(struct trainer *t)
+{
+	struct part *a = &t->part[t->actor], *r = &t->part[t->ref];
+
+	if (a->held && r->held && a->st->len[KIND_WEIGHT] == r->st->len[KIND_WEIGHT] &&
+	    a->ro->conf.tp == r->ro->conf.tp && a->ro->conf.pp == r->ro->conf.pp &&
+	    a->ro->tp_rank == r->ro->tp_rank && a->ro->pp_rank == r->ro->pp_rank)
+		memcpy(r->st->buf[KIND_WEIGHT], a->st->buf[KIND_WEIGHT],
+		       a->st->len[KIND_WEIGHT] * sizeof(float));
+}
+
 int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	const struct rl_config *c = &t->job->rl;
@@ -690,11 +1275,9 @@ int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err
 
 	if (rc == NR_OK)
 		rc = st->sft ? sft_update(t, s, st, e) : rl_updates(t, s, st, e);
-	if (rc == NR_OK && st->sft && s + 1 == c->sft_steps && t->ref >= 0 &&
-	    t->m[t->ref].st.len[KIND_WEIGHT] == t->m[t->actor].st.len[KIND_WEIGHT])
-		/* the RL starts from the SFT model: the reference is it */
-		memcpy(t->m[t->ref].st.buf[KIND_WEIGHT], t->m[t->actor].st.buf[KIND_WEIGHT],
-		       t->m[t->actor].st.len[KIND_WEIGHT] * sizeof(float));
+	/* the RL starts from the SFT model: the reference is it */
+	if (rc == NR_OK && st->sft && s + 1 == c->sft_steps && t->ref >= 0)
+		reference_from_actor(t);
 	return rc;
 }
 
@@ -708,41 +1291,133 @@ static void note_tokenizer(json_t *run, const struct job *job)
 		json_object_set_new(run, "tokenizer", json_string("bytes"));
 }
 
-/* What store_save takes of a model held whole on this process. */
-static struct store_state state_of(const struct mstate *st)
-{
-	struct store_state s = {
-		.lo = { .arch = st->lo.arch, .tp = 1, .pp = 1, .dp = 1, .trainable = st->trainable },
-		.wdtype = st->wdtype, .buffer = mstate_buffer, .ctx = (void *)st };
+/* Every shard of every model, gathered to rank 0 for store_save: one
+ * buffer per (model, kind, tp, pp, dp) shard the store keeps. */
+struct gathered {
+	const struct trainer *t;
+	int model;
+	float *buf[NKINDS][64];    /* [kind][shard index] */
+};
 
-	memcpy(s.lo.name, st->name, sizeof s.lo.name);
-	return s;
+/* The shard index of (tp, pp, dp) among a layout's shards of a kind. */
+static int shard_index(const struct pconf *c, bool split, int tp, int pp, int dp)
+{
+	return tp + c->tp * (pp + c->pp * (split ? dp : 0));
+}
+
+static const float *gathered_buffer(void *ctx, enum state_kind kind, int tp, int pp, int dp)
+{
+	const struct gathered *g = ctx;
+	const struct rank_role *ro = &g->t->g->rr.r[g->model];
+	const struct mstate *st = &g->t->rs->st[g->model];
+	bool split = kind != KIND_WEIGHT && st->zero && ro->conf.dp > 1;
+
+	return g->buf[kind][shard_index(&ro->conf, split, tp, pp, split ? dp : 0)];
+}
+
+/* Model mi's shards into g on rank 0: each shard's holder (DP rank 0 for a
+ * kind not split across DP) sends it; rank 0 keeps its own. */
+static int gather_model(const struct trainer *t, int mi, struct gathered *g, struct err *e)
+{
+	const struct rank_role *ro = &t->g->rr.r[mi];
+	const struct comm *w = &t->g->world;
+	const struct part *pt = &t->part[mi];
+	const struct model *md = &t->job->models[mi];
+	bool train = md->stages[STAGE_TRAIN];
+	int rc = NR_OK;
+
+	memset(g, 0, sizeof *g);
+	g->t = t;
+	g->model = mi;
+	for (int k = 0; k < (train ? NKINDS : 1) && rc == NR_OK; k++) {
+		bool split = k != KIND_WEIGHT && ro->conf.zero >= ZERO_1 && ro->conf.dp > 1;
+
+		for (int r = 0; r < ro->nranks && rc == NR_OK; r++) {
+			int tp, pp, dp, at, from = ro->world[r];
+			struct layout lo;
+			struct piece *p = NULL;
+			size_t n = 0, len = 0;
+
+			rank_coords(&ro->conf, r, &tp, &pp, &dp);
+			if (dp > 0 && !split)
+				continue;
+			at = shard_index(&ro->conf, split, tp, pp, dp);
+			if (at >= 64) {
+				rc = err_set(e, NR_EINPUT, "model '%s' has more shards than a save "
+					     "gathers (64)", md->name);
+				break;
+			}
+			rc = layout_init(&lo, &md->arch, ro->conf.tp, ro->conf.pp, ro->conf.dp,
+					 ro->conf.zero >= ZERO_1 && train, NULL, e);
+			if (rc == NR_OK)
+				rc = layout_pieces(&lo, (enum state_kind)k, tp, pp, dp, &p, &n, e);
+			for (size_t j = 0; j < n; j++)
+				len = (size_t)(p[j].local_off + p[j].local_len);
+			free(p);
+			if (rc == NR_OK)
+				layout_free(&lo);
+			if (rc)
+				break;
+			if (w->rank == 0 && from == 0) {
+				g->buf[k][at] = pt->st->buf[k];
+			} else if (w->rank == 0) {
+				if (!(g->buf[k][at] = malloc((len + 1) * sizeof(float))))
+					rc = oom(e);
+				if (rc == NR_OK)
+					rc = w->recv(w->ctx, from, g->buf[k][at], len, e);
+			} else if (w->rank == from) {
+				rc = w->send(w->ctx, 0, pt->st->buf[k], len, e);
+			}
+		}
+	}
+	return rc;
+}
+
+static void gathered_free(struct gathered *g)
+{
+	for (int k = 0; k < NKINDS; k++)
+		for (int i = 0; i < 64; i++)
+			if (g->t && g->buf[k][i] != g->t->rs->st[g->model].buf[k])
+				free(g->buf[k][i]);
 }
 
 int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 {
+	static struct gathered g[MAX_MODELS];
 	struct store_state ss[MAX_MODELS] = { { .ctx = NULL } };
 	json_t *r = run ? json_deep_copy(run) : json_object(), *steps = json_object();
-	int n = 0, rc;
+	int n = 0, rc = NR_OK;
 
-	for (int i = 0; i < t->job->nmodels; i++) {
-		const struct mstate *st = &t->m[i].st;
+	for (int i = 0; i < t->job->nmodels && rc == NR_OK; i++) {
+		const struct rank_role *ro = &t->g->rr.r[i];
 
-		if (!t->open[i])
-			continue;
-		if (!mstate_finite(st)) {
-			json_decref(r);
-			json_decref(steps);
-			return err_set(e, NR_EIO, "model '%s' holds a value that is not finite; "
-				       "nothing saved", st->name);
-		}
-		ss[n++] = state_of(st);
-		if (st->trainable)
-			json_object_set_new(steps, st->name, json_integer(t->opt_steps[i]));
+		rc = agree(t, t->part[i].held && !mstate_finite(t->part[i].st) ?
+			      err_set(e, NR_EIO, "model '%s' holds a value that is not finite; "
+				      "nothing saved", t->job->models[i].name) : NR_OK, e);
+		if (rc == NR_OK)
+			rc = gather_model(t, i, &g[i], e);
+		rc = agree(t, rc, e);
+		ss[n] = (struct store_state){
+			.lo = { .arch = t->job->models[i].arch, .tp = ro->conf.tp, .pp = ro->conf.pp,
+				.dp = ro->conf.dp, .zero = ro->conf.zero >= ZERO_1,
+				.trainable = t->job->models[i].stages[STAGE_TRAIN] },
+			.wdtype = t->part[i].held ? t->part[i].st->wdtype : NULL,
+			.buffer = gathered_buffer, .ctx = &g[i] };
+		if (t->part[i].held)
+			ss[n].lo.arch = t->part[i].st->lo.arch;
+		memcpy(ss[n].lo.name, t->job->models[i].name, sizeof ss[n].lo.name);
+		n++;
+		if (t->job->models[i].stages[STAGE_TRAIN])
+			json_object_set_new(steps, t->job->models[i].name,
+					    json_integer(t->opt_steps[i]));
 	}
 	json_object_set_new(r, "optimizer_steps", steps);
 	note_tokenizer(r, t->job);
-	rc = store_save(dst, ss, n, r, NULL, e);
+	if (rc == NR_OK && t->g->world.rank == 0)
+		rc = store_save(dst, ss, n, r, NULL, e);
+	rc = agree(t, rc, e);
+	for (int i = 0; i < n; i++)
+		gathered_free(&g[i]);
 	json_decref(r);
 	return rc;
 }
@@ -753,17 +1428,26 @@ int trainer_init_store(const struct job *job, uint64_t seed, json_t *run, const 
 	struct lm m[MAX_MODELS];
 	struct store_state ss[MAX_MODELS] = { { .ctx = NULL } };
 	json_t *r = run ? json_deep_copy(run) : json_object();
-	int rc = NR_OK, n = 0;
+	int rc = NR_OK, n = 0, actor = find_role(job, ROLE_ACTOR), ref = find_role(job, ROLE_REFERENCE);
+	struct err scratch;
 
 	for (int i = 0; i < job->nmodels && rc == NR_OK; i++) {
 		rc = lm_open(&m[i], &job->models[i], i, job->models[i].stages[STAGE_TRAIN], NULL, 0,
 			     seed, e);
 		n = i + (rc == NR_OK);
 	}
-	if (rc == NR_OK)
-		reference_as_actor(job, find_role(job, ROLE_REFERENCE), find_role(job, ROLE_ACTOR), m);
-	for (int i = 0; i < n; i++)
-		ss[i] = state_of(&m[i].st);
+	/* the reference starts as the policy it holds the actor to */
+	if (rc == NR_OK && ref >= 0 && m[ref].st.len[KIND_WEIGHT] == m[actor].st.len[KIND_WEIGHT] &&
+	    arch_compare("", &job->models[ref].arch, &job->models[actor].arch, "", &scratch) == NR_OK)
+		memcpy(m[ref].st.buf[KIND_WEIGHT], m[actor].st.buf[KIND_WEIGHT],
+		       m[ref].st.len[KIND_WEIGHT] * sizeof(float));
+	for (int i = 0; i < n; i++) {
+		ss[i] = (struct store_state){
+			.lo = { .arch = m[i].st.lo.arch, .tp = 1, .pp = 1, .dp = 1,
+				.trainable = m[i].st.trainable },
+			.wdtype = m[i].st.wdtype, .buffer = mstate_buffer, .ctx = &m[i].st };
+		memcpy(ss[i].lo.name, m[i].st.name, sizeof ss[i].lo.name);
+	}
 	note_tokenizer(r, job);
 	if (rc == NR_OK)
 		rc = store_save(dst, ss, n, r, NULL, e);

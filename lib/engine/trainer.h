@@ -30,6 +30,7 @@
 #include "doc/job.h"
 #include "engine/generate.h"
 #include "engine/lm.h"
+#include "engine/roles.h"
 #include "engine/rl.h"
 #include "engine/task.h"
 #include "engine/tokenizer.h"
@@ -61,17 +62,43 @@ struct trainer_stats {
 	struct trainer_ms ms[TRAINER_MAX_MS];
 };
 
+/* One layout of the plan this rank is in (roles.h): the decoder over the
+ * rank's state of it, and its activations, one set per micro-batch a
+ * pipeline keeps in flight. */
+#define TRAINER_MAX_SLOTS 16
+
+struct part {
+	bool held;                  /* the rank is in the layout's pool */
+	const struct rank_role *ro;
+	struct mstate *st;          /* the rank's state (rank_state) */
+	struct decoder dec;
+	bool has_dec;
+	struct model_acts acts[TRAINER_MAX_SLOTS];
+	int nacts;                  /* slots allocated */
+	bool training;              /* the slots keep activations for a backward */
+	const struct comm *c[NGROUPS]; /* its groups */
+};
+
 struct trainer {
 	const struct job *job;
 	struct tokenizer tok;
 	struct prompts prompts;
-	struct lm m[MAX_MODELS];
-	bool open[MAX_MODELS];
+	const struct groups *g;     /* the plan's groups of this rank */
+	struct rank_state *rs;      /* what the rank holds of the plan */
+	struct groups own_g;        /* trainer_open_one's, which it frees */
+	struct rank_state own_rs;
+	bool own;
+	struct part part[MAX_ITEMS]; /* the job's models, then the generation layout */
+	int gen;                    /* the generation layout's index */
+	bool gen_alias;             /* it is the actor's home layout: no copy to sync */
 	int actor, critic, ref, reward; /* job models, -1 when absent */
-	int mb[MAX_MODELS];  /* sequences per micro-batch */
-	long opt_steps[MAX_MODELS];     /* optimizer steps taken */
-	struct generator gen;
+	int mb[MAX_MODELS];         /* sequences per micro-batch */
+	long opt_steps[MAX_MODELS]; /* optimizer steps taken */
+	struct generator gen_run;
 	bool has_gen;
+	float *xbuf[TRAINER_MAX_SLOTS], *dxbuf; /* pipeline hand-offs [T, H] */
+	int *rel[TRAINER_MAX_SLOTS]; /* each slot's micro-batch starts [B + 1] */
+	size_t xcap;
 	/* the step's data: sequences packed (prompt, then response) */
 	int B;
 	int *tokens, *start, *plen;  /* [T], [B + 1], [B] */
@@ -83,19 +110,33 @@ struct trainer {
 	float *old_logp, *ref_logp, *values, *rewards, *adv, *ret;
 	float *r_logp, *r_ent, *r_val, *r_dlogp, *r_dent, *r_dval;
 	/* per-position arrays [T] */
-	float *p_logp, *p_ent, *p_val, *p_dlogp, *p_dent, *p_dval;
+	float *p_logp, *p_ent, *p_val, *p_dlogp, *p_dent, *p_dval, *p_scratch;
+	float *share;                /* [3 B max_new + B]: what ranks pool */
 	int *perm;                   /* the prompts' order in the pass cached */
 	long perm_pass;
 };
 
-/* The job's models on this process (TP1·PP1·DP1), from store (its run
- * object, when it has one, gives the optimizers' step counts) or at
- * random from the job's seed when store is NULL; mb[m]: sequences per
- * micro-batch of each model (0: all at once).  Reads the tokenizer and
- * the prompts the job names. */
-int trainer_open(struct trainer *t, const struct job *job, const char *store, const int *mb,
-		 struct err *e);
+/* The job on the plan whose groups of this rank are g and whose state the
+ * rank holds in rs (filled: loaded from a store, or moved), both the
+ * caller's and left to it; mb[m]: sequences per micro-batch of each model
+ * (0: all at once).  Reads the tokenizer and the prompts the job names.
+ * Every rank of the world calls it. */
+int trainer_open(struct trainer *t, const struct job *job, const struct groups *g,
+		 struct rank_state *rs, const int *mb, struct err *e);
+/* The same trainer on another plan's groups and state, after a switch. */
+int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,
+		   const int *mb, struct err *e);
+/* One process playing one GPU: the job's models whole, from store (its
+ * run object, when it has one, gives the optimizers' step counts) or at
+ * random from the job's seed when store is NULL. */
+int trainer_open_one(struct trainer *t, const struct job *job, const char *store,
+		     const int *mb, struct err *e);
 void trainer_close(struct trainer *t);
+
+/* A one-GPU plan of job: every model and the generation engines on GPU 0,
+ * TP1·PP1·DP1, micro-batches mb (0: all at once); cl gets a one-GPU
+ * cluster for it. */
+void trainer_plan_one(const struct job *job, const int *mb, struct plan *p, struct cluster *cl);
 
 /* Run step s: trainer_rollout, then for each PPO epoch and mini-batch k
  * trainer_grads and trainer_apply of the actor and then the critic (or,
@@ -111,7 +152,7 @@ int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err
 int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e);
 /* The gradient of mini-batch k's loss (sequences [B k / M, B (k+1) / M)
  * of the rollout, M the job's mini-batches) with respect to model mi's
- * weights, in its micro-batches, left in t->m[mi].st.grad: the actor's
+ * weights, in its micro-batches, left in t->part[mi].st->grad: the actor's
  * policy loss with its KL loss and entropy bonus, or the critic's value
  * loss, each the token-mean over the mini-batch's responses (rl.h).  Adds
  * the losses' statistics to st. */
@@ -120,6 +161,9 @@ int trainer_grads(struct trainer *t, int mi, int k, struct rl_stats *st, struct 
  * grad_clip (*norm: the norm before), AdamW on the master, the weights
  * from it.  s names the step in errors. */
 int trainer_apply(struct trainer *t, int mi, long s, double *norm, struct err *e);
+
+/* The optimizers' step counts from a store's run object (NULL: none). */
+void trainer_take_run(struct trainer *t, const json_t *run);
 
 /* Save every model's state as the store dst, with run (may be NULL) and
  * the optimizers' step counts in its run object.  NR_EIO when a model's

@@ -276,6 +276,15 @@ static void mcomm_free(struct comm *cm)
 }
 
 /* Wrap comm (owned from now on; MPI_COMM_NULL: not a member) as cm. */
+static int m_agree(void *ctx, int rc, struct err *e)
+{
+	struct mcomm *c = ctx;
+
+	if (c->comm == MPI_COMM_NULL)
+		return rc;
+	return mpi_agree_on(c->comm, rc, e);
+}
+
 static int mcomm_wrap(MPI_Comm comm, const char *name, struct comm *cm, struct err *e)
 {
 	struct mcomm *c = calloc(1, sizeof *c);
@@ -301,6 +310,7 @@ static int mcomm_wrap(MPI_Comm comm, const char *name, struct comm *cm, struct e
 	*cm = (struct comm){
 		.size = c->size, .rank = c->rank, .ctx = c,
 		.allreduce_sum = m_sum, .allreduce_max = m_max, .send = m_send, .recv = m_recv,
+		.agree = m_agree,
 	};
 	if (comm != MPI_COMM_NULL && (!c->cnt || !c->dsp || !c->rcnt || !c->rdsp)) {
 		mcomm_free(cm);

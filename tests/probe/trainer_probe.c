@@ -46,9 +46,9 @@ static json_t *models(const struct trainer *t, bool grads)
 	json_t *o = json_object();
 
 	for (int i = 0; i < t->job->nmodels; i++) {
-		const struct mstate *st = &t->m[i].st;
+		const struct mstate *st = t->part[i].st;
 
-		if (t->open[i] && (!grads || st->trainable))
+		if (t->part[i].held && (!grads || st->trainable))
 			json_object_set_new(o, st->name,
 					    hf_json(&st->lo, grads ? st->grad : st->buf[KIND_WEIGHT]));
 	}
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
 	k = atoi(argv[4]);
 	for (int i = 0; i < MAX_MODELS; i++)
 		mb[i] = atoi(argv[5]);
-	if (job_load(&job, argv[1], &e) || trainer_open(&t, &job, NULL, mb, &e))
+	if (job_load(&job, argv[1], &e) || trainer_open_one(&t, &job, NULL, mb, &e))
 		die(argv[1], &e);
 	for (long s = 0; s < steps; s++)
 		if (trainer_step(&t, s, &st, &e))
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
 				if (trainer_grads(&t, mi, j, &rs, &e))
 					die("gradients", &e);
 				if (ep == epoch && j == k) {
-					const struct mstate *m = &t.m[mi].st;
+					const struct mstate *m = t.part[mi].st;
 
 					json_object_set_new(w, m->name,
 							    hf_json(&m->lo, m->buf[KIND_WEIGHT]));
