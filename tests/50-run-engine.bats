@@ -274,6 +274,23 @@ EOF
 	[ "$(wc -l < again.jsonl)" -eq 6 ]
 }
 
+@test "events: a response event past the job's longest response, a GPU down and up" {
+	job j grpo actor
+	nereus-run init --job j.json -o st
+	{
+		echo '{"nereus": 1, "kind": "response", "step": 1, "mean": 20, "p90": 24, "max": 24}'
+		echo '{"nereus": 1, "kind": "down", "step": 2, "gpus": [0]}'
+		echo '{"nereus": 1, "kind": "up", "step": 3, "gpus": [0]}'
+	} > ev.jsonl
+	run --separate-stderr nereus-run --engine builtin --job j.json --cluster "$CLUSTER" \
+		--state st --steps 4 --events ev.jsonl --records r.jsonl
+	assert_success
+	# the actor generates up to the job's response_len.max whatever the
+	# plans assume; with its one GPU down the run pauses
+	holds r.jsonl '[r["status"] for r in recs] == ["ok", "ok", "paused", "ok"]' \
+		'all(r["response_len"]["max"] <= 6 for r in recs if r["status"] == "ok")'
+}
+
 @test "PPO with a critic, a reference and a reward model scoring runs" {
 	job p ppo actor,critic,reference,reward '"kl_coef": 0.01' '"prompts": "repeat.jsonl", "reward": "model"'
 	nereus-run init --job p.json -o st

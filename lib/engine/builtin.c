@@ -12,6 +12,7 @@ void builtin_init(struct builtin *b, const struct job *job, const struct cluster
 		  const struct coef *k, const struct events *ev, const char *state)
 {
 	memset(b, 0, sizeof *b);
+	b->job = *job;
 	cond_init(&b->c, job, cl);
 	b->k = *k;
 	b->ev = ev;
@@ -71,7 +72,7 @@ static int builtin_transition(void *self, const struct plan *from, const struct 
 	for (int m = 0; m < job->nmodels; m++)
 		mb[m] = to->home[m].mb;
 	if (!b->open) {
-		rc = trainer_open(&b->t, job, b->state, mb, e);
+		rc = trainer_open(&b->t, &b->job, b->state, mb, e);
 		b->open = rc == NR_OK;
 	} else {
 		/* TP1 to TP1: only the micro-batches change */

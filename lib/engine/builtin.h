@@ -18,6 +18,11 @@
 #include "run/engine.h"
 
 struct builtin {
+	struct job job;          /* the job as loaded: the trainer's, whatever
+				  * events do to the conditions' copy (a response
+				  * event changes what plans assume, not the
+				  * buffers the trainer sized for the job's
+				  * longest response) */
 	struct cond c;           /* the conditions now */
 	const struct events *ev;
 	size_t next_ev;
