@@ -394,9 +394,13 @@ EOF
 		--state st2 --steps 3 --records r.jsonl --save saved --save-every 1 -q
 	[[ $stderr == "nereus-run: step 0: generation: "*"the logits are not finite"* ]]
 	[ ! -e saved ]
-	printf '{"tokens": [256, 97]}\n' > p.jsonl
+	# generate and score name the prompt's line, and write no NaN
+	printf '{"tokens": [256, 97]}\n\n{"tokens": [256, 98, 99]}\n' > p.jsonl
 	run -4 --separate-stderr nereus-run generate --state st2 --prompts p.jsonl
-	[[ $stderr == "nereus-run: p.jsonl:1: "*"the logits are not finite"* ]]
+	[[ $stderr == "nereus-run: p.jsonl:1: sequence 0, token 0: the logits are not finite"* ]]
+	run -4 --separate-stderr nereus-run score --state st --model reference --prompts p.jsonl
+	assert_equal "$stderr" "nereus-run: p.jsonl:1: log-prob 0 is nan, not finite: the model's weights or activations hold a NaN or an infinity"
+	[ -z "$output" ]
 }
 
 @test "usage: --state for builtin, --seed and --noise the simulator's, subcommands' --version" {

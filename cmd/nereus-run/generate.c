@@ -247,6 +247,8 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 			ids[i - p0] = i; /* a prompt samples the same whatever its batch */
 		rc = generate(&g, &(struct gen_request){ (int)(p1 - p0), tokens, start, ids }, &gp,
 			      &(struct gen_result){ out, lp, len }, e);
+		if (rc == NR_EIO)
+			err_prefix(e, "%s:%ld", ps->file, ps->v[p0 + (size_t)g.bad_seq].line);
 		for (size_t b = 0; b < p1 - p0 && rc == NR_OK; b++) {
 			const int *o = out + b * (size_t)a->max_new;
 			json_t *line = json_object(), *t = json_array(), *l = json_array();
@@ -268,8 +270,6 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 			}
 			rc = put_line(f, name, line, e);
 		}
-		if (rc)
-			err_prefix(e, "%s:%ld", ps->file, ps->v[p0].line);
 	}
 	if (tokens && start && out && lp && len && ids)
 		generator_free(&g);
@@ -315,13 +315,23 @@ static int run_score(struct lm *m, const struct prompts *ps, FILE *f, const char
 			/* log p(t_{i+1} | t_0..t_i): one fewer than the tokens */
 			int n = start[s + 1] - start[s] - !values;
 
-			for (int i = 0; i < n; i++)
-				json_array_append_new(arr, json_real(out[start[s] + i]));
+			for (int i = 0; i < n && rc == NR_OK; i++) {
+				float v = out[start[s] + i];
+
+				if (isfinite(v))
+					json_array_append_new(arr, json_real(v));
+				else
+					rc = err_set(e, NR_EIO, "%s:%ld: %s %d is %g, not finite: the "
+						     "model's weights or activations hold a NaN or "
+						     "an infinity", ps->file, ps->v[p0 + (size_t)s].line,
+						     values ? "value" : "log-prob", i, (double)v);
+			}
 			json_object_set_new(line, values ? "values" : "logprobs", arr);
-			rc = put_line(f, name, line, e);
+			if (rc == NR_OK)
+				rc = put_line(f, name, line, e);
+			else
+				json_decref(line);
 		}
-		if (rc)
-			err_prefix(e, "%s:%ld", ps->file, ps->v[p0].line);
 	}
 	free(tokens);
 	free(start);

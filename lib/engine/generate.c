@@ -258,9 +258,11 @@ static int take(struct generator *g, const struct gen_request *r, const struct g
 	float lp;
 	int tok = gen_sample(logits, g->m->c.vocab, p, u, g->cand, &lp);
 
-	if (tok < 0)
+	if (tok < 0) {
+		g->bad_seq = b;
 		return err_set(e, NR_EIO, "sequence %d, token %d: the logits are not finite (the "
 			       "model's weights or activations hold a NaN or an infinity)", b, j);
+	}
 	out->tokens[(size_t)b * p->max_new + j] = tok;
 	out->logprobs[(size_t)b * p->max_new + j] = lp;
 	out->len[b] = j + 1;

@@ -67,6 +67,8 @@ struct generator {
 	int *tok, *plen, *rowtok, *slot, *pos, *active;
 	int *start;             /* [max_seqs + 1] a prefill group's offsets */
 	struct gen_cand { float z; int id; } *cand; /* [Vp] sampling scratch */
+	int bad_seq;            /* after NR_EIO from generate: the request's
+				 * sequence whose logits were not finite */
 };
 
 /* A generator for up to max_seqs prompts per request and sequences of up
