@@ -492,7 +492,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	int rc;
 
 	if (a->engine == ENGINE_BUILTIN) {
-		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state);
+		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
 		eng = builtin_engine(&bi);
 		o.bi = &bi;
 	} else {

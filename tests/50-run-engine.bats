@@ -22,11 +22,13 @@ setup() {
 # each one layer of hidden 16 over the byte vocabulary (VOCAB ids, DTYPE
 # weights: 258 and fp32 unless set); four prompts of
 # repeat.jsonl a step, two samples each, responses up to 6 tokens.  RL and
-# DATA are the "rl" and "data" objects' members.
+# DATA are the "rl" and "data" objects' members (RL with an actor_optim of
+# lr 0.001 unless it has its own).
 job() {
 	local name=$1 algo=$2 models=$3 rl=${4:-} data=${5:-'"prompts": "repeat.jsonl", "reward": "char_match"'}
 	local arch='"arch": { "layers": 1, "hidden": 16, "heads": 2, "kv_heads": 1, "ffn": 32,
 		"vocab": '${VOCAB:-258}', "dtype": "'${DTYPE:-fp32}'", "max_position_embeddings": 32 }'
+	[[ $rl == *actor_optim* ]] || rl='"actor_optim": { "lr": 0.001 }'${rl:+, $rl}
 	local m sep='' ms=''
 	for m in ${models//,/ }; do
 		case $m in
@@ -41,7 +43,7 @@ job() {
   "models": { $ms },
   "batch": { "prompts_per_step": 4, "samples_per_prompt": 2, "prompt_len": 5,
              "response_len": { "max": 6 } },
-  "rl": { "actor_optim": { "lr": 0.001 }${rl:+, $rl} },
+  "rl": { $rl },
   "data": { $data } }
 JSON
 }
@@ -118,7 +120,7 @@ EOF
 	nereus-transition export --state again --model actor -o hf-again
 	nereus-transition export --state other --model actor -o hf-other
 	cmp hf/model.safetensors hf-again/model.safetensors
-	! cmp -s hf/model.safetensors hf-other/model.safetensors
+	run ! cmp -s hf/model.safetensors hf-other/model.safetensors
 	# the reference starts as the actor; the run object names the vocabulary
 	cmp st/actor/weight/pp00-tp00.safetensors st/reference/weight/pp00-tp00.safetensors
 	holds st/manifest.json 'recs[0]["run"] == {"tokenizer": "bytes"}' \
@@ -142,7 +144,7 @@ EOF
 	nereus-run generate --state st --prompts - --seed 3 --max-new 12 < p.jsonl > s3b.jsonl
 	nereus-run generate --state st --prompts p.jsonl --seed 4 --max-new 12 > s4.jsonl
 	cmp s3.jsonl s3b.jsonl
-	! cmp -s s3.jsonl s4.jsonl
+	run ! cmp -s s3.jsonl s4.jsonl
 	# one line a prompt: its tokens, their log-probs, and the bytes up to
 	# <|eos|> as text (what is not UTF-8 replaced, as Python replaces it)
 	for f in g1.jsonl s3.jsonl s4.jsonl; do
@@ -254,7 +256,8 @@ EOF
 	# stopped before step 3 (saving there), then resumed from that store
 	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" --state st --steps 6 \
 		--records part.jsonl --save part --until 3 -q
-	[ "$(wc -l < part.jsonl)" -eq 3 ] && [ -d part/step-000003 ]
+	[ "$(wc -l < part.jsonl)" -eq 3 ]
+	[ -d part/step-000003 ]
 	run --separate-stderr nereus-run --engine builtin --job j.json --cluster "$CLUSTER" \
 		--state part/step-000003 --steps 6 --records part.jsonl --resume -q
 	assert_success
@@ -272,6 +275,21 @@ EOF
 		--save-every 3
 	[[ $stderr == *"'saved/step-000006' already exists, and this run would save step 6 there"* ]]
 	[ "$(wc -l < again.jsonl)" -eq 6 ]
+}
+
+@test "a cosine learning-rate schedule spans the run's optimizer steps" {
+	# down to 0 at the run's end (step 3's optimizer step, after the last),
+	# so every step of the run moves the weights
+	job j grpo actor '"actor_optim": { "lr": 0.001, "warmup_style": "cosine", "min_lr_ratio": 0 }'
+	nereus-run init --job j.json -o st
+	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" --state st --steps 3 \
+		--save saved --save-every 1 -q > /dev/null
+	local k prev=st
+	for k in 1 2 3; do
+		run ! cmp -s "$prev/actor/master/pp00-tp00.safetensors" \
+			"saved/step-00000$k/actor/master/pp00-tp00.safetensors"
+		prev=saved/step-00000$k
+	done
 }
 
 @test "events: a response event past the job's longest response, a GPU down and up" {
@@ -386,7 +404,8 @@ EOF
 	run -4 --separate-stderr nereus-run --engine builtin --job j.json --cluster "$CLUSTER" \
 		--state st --steps 3 --records r.jsonl --save saved --save-every 1 -q
 	[[ $stderr == "nereus-run: step 0: the reference's log-probs hold nan "* ]]
-	[ ! -s r.jsonl ] && [ ! -e saved ]
+	[ ! -s r.jsonl ]
+	[ ! -e saved ]
 	# the actor holding it: generation stops at its first token
 	nereus-transition import --hf actor=nan --hf reference=clean --job j.json --plan plan.json \
 		--cluster "$CLUSTER" -o st2

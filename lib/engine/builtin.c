@@ -9,10 +9,17 @@
 #define GIB_F 1073741824.0
 
 void builtin_init(struct builtin *b, const struct job *job, const struct cluster *cl,
-		  const struct coef *k, const struct events *ev, const char *state)
+		  const struct coef *k, const struct events *ev, const char *state, long steps)
 {
+	long sft = job->rl.sft_steps < steps ? job->rl.sft_steps : steps;
+	long updates = (steps - sft) * job->ppo_epochs * job->mini_batches;
+
 	memset(b, 0, sizeof *b);
 	b->job = *job;
+	/* the optimizer steps the run takes: one a warm-up step, then one a
+	 * mini-batch of every epoch */
+	b->job.rl.actor_optim.sched.total_steps = sft + updates;
+	b->job.rl.critic_optim.sched.total_steps = updates;
 	cond_init(&b->c, job, cl);
 	b->k = *k;
 	b->ev = ev;
