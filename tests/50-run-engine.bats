@@ -236,7 +236,7 @@ EOF
 		'all(r["sequences"] == 8 and r["prompt_len"] == 5 and 1 <= r["response_len"]["max"] <= 6 for r in recs)' \
 		'all(sorted(r["rl"]) == sorted(["phase", "reward_mean", "response_len_mean", "kl", "policy_loss", "value_loss", "entropy", "clip_frac", "grad_norm", "sft_loss"]) for r in recs)' \
 		'[r["rl"]["phase"] for r in recs] == ["sft", "sft", "rl", "rl"]' \
-		'all(r["rl"]["sft_loss"] > 0 and r["rl"]["policy_loss"] is None and r["rl"]["entropy"] is None and r["rl"]["clip_frac"] is None for r in recs[:2])' \
+		'all(r["rl"]["sft_loss"] > 0 and r["rl"]["policy_loss"] is None and r["rl"]["entropy"] is None and r["rl"]["clip_frac"] is None and r["rl"]["kl"] is None for r in recs[:2])' \
 		'all(r["rl"]["sft_loss"] is None and isinstance(r["rl"]["policy_loss"], float) and r["rl"]["entropy"] > 0 and 0 <= r["rl"]["clip_frac"] <= 1 and r["rl"]["kl"] >= 0 for r in recs[2:])' \
 		'all(r["rl"]["value_loss"] is None and r["rl"]["grad_norm"] >= 0 and 0 <= r["rl"]["reward_mean"] <= 1 for r in recs)' \
 		'all(r["rl"]["response_len_mean"] == r["response_len"]["mean"] for r in recs)'

@@ -166,7 +166,7 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 		}
 		r->rl = (struct step_rl){
 			.known = true, .sft = st.sft, .reward_mean = st.reward_mean,
-			.response_len_mean = st.response_len_mean, .kl = st.kl,
+			.response_len_mean = st.response_len_mean, .kl = st.sft ? NAN : st.kl,
 			.policy_loss = st.sft ? NAN : st.policy_loss,
 			.value_loss = st.sft || b->t.critic < 0 ? NAN : st.value_loss,
 			.entropy = st.sft ? NAN : st.entropy, .clip_frac = st.sft ? NAN : st.clip_frac,
