@@ -269,6 +269,21 @@ EOF
 	cmp <(figures whole.jsonl) <(figures again.jsonl)
 	cmp saved/step-000006/actor/master/pp00-tp00.safetensors \
 		again/step-000006/actor/master/pp00-tp00.safetensors
+	# resharded by nereus-transition (data parallel over two GPUs, the
+	# optimizer's state split), the saved store keeps its run and resumes
+	cat > two.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "two", "nodes": 1, "gpus_per_node": 2,
+  "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 } }
+JSON
+	nereus-plan --job j.json --cluster two.json --layout verl -o two-plan.json
+	nereus-transition apply --state saved/step-000003 --to two-plan.json --job j.json \
+		--cluster two.json -o resharded
+	holds resharded/manifest.json 'recs[0]["models"]["actor"]["layout"]["dp"] == 2' \
+		'recs[0]["run"]["next_step"] == 3'
+	cp whole.jsonl third.jsonl
+	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" --state resharded --steps 6 \
+		--records third.jsonl --resume -q
+	cmp <(figures whole.jsonl) <(figures third.jsonl)
 	# a store it would save is there already: refused before any step runs
 	run -2 --separate-stderr nereus-run --engine builtin --job j.json --cluster "$CLUSTER" \
 		--state saved/step-000003 --steps 6 --records again.jsonl --resume --save saved \
