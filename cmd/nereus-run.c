@@ -1,7 +1,9 @@
-/* nereus-run: run a job step by step on an engine (the simulator, for now),
- * changing plans as the controller decides or as a plan file another
- * process replaces says; and `compare`, the policies side by side on one
- * trace.  Options → library calls → step records and a summary. */
+/* nereus-run: run a job step by step on an engine (the simulator, or the
+ * built-in engine that trains it on this process), changing plans as the
+ * controller decides or as a plan file another process replaces says; and
+ * the subcommands (cmd/nereus-run/): `compare`, the policies side by side
+ * on one trace, and the built-in engine's `init`, `generate` and `score`.
+ * Options → library calls → step records and a summary. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>

@@ -484,8 +484,8 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		for (int b = 0; b < t->B && rc == NR_OK; b++) {
 			const int32_t *g = t->gen_tok + (size_t)b * (size_t)max_new(t);
 			size_t len = task_response_len(g, (size_t)t->gen_len[b], t->tok.eos), blen;
-			char *text;
-			double score;
+			char *text = NULL;
+			double score = 0;
 
 			rc = tok_decode(&t->tok, g, len, &text, &blen, e);
 			if (rc == NR_OK)
