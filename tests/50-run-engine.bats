@@ -453,6 +453,9 @@ EOF
 		run nereus-run $sub --help
 		assert_success
 		assert_output --partial "nereus-run $sub"
+		assert_line --regexp '^Exit status: 0 .*2 bad usage or input, 4 runtime or I/O failure'
+		run -2 --separate-stderr nereus-run $sub --bogus
+		assert_equal "${stderr_lines[1]}" "Try 'nereus-run $sub --help' for more information."
 	done
 }
 
