@@ -18,6 +18,12 @@
 #include "run/engine.h"
 
 struct builtin {
+	struct job job;          /* the job as loaded, its optimizers' schedules
+				  * spanning the run: the trainer's, whatever
+				  * events do to the conditions' copy (a response
+				  * event changes what plans assume, not the
+				  * buffers the trainer sized for the job's
+				  * longest response) */
 	struct cond c;           /* the conditions now */
 	const struct events *ev;
 	size_t next_ev;
@@ -28,9 +34,11 @@ struct builtin {
 	struct plan eval;        /* scratch: the plan running, evaluated */
 };
 
-/* b is large: allocate it statically or on the heap.  ev may be NULL. */
+/* b is large: allocate it statically or on the heap.  ev may be NULL.
+ * steps: the run's length, which a cosine learning-rate schedule spans
+ * (every optimizer step of steps steps, the warm-up's included). */
 void builtin_init(struct builtin *b, const struct job *job, const struct cluster *cl,
-		  const struct coef *k, const struct events *ev, const char *state);
+		  const struct coef *k, const struct events *ev, const char *state, long steps);
 void builtin_free(struct builtin *b);
 struct engine builtin_engine(struct builtin *b);
 

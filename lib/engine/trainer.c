@@ -75,6 +75,19 @@ static void add_ms(struct trainer *t, struct trainer_stats *st, int model, enum 
 	ms->peak_bytes = trainer_bytes(t);
 }
 
+/* A NaN or an infinity in what a step computes stops the run there: a
+ * loss that is not finite would otherwise train on quietly (a clamp's zero
+ * gradient hides it), and the store saved next would hold it. */
+static int check_finite(const float *x, size_t n, long s, const char *what, struct err *e)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			return err_set(e, NR_EIO, "step %ld: %s hold %g (entry %zu): "
+				       "the model's weights or activations hold a NaN or an infinity",
+				       s, what, (double)x[i], i);
+	return NR_OK;
+}
+
 /* --- opening ------------------------------------------------------------------------- */
 
 /* A reference made at random starts as the policy it holds the actor to:
@@ -426,6 +439,11 @@ static int update(struct trainer *t, int mi, bool critic, int s0, int s1, long s
 		rc = model_backward(&m->dec, &m->acts, &bt, &d, NULL, e);
 	}
 	free(rel);
+	if (rc == NR_OK && !isfinite(critic ? st->vf_loss : st->pg_loss + st->kl_loss +
+					      st->entropy))
+		rc = err_set(e, NR_EIO, "step %ld: the %s's loss is not finite (%s); nothing more "
+			     "was updated", s, m->st.name,
+			     critic ? "the value loss" : "policy, KL or entropy term");
 	if (rc == NR_OK && denom > 0)
 		rc = opt_step(t, mi, critic ? &c->critic_optim : &c->actor_optim, s, norm, e);
 	return rc;
@@ -459,6 +477,8 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 			return err_prefix(e, "step %ld: reward model", s);
 		for (int b = 0; b < t->B; b++)
 			t->scores[b] = t->p_val[t->start[b + 1] - 1];
+		if ((rc = check_finite(t->scores, (size_t)t->B, s, "the reward model's scores", e)))
+			return rc;
 		add_ms(t, st, t->reward, STAGE_INF, t0);
 	} else {
 		for (int b = 0; b < t->B && rc == NR_OK; b++) {
@@ -492,6 +512,8 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		if ((rc = forward_all(t, t->actor, (float)c->temperature, e)))
 			return err_prefix(e, "step %ld: actor", s);
 		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->old_logp);
+		if ((rc = check_finite(t->old_logp, t->off[t->B], s, "the actor's log-probs", e)))
+			return rc;
 		add_ms(t, st, t->actor, STAGE_INF, t0);
 	} else {
 		for (int b = 0; b < t->B; b++)
@@ -503,6 +525,9 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		if ((rc = forward_all(t, t->ref, (float)c->temperature, e)))
 			return err_prefix(e, "step %ld: reference", s);
 		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->ref_logp);
+		if ((rc = check_finite(t->ref_logp, t->off[t->B], s, "the reference's log-probs",
+				       e)))
+			return rc;
 		add_ms(t, st, t->ref, STAGE_INF, t0);
 	} else {
 		memcpy(t->ref_logp, t->old_logp, t->off[t->B] * sizeof *t->ref_logp);
@@ -512,6 +537,8 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		if ((rc = forward_all(t, t->critic, 1, e)))
 			return err_prefix(e, "step %ld: critic", s);
 		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_val, t->values);
+		if ((rc = check_finite(t->values, t->off[t->B], s, "the critic's values", e)))
+			return rc;
 		add_ms(t, st, t->critic, STAGE_INF, t0);
 	}
 	return NR_OK;
@@ -637,6 +664,9 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 		return rc;
 	rl_gather((size_t)P, t->zstart, t->zplen, t->off, t->p_logp, t->r_logp);
 	st->sft_loss = -rl_sum(t->off[P], t->r_logp) / (double)t->off[P];
+	if (!isfinite(st->sft_loss))
+		return err_set(e, NR_EIO, "step %ld: the warm-up's loss is %g, not finite; the "
+			       "actor was not updated", s, st->sft_loss);
 	rc = opt_step(t, t->actor, &t->job->rl.actor_optim, s, &norm, e);
 	st->grad_norm = norm;
 	add_ms(t, st, t->actor, STAGE_TRAIN, t0);
