@@ -87,7 +87,7 @@ $(O)/tests/bench_%: tests/bench/bench_%.c $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
 
-$(O)/tests/%: tests/probe/%.c $(O)/libnereus.a
+$(O)/tests/%: tests/probe/%.c $(wildcard tests/probe/*.h) $(O)/libnereus.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(O)/libnereus.a $(LDLIBS)
 

@@ -30,7 +30,7 @@ extern char **environ;
 const char *progname = "nereus-profile";
 
 static const char usage_text[] =
-	"usage: nereus-profile bench [-o FILE] [--runs N] [--quick] [--ranks N] [--no-gpu]\n"
+	"usage: nereus-profile bench [-o FILE] [--runs N] [--quick] [--ranks N] [--no-gpu] [--cluster-out FILE]\n"
 	"       nereus-profile fit --job FILE --cluster FILE [--prior FILE] [--half-life N]\n"
 	"                          [--holdout F] [--skip-bad] [-o FILE] TRACE\n"
 	"       nereus-profile --help | --version\n"
@@ -42,6 +42,8 @@ static const char usage_text[] =
 	"  --quick            smaller sizes and 3 runs: a few seconds in all\n"
 	"  --ranks N          also measure MPI between N local ranks (runs mpirun)\n"
 	"  --no-gpu           leave out the GPU figures\n"
+	"  --cluster-out FILE also write the cluster document of this host's CPU\n"
+	"                     ranks (--ranks of them, 1 by default) to FILE\n"
 	"\n"
 	"fit: fit the cost model's coefficients to the step records in TRACE (- for\n"
 	"standard input) and write them as a cost document.\n"
@@ -72,15 +74,15 @@ static int help(void)
 /* --- bench ---------------------------------------------------------------- */
 
 struct bench_args {
-	const char *out;
+	const char *out, *cluster_out;
 	long runs;
 	bool quick;
 	long ranks;
 	bool no_gpu;
 };
 
-enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_JOB, OPT_CLUSTER,
-       OPT_PRIOR, OPT_HALF_LIFE, OPT_HOLDOUT, OPT_SKIP_BAD };
+enum { OPT_RUNS = 256, OPT_QUICK, OPT_RANKS, OPT_NO_GPU, OPT_CLUSTER_OUT, OPT_JOB,
+       OPT_CLUSTER, OPT_PRIOR, OPT_HALF_LIFE, OPT_HOLDOUT, OPT_SKIP_BAD };
 
 static const struct option bench_options[] = {
 	{ "output", required_argument, NULL, 'o' },
@@ -88,6 +90,7 @@ static const struct option bench_options[] = {
 	{ "quick", no_argument, NULL, OPT_QUICK },
 	{ "ranks", required_argument, NULL, OPT_RANKS },
 	{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
+	{ "cluster-out", required_argument, NULL, OPT_CLUSTER_OUT },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -121,6 +124,9 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 		case OPT_NO_GPU:
 			a->no_gpu = true;
 			break;
+		case OPT_CLUSTER_OUT:
+			a->cluster_out = optarg;
+			break;
 		case 'h':
 			*done = help();
 			return -1;
@@ -135,6 +141,15 @@ static int parse_bench(int argc, char **argv, struct bench_args *a, int *done)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (!*a->out)
 		return usage_error("option '-o' needs a file name");
+	if (a->cluster_out && !*a->cluster_out)
+		return usage_error("option '--cluster-out' needs a file name");
+	if (a->cluster_out && strcmp(a->cluster_out, "-") == 0 && strcmp(a->out, "-") == 0)
+		return usage_error("only one output can be standard output: give -o FILE or "
+				   "--cluster-out FILE");
+	if (a->cluster_out && a->ranks > HW_CLUSTER_MAX_RANKS)
+		return usage_error("option '--cluster-out' describes at most %d ranks, one node's "
+				   "GPUs in a cluster document; got --ranks %ld", HW_CLUSTER_MAX_RANKS,
+				   a->ranks);
 	if (a->runs == 0)
 		a->runs = a->quick ? 3 : 10;
 	return NR_OK;
@@ -333,15 +348,26 @@ static int measure_and_write(const struct bench_args *a, const struct hw_opts *o
 			     const struct mpib_result *m, struct err *e)
 {
 	struct hw_host host;
-	struct hw_figure copy, gemm;
-	struct hw_series gemm_sizes;
-	json_t *doc, *hw, *gpu = NULL;
+	struct hw_figure copy, gemm, gemm_rank;
+	struct hw_series gemm_sizes, rank_sizes;
+	struct hw_opts per_rank = *o;
+	json_t *doc, *hw, *gpu = NULL, *cl = NULL;
 	bool ok;
-	int rc;
+	int rc, ranks = m->ranks > 1 ? m->ranks : (int)a->ranks; /* mpirun's, or --ranks */
 
 	hw_host_facts(&host);
+	per_rank.threads = hw_rank_threads(&host, ranks);
 	if ((rc = hw_bench_memcpy(o, &copy, e)) != NR_OK ||
 	    (rc = hw_bench_sgemm(o, &gemm, &gemm_sizes, e)) != NR_OK)
+		return rc;
+	/* one rank's GEMM rate: on its share of the cpus when there are several */
+	gemm_rank = gemm;
+	if (a->cluster_out && ranks > 1 &&
+	    (rc = hw_bench_sgemm(&per_rank, &gemm_rank, &rank_sizes, e)) != NR_OK)
+		return rc;
+	if (a->cluster_out &&
+	    (rc = hw_cluster_json(&host, ranks, &copy, &gemm_rank,
+				  m->ranks > 1 ? &m->allreduce : NULL, &cl, e)) != NR_OK)
 		return rc;
 	if (a->no_gpu) {
 		gpu = gpu_absent("not measured (--no-gpu)");
@@ -383,11 +409,15 @@ static int measure_and_write(const struct bench_args *a, const struct hw_opts *o
 	json_decref(hw);
 	if (!ok) {
 		json_decref(doc);
+		json_decref(cl);
 		return err_set(e, NR_EIO, "out of memory");
 	}
 	progress_done();
 	rc = jdoc_write(doc, a->out, JSON_INDENT(2) | JSON_REAL_PRECISION(6), e);
+	if (rc == NR_OK && cl)
+		rc = jdoc_write(cl, a->cluster_out, JSON_INDENT(2) | JSON_REAL_PRECISION(6), e);
 	json_decref(doc);
+	json_decref(cl);
 	return rc;
 }
 
@@ -403,7 +433,8 @@ static int cmd_bench(int argc, char **argv)
 	if ((rc = parse_bench(argc, argv, &a, &done)) != NR_OK)
 		return rc < 0 ? done : rc;
 	if (!mpi && a.ranks >= 2) {
-		if ((rc = out_check(a.out, &e)) != NR_OK)
+		if ((rc = out_check(a.out, &e)) != NR_OK ||
+		    (a.cluster_out && (rc = out_check(a.cluster_out, &e)) != NR_OK))
 			return report(&e);
 		return close_stdout(respawn(a.ranks, argc, argv));
 	}
@@ -415,6 +446,8 @@ static int cmd_bench(int argc, char **argv)
 	rc = m ? NR_OK : err_set(&e, NR_EIO, "out of memory");
 	if (rank == 0 && rc == NR_OK)
 		rc = out_check(a.out, &e);
+	if (rank == 0 && rc == NR_OK && a.cluster_out)
+		rc = out_check(a.cluster_out, &e);
 	if (mpi)
 		rc = mpib_agree(rc); /* one rank's failure stops them all */
 	if (rc == NR_OK && size > 1)

@@ -62,7 +62,9 @@ zsh_offers() {
 	run bash_offers nereus-profile ''
 	assert_output '--help --version -V -h bench fit'
 	run bash_offers nereus-profile bench --
-	assert_output '--help --no-gpu --output --quick --ranks --runs --version'
+	assert_output '--cluster-out --help --no-gpu --output --quick --ranks --runs --version'
+	run bash_offers nereus-profile bench --cluster-out ''
+	assert_output 'docs job.json notes.txt'
 	run bash_offers nereus-profile fit --
 	assert_output '--cluster --half-life --help --holdout --job --output --prior --skip-bad --version'
 	run bash_offers nereus-profile fit --cluster ''
@@ -76,7 +78,9 @@ zsh_offers() {
 	run zsh_offers nereus-profile ''
 	assert_output 'bench fit'
 	run zsh_offers nereus-profile bench --
-	assert_output '--help --no-gpu --output --quick --ranks --runs --version'
+	assert_output '--cluster-out --help --no-gpu --output --quick --ranks --runs --version'
+	run zsh_offers nereus-profile bench --cluster-out ''
+	assert_output 'docs job.json notes.txt'
 	run zsh_offers nereus-profile fit --
 	assert_output '--cluster --half-life --help --holdout --job --output --prior --skip-bad --version'
 	run zsh_offers nereus-profile fit --cluster ''

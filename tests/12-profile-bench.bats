@@ -64,10 +64,42 @@ for expr in sys.argv[2:]:
 EOF
 }
 
+# Check that file $1 is the cluster document --cluster-out writes for $3
+# ranks, from the measurements of cost document $2; further arguments are
+# Python expressions on `cl` and `hw` that must hold.
+check_cluster() {
+	python3 - "$@" <<'EOF'
+import json, sys
+
+cl = json.load(open(sys.argv[1]))
+hw = json.load(open(sys.argv[2]))["hardware"]
+ranks = int(sys.argv[3])
+close = lambda a, b: abs(a - b) <= 1e-5 * abs(b)
+assert sorted(cl) == ["gpu", "gpus_per_node", "host_memory_gib", "kind", "links", "name",
+                      "nereus", "nodes"], sorted(cl)
+assert cl["nereus"] == 1 and cl["kind"] == "cluster" and cl["nodes"] == 1
+assert cl["gpus_per_node"] == ranks and cl["host_memory_gib"] == 0
+gpu, links = cl["gpu"], cl["links"]
+assert gpu["model"] == "cpu"
+assert close(gpu["memory_gib"], hw["host"]["memory_bytes"] / ranks / 2**30), gpu
+assert close(gpu["hbm_gbps"], hw["cpu"]["memcpy_bandwidth"]["value"]), gpu
+assert close(links["host_gbps"], hw["cpu"]["memcpy_bandwidth"]["value"] / 2), links
+if ranks == 1:
+    assert close(gpu["tflops"], hw["cpu"]["gemm_fp32"]["value"] / 1e3), gpu
+    assert close(links["intra_node_gbps"], links["host_gbps"]), links
+else:
+    assert gpu["tflops"] > 0
+    assert close(links["intra_node_gbps"], max(hw["mpi"]["allreduce_busbw"]["value"])), links
+assert links["inter_node_gbps"] == links["intra_node_gbps"]
+for expr in sys.argv[4:]:
+    assert eval(expr), expr
+EOF
+}
+
 @test "--help prints the usage to standard output and exits 0" {
 	run --separate-stderr nereus-profile --help
 	assert_success
-	assert_line --index 0 "usage: nereus-profile bench [-o FILE] [--runs N] [--quick] [--ranks N] [--no-gpu]"
+	assert_line --index 0 "usage: nereus-profile bench [-o FILE] [--runs N] [--quick] [--ranks N] [--no-gpu] [--cluster-out FILE]"
 	assert_equal "$stderr" ""
 }
 
@@ -171,6 +203,52 @@ EOF
 	[ ! -e hw.json ]
 }
 
+@test "--cluster-out describes this host's one rank: its memory, GEMM rate and copy bandwidth" {
+	run --separate-stderr nereus-profile bench --quick --runs 1 --no-gpu -o hw.json \
+		--cluster-out cpu.json
+	assert_success
+	check_cost hw.json
+	check_cluster cpu.json hw.json 1
+	# nereus-plan reads it and plans on it
+	run nereus-plan --job "$EXAMPLES/jobs/grpo-tiny.json" --cluster cpu.json -o plan.json
+	assert_success
+	run python3 -c 'import json; p = json.load(open("plan.json")); print(p["feasible"], p["gpus_up"])'
+	assert_output "True 1"
+}
+
+@test "--ranks 2 --cluster-out: two GPUs of half the memory, linked as MPI measured" {
+	run nereus-profile bench --quick --runs 2 --ranks 2 --no-gpu -o hw.json --cluster-out cpu.json
+	assert_success
+	check_cluster cpu.json hw.json 2
+	run nereus-plan --job "$EXAMPLES/jobs/grpo-tiny.json" --cluster cpu.json -o plan.json
+	assert_success
+}
+
+@test "--cluster-out - writes the cluster to standard output when -o names a file" {
+	run --separate-stderr nereus-profile bench --quick --runs 1 --no-gpu -o hw.json --cluster-out -
+	assert_success
+	printf '%s\n' "$output" > cpu.json
+	check_cluster cpu.json hw.json 1
+}
+
+@test "--cluster-out - with the cost document on standard output too exits 2" {
+	run -2 --separate-stderr nereus-profile bench --quick --cluster-out -
+	assert_equal "${stderr_lines[0]}" "nereus-profile: only one output can be standard output: give -o FILE or --cluster-out FILE"
+}
+
+@test "--cluster-out for more ranks than a node's 64 GPUs exits 2 and measures nothing" {
+	run -2 --separate-stderr nereus-profile bench --quick --ranks 65 --cluster-out cpu.json -o hw.json
+	assert_equal "${stderr_lines[0]}" "nereus-profile: option '--cluster-out' describes at most 64 ranks, one node's GPUs in a cluster document; got --ranks 65"
+	[ ! -e cpu.json ] && [ ! -e hw.json ]
+}
+
+@test "--cluster-out into a missing directory exits 4 before measuring and writes nothing" {
+	run -4 --separate-stderr nereus-profile bench --quick -o hw.json --cluster-out missing/cpu.json
+	assert_equal "${stderr_lines[0]}" \
+		"nereus-profile: cannot write 'missing/cpu.json': No such file or directory"
+	[ ! -e hw.json ]
+}
+
 @test "-o replaces the file whole and leaves no temporary file" {
 	echo 'old contents' > hw.json
 	run --separate-stderr nereus-profile bench --quick --runs 1 --no-gpu -o hw.json
@@ -190,13 +268,15 @@ EOF
 }
 
 @test "every EXAMPLES entry of the man page runs" {
+	ln -s "$EXAMPLES" examples
 	# the indented blocks between "# EXAMPLES" and the next section
 	awk '/^# EXAMPLES/ { on = 1; next } /^# / { on = 0 }
 	     on && /^```/ { block = !block; next } on && block' "$MAN_SCD" > examples.sh
 	[ -s examples.sh ]
 	while IFS= read -r cmd; do
-		run bash -o pipefail -c "$cmd"
+		run bash -o pipefail -c "$cmd" < /dev/null # mpirun would read the rest
 		assert_success
 	done < examples.sh
 	check_cost hw.json
+	check_cluster cpu.json hw.json 1
 }

@@ -392,18 +392,27 @@ static void scatter(struct trainer *t, int b0, int b1, const float *resp, float 
 	rl_scatter((size_t)(b1 - b0), t->zstart + b0, t->zplen + b0, t->off + b0, resp, pos);
 }
 
-/* One mini-batch [s0, s1) of the actor (or, critic, of the critic):
- * micro-batches forward and backward with the losses' gradients, then the
- * optimizer.  Adds its stats to st. */
-static int update(struct trainer *t, int mi, bool critic, int s0, int s1, long s,
-		  struct rl_stats *st, double *norm, struct err *e)
+/* Sequences [*s0, *s1) of the step's mini-batch k. */
+static void minibatch(const struct trainer *t, int k, int *s0, int *s1)
+{
+	int M = t->job->mini_batches;
+
+	*s0 = (int)((long)t->B * k / M);
+	*s1 = (int)((long)t->B * (k + 1) / M);
+}
+
+int trainer_grads(struct trainer *t, int mi, int k, struct rl_stats *st, struct err *e)
 {
 	const struct rl_config *c = &t->job->rl;
 	struct lm *m = &t->m[mi];
-	double denom = (double)(t->off[s1] - t->off[s0]);
+	bool critic = mi == t->critic;
 	int *rel = malloc(((size_t)t->mb[mi] + 1) * sizeof *rel), rc = rel ? NR_OK : oom(e);
+	int s0, s1;
+	double denom;
 	struct batch bt;
 
+	minibatch(t, k, &s0, &s1);
+	denom = (double)(t->off[s1] - t->off[s0]);
 	memset(m->st.grad, 0, m->st.len[KIND_WEIGHT] * sizeof *m->st.grad);
 	for (int b0 = s0; b0 < s1 && rc == NR_OK && denom > 0; b0 += t->mb[mi]) {
 		int b1 = b0 + t->mb[mi] < s1 ? b0 + t->mb[mi] : s1, p0 = t->start[b0];
@@ -439,14 +448,34 @@ static int update(struct trainer *t, int mi, bool critic, int s0, int s1, long s
 		rc = model_backward(&m->dec, &m->acts, &bt, &d, NULL, e);
 	}
 	free(rel);
-	if (rc == NR_OK && !isfinite(critic ? st->vf_loss : st->pg_loss + st->kl_loss +
-					      st->entropy))
-		rc = err_set(e, NR_EIO, "step %ld: the %s's loss is not finite (%s); nothing more "
-			     "was updated", s, m->st.name,
-			     critic ? "the value loss" : "policy, KL or entropy term");
-	if (rc == NR_OK && denom > 0)
-		rc = opt_step(t, mi, critic ? &c->critic_optim : &c->actor_optim, s, norm, e);
 	return rc;
+}
+
+int trainer_apply(struct trainer *t, int mi, long s, double *norm, struct err *e)
+{
+	const struct rl_config *c = &t->job->rl;
+
+	return opt_step(t, mi, mi == t->critic ? &c->critic_optim : &c->actor_optim, s, norm, e);
+}
+
+/* Mini-batch k of model mi: its gradients, then the optimizer, skipped
+ * (*norm 0) when the mini-batch holds no response token. */
+static int update(struct trainer *t, int mi, int k, long s, struct rl_stats *st,
+		  double *norm, struct err *e)
+{
+	int s0, s1, rc;
+
+	minibatch(t, k, &s0, &s1);
+	*norm = 0;
+	if (t->off[s1] == t->off[s0])
+		return NR_OK;
+	if ((rc = trainer_grads(t, mi, k, st, e)))
+		return rc;
+	if (!isfinite(mi == t->critic ? st->vf_loss : st->pg_loss + st->kl_loss + st->entropy))
+		return err_set(e, NR_EIO, "step %ld: the %s's loss is not finite (%s); nothing more "
+			       "was updated", s, t->m[mi].st.name,
+			       mi == t->critic ? "the value loss" : "policy, KL or entropy term");
+	return trainer_apply(t, mi, s, norm, e);
 }
 
 /* --- the rollout ----------------------------------------------------------------------- */
@@ -578,16 +607,15 @@ static int rl_updates(struct trainer *t, long s, struct trainer_stats *st, struc
 
 	for (int ep = 0; ep < job->ppo_epochs && rc == NR_OK; ep++)
 		for (int k = 0; k < M && rc == NR_OK; k++) {
-			int s0 = (int)((long)t->B * k / M), s1 = (int)((long)t->B * (k + 1) / M);
 			double t0 = now();
 
-			rc = update(t, t->actor, false, s0, s1, s, &a, &norm, e);
+			rc = update(t, t->actor, k, s, &a, &norm, e);
 			norms += norm;
 			updates++;
 			add_ms(t, st, t->actor, STAGE_TRAIN, t0);
 			if (rc == NR_OK && t->critic >= 0 && job->models[t->critic].stages[STAGE_TRAIN]) {
 				t0 = now();
-				rc = update(t, t->critic, true, s0, s1, s, &v, &norm, e);
+				rc = update(t, t->critic, k, s, &v, &norm, e);
 				add_ms(t, st, t->critic, STAGE_TRAIN, t0);
 			}
 		}
@@ -673,20 +701,25 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 	return rc;
 }
 
-int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
-	const struct rl_config *c = &t->job->rl;
 	int rc;
 
 	memset(st, 0, sizeof *st);
-	st->sft = s < c->sft_steps;
+	st->sft = s < t->job->rl.sft_steps;
 	rc = rollout(t, s, st, e);
-	if (rc == NR_OK && st->sft)
-		rc = sft_update(t, s, st, e);
-	else if (rc == NR_OK)
-		rc = advantages(t, st, e);
 	if (rc == NR_OK && !st->sft)
-		rc = rl_updates(t, s, st, e);
+		rc = advantages(t, st, e);
+	return rc;
+}
+
+int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+{
+	const struct rl_config *c = &t->job->rl;
+	int rc = trainer_rollout(t, s, st, e);
+
+	if (rc == NR_OK)
+		rc = st->sft ? sft_update(t, s, st, e) : rl_updates(t, s, st, e);
 	if (rc == NR_OK && st->sft && s + 1 == c->sft_steps && t->ref >= 0 &&
 	    t->m[t->ref].st.len[KIND_WEIGHT] == t->m[t->actor].st.len[KIND_WEIGHT])
 		/* the RL starts from the SFT model: the reference is it */

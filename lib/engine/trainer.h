@@ -30,6 +30,7 @@
 #include "doc/job.h"
 #include "engine/generate.h"
 #include "engine/lm.h"
+#include "engine/rl.h"
 #include "engine/task.h"
 #include "engine/tokenizer.h"
 
@@ -96,9 +97,29 @@ int trainer_open(struct trainer *t, const struct job *job, const char *store, co
 		 struct err *e);
 void trainer_close(struct trainer *t);
 
-/* Run step s.  NR_EIO for a non-finite loss or gradient (naming the step
- * and the model), nothing updated then. */
+/* Run step s: trainer_rollout, then for each PPO epoch and mini-batch k
+ * trainer_grads and trainer_apply of the actor and then the critic (or,
+ * a warm-up step, the supervised update).  NR_EIO for a non-finite loss
+ * or gradient (naming the step and the model), nothing updated then. */
 int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e);
+
+/* The parts of an RL step, for whoever looks between them (a test of
+ * the gradients against another implementation).  trainer_rollout: st
+ * zeroed, the step's responses generated and scored, the actor's,
+ * reference's and critic's per-token figures taken and (RL steps) the
+ * advantages and returns computed, all left in t. */
+int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e);
+/* The gradient of mini-batch k's loss (sequences [B k / M, B (k+1) / M)
+ * of the rollout, M the job's mini-batches) with respect to model mi's
+ * weights, in its micro-batches, left in t->m[mi].st.grad: the actor's
+ * policy loss with its KL loss and entropy bonus, or the critic's value
+ * loss, each the token-mean over the mini-batch's responses (rl.h).  Adds
+ * the losses' statistics to st. */
+int trainer_grads(struct trainer *t, int mi, int k, struct rl_stats *st, struct err *e);
+/* Model mi's optimizer step on those gradients: clipped to the optimizer's
+ * grad_clip (*norm: the norm before), AdamW on the master, the weights
+ * from it.  s names the step in errors. */
+int trainer_apply(struct trainer *t, int mi, long s, double *norm, struct err *e);
 
 /* Save every model's state as the store dst, with run (may be NULL) and
  * the optimizers' step counts in its run object.  NR_EIO when a model's

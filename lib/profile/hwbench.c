@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json.h"
+
 #define MIB (1024.0 * 1024.0)
 
 double hw_now(void)
@@ -205,7 +207,7 @@ int hw_bench_sgemm(const struct hw_opts *o, struct hw_figure *best,
 	float *c = malloc(nmax * nmax * sizeof *c);
 	double *rate = calloc((size_t)o->runs, sizeof *rate);
 	double *secs = calloc((size_t)o->runs, sizeof *secs);
-	int threads = openblas_get_num_threads();
+	int saved = openblas_get_num_threads(), threads;
 	char method[256];
 
 	memset(best, 0, sizeof *best);
@@ -219,6 +221,9 @@ int hw_bench_sgemm(const struct hw_opts *o, struct hw_figure *best,
 		return err_set(e, NR_EIO, "fp32 GEMM: cannot allocate three %zu x %zu matrices",
 			       nmax, nmax);
 	}
+	if (o->threads > 0)
+		openblas_set_num_threads(o->threads);
+	threads = openblas_get_num_threads();
 	hw_fill_random_f32(a, nmax * nmax, 3);
 	hw_fill_random_f32(b, nmax * nmax, 4);
 	hw_fill_random_f32(c, nmax * nmax, 5);
@@ -270,12 +275,21 @@ int hw_bench_sgemm(const struct hw_opts *o, struct hw_figure *best,
 	best->value = sizes->value[norders - 1];
 	best->spread = sizes->spread[norders - 1];
 	best->runs = o->runs;
+	if (o->threads > 0)
+		openblas_set_num_threads(saved);
 	free(a);
 	free(b);
 	free(c);
 	free(rate);
 	free(secs);
 	return NR_OK;
+}
+
+int hw_rank_threads(const struct hw_host *h, int ranks)
+{
+	long t = ranks > 0 ? h->cpus / ranks : h->cpus;
+
+	return t > 1 ? (int)t : 1;
 }
 
 /* --- JSON ----------------------------------------------------------------- */
@@ -338,4 +352,36 @@ json_t *hw_host_json(const struct hw_host *h)
 		return o;
 	json_decref(o);
 	return NULL;
+}
+
+int hw_cluster_json(const struct hw_host *h, int ranks, const struct hw_figure *copy,
+		    const struct hw_figure *gemm_rank, const struct hw_series *allreduce,
+		    json_t **out, struct err *e)
+{
+	double host_gib = h->memory_bytes / (1024.0 * MIB), gib, link = 0;
+	json_t *gpu, *links;
+
+	if (ranks < 1 || ranks > HW_CLUSTER_MAX_RANKS)
+		return err_set(e, NR_EINPUT, "a cluster document describes 1 to %d ranks (one "
+			       "node's GPUs), not %d", HW_CLUSTER_MAX_RANKS, ranks);
+	gib = host_gib / ranks;
+	if (gib < 0.5)
+		return err_set(e, NR_EINPUT, "this host's %.3g GiB of memory shared among %d ranks "
+			       "leaves less than the 0.5 GiB a GPU of a cluster document has",
+			       host_gib, ranks);
+	/* the best over the sizes: small messages measure latency, and one
+	 * size's runs can all meet a busy host */
+	for (size_t i = 0; allreduce && i < allreduce->n; i++)
+		if (allreduce->value[i] > link)
+			link = allreduce->value[i];
+	if (link <= 0)
+		link = copy->value / 2;
+	gpu = json_pack("{s:s, s:f, s:f, s:f}", "model", "cpu", "memory_gib", gib,
+			"tflops", gemm_rank->value / 1e3, "hbm_gbps", copy->value);
+	links = json_pack("{s:f, s:f, s:f}", "intra_node_gbps", link, "inter_node_gbps", link,
+			  "host_gbps", copy->value / 2);
+	*out = json_pack("{s:i, s:s, s:s, s:i, s:i, s:o, s:o, s:f}", "nereus", NR_FORMAT,
+			 "kind", "cluster", "name", "cpu", "nodes", 1, "gpus_per_node", ranks,
+			 "gpu", gpu, "links", links, "host_memory_gib", 0.0);
+	return *out ? NR_OK : err_set(e, NR_EIO, "out of memory");
 }

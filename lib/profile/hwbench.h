@@ -63,6 +63,7 @@ struct hw_opts {
 	int runs;                 /* timed runs per figure, at least 1 */
 	int warmup;               /* untimed runs before them */
 	bool quick;               /* smaller sizes and shorter runs (tests) */
+	int threads;              /* OpenBLAS threads for the CPU GEMM; 0: its own count */
 	hw_progress_fn *progress; /* may be NULL */
 	void *progress_arg;
 };
@@ -86,9 +87,15 @@ void hw_host_facts(struct hw_host *h);
 int hw_bench_memcpy(const struct hw_opts *o, struct hw_figure *f, struct err *e);
 
 /* OpenBLAS cblas_sgemm on random square matrices of a few orders: *sizes
- * gets GFLOP/s (2 n^3 per call) at each order, *best the largest order. */
+ * gets GFLOP/s (2 n^3 per call) at each order, *best the largest order.
+ * On o->threads threads when set (the library's count is restored
+ * after). */
 int hw_bench_sgemm(const struct hw_opts *o, struct hw_figure *best,
 		   struct hw_series *sizes, struct err *e);
+
+/* OpenBLAS threads one of `ranks` ranks sharing this host's cpus gets:
+ * cpus / ranks, at least 1. */
+int hw_rank_threads(const struct hw_host *h, int ranks);
 
 /* The figure, series and host facts as JSON objects (jansson), for the
  * hardware section of a cost document; NULL when out of memory.
@@ -99,6 +106,30 @@ struct json_t;
 struct json_t *hw_figure_json(const struct hw_figure *f);
 struct json_t *hw_series_json(const struct hw_series *s);
 struct json_t *hw_host_json(const struct hw_host *h);
+
+/* The most GPUs of a node a cluster document holds (nereus-cluster(5)):
+ * the most ranks hw_cluster_json describes. */
+#define HW_CLUSTER_MAX_RANKS 64
+
+/* The cluster document (nereus-cluster(5)) of this host's CPU ranks, so
+ * that nereus-plan plans the runs the built-in engine makes here: one
+ * node of `ranks` GPUs, each GPU a rank, with
+ *   memory_gib  the host's memory shared among the ranks,
+ *   tflops      gemm_rank, one rank's fp32 GEMM rate (on its share of
+ *               the cpus, hw_rank_threads),
+ *   hbm_gbps    copy, the memory copy bandwidth,
+ *   links       intra- and inter-node: allreduce's highest bus bandwidth
+ *               over its message sizes (MPI between the ranks; NULL when
+ *               not measured: a memory copy's, half of copy, since a copy
+ *               reads and writes each byte); host: half of copy too,
+ *   host_memory_gib 0: the host's memory is the ranks' own, so nothing
+ *               is gained by offloading to it.
+ * NR_EINPUT for more than HW_CLUSTER_MAX_RANKS ranks, or when a rank's
+ * share of the memory is below the 0.5 GiB a cluster document's GPU has
+ * at least. */
+int hw_cluster_json(const struct hw_host *h, int ranks, const struct hw_figure *copy,
+		    const struct hw_figure *gemm_rank, const struct hw_series *allreduce,
+		    struct json_t **out, struct err *e);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,7 @@
 
 #include "engine/generate.h"
 #include "engine/model.h"
+#include "hf_json.h"
 #include "state/store.h"
 
 static void die(const char *what, const struct err *e)
@@ -75,26 +76,6 @@ static void load(struct probe *pr, const char *store)
 		die("model", &e);
 }
 
-/* Append box b of global tensor t, whose data is whole, to arr in
- * row-major order. */
-static void walk(const struct gtensor *t, const struct box *b, const float *whole, json_t *arr)
-{
-	int64_t idx[BOX_MAXDIM] = { 0 }, vol = box_volume(b);
-
-	for (int64_t i = 0; i < vol; i++) {
-		int64_t g = 0;
-
-		for (int k = 0; k < t->ndim; k++)
-			g = g * t->shape[k] + b->off[k] + idx[k];
-		json_array_append_new(arr, json_real(whole[g]));
-		for (int k = t->ndim - 1; k >= 0; k--) {
-			if (++idx[k] < b->ext[k])
-				break;
-			idx[k] = 0;
-		}
-	}
-}
-
 /* Sequences (arrays of ids) packed into tokens and start; returns the
  * tokens. */
 static int pack(json_t *seqs, int *tokens, int *start)
@@ -139,30 +120,6 @@ static json_t *per_seq(const float *x, const int *start, int B, int from, int cu
 	return out;
 }
 
-/* Every Hugging Face tensor's gradient, by name: its box of the global
- * tensor (one rank holds each whole, at its piece's offset). */
-static json_t *grads(struct probe *pr)
-{
-	json_t *out = json_object();
-
-	for (int id = 0; id < hf_ntensors(&pr->a); id++) {
-		char name[128];
-		struct box b;
-		uint64_t shape[BOX_MAXDIM];
-		int k, ndim;
-		const float *whole = NULL;
-		json_t *arr = json_array();
-
-		hf_tensor(&pr->a, id, name, sizeof name, &k, &b, &ndim, shape);
-		for (size_t i = 0; i < pr->np; i++)
-			if (pr->p[i].tensor == k)
-				whole = pr->g + pr->p[i].local_off;
-		walk(&pr->lo.tensors[k], &b, whole, arr);
-		json_object_set_new(out, name, arr);
-	}
-	return out;
-}
-
 static void score_and_grad(struct probe *pr, json_t *req, json_t *out)
 {
 	json_t *seqs = json_object_get(req, "sequences");
@@ -196,7 +153,7 @@ static void score_and_grad(struct probe *pr, json_t *req, json_t *out)
 	}
 	if (model_backward(&pr->m, &acts, &b, &(struct model_dout){ wl, we, wv }, NULL, &e))
 		die("backward", &e);
-	json_object_set_new(out, "grads", grads(pr));
+	json_object_set_new(out, "grads", hf_json(&pr->lo, pr->g));
 	model_acts_free(&acts);
 	free(tokens);
 	free(start);

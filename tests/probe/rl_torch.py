@@ -79,10 +79,14 @@ def k3(logp, ref):
     return clamp(torch.exp(x) - x - 1, -10.0, 10.0)
 
 
-def gae(case, rewards, values):
+# The formulas on tensors, cfg holding verl's names (CFG's keys), off the
+# responses' offsets, denom the token-mean's denominator; the sections
+# below and tests/torch/compare_trainer.py build on them.
+
+def gae(off, rewards, values, cfg):
     adv = torch.zeros_like(rewards)
-    g, lam = CFG["gamma"], CFG["lam"]
-    for lo, hi in spans(case["off"]):
+    g, lam = cfg["gamma"], cfg["lam"]
+    for lo, hi in spans(off):
         last, next_v = 0.0, 0.0
         for i in range(hi - 1, lo - 1, -1):
             delta = rewards[i] + g * next_v - values[i]
@@ -92,10 +96,10 @@ def gae(case, rewards, values):
     return adv, adv + values
 
 
-def shaped_rewards(case):
-    r = -CFG["kl_coef"] * k1(t(case["logp"]), t(case["ref_logp"]))
-    for b, (lo, hi) in enumerate(spans(case["off"])):
-        r[hi - 1] += case["scores"][b]
+def shaped_rewards(off, logp, ref, scores, cfg):
+    r = -cfg["kl_coef"] * k1(logp, ref)
+    for b, (lo, hi) in enumerate(spans(off)):
+        r[hi - 1] += scores[b]
     return r
 
 
@@ -103,64 +107,58 @@ def whiten(x):
     return (x - x.mean()) / torch.sqrt(x.var(unbiased=True) + 1e-8)
 
 
-def grpo(case, by_std):
-    s, n, off = t(case["scores"]), case["group"], case["off"]
-    adv = torch.zeros(off[-1])
-    for g0 in range(0, len(s), n):
-        grp = s[g0:g0 + n]
+def grpo_advantages(off, scores, group, by_std):
+    adv = torch.zeros(off[-1], dtype=scores.dtype)
+    for g0 in range(0, len(scores), group):
+        grp = scores[g0:g0 + group]
         a = grp - grp.mean()
         if by_std:
             a = a / (grp.std(unbiased=True) + 1e-6)
-        for b in range(n):
+        for b in range(group):
             adv[off[g0 + b]:off[g0 + b + 1]] = a[b]
     return adv
 
 
-def policy(case, adv):
-    logp = t(case["logp"]).requires_grad_()
-    ratio = torch.exp(clamp(logp - t(case["old_logp"]), -20.0, 20.0))
+def policy_loss(logp, old, adv, denom, cfg):
+    """The clipped policy loss with dual clip and its statistics."""
+    ratio = torch.exp(clamp(logp - old, -20.0, 20.0))
     l1 = -adv * ratio
-    l2 = -adv * clamp(ratio, 1 - CFG["clip_ratio_low"], 1 + CFG["clip_ratio_high"])
+    l2 = -adv * clamp(ratio, 1 - cfg["clip_ratio_low"], 1 + cfg["clip_ratio_high"])
     clipped = torch.maximum(l1, l2)
-    dual = torch.minimum(clipped, -adv * CFG["clip_ratio_c"])
+    dual = torch.minimum(clipped, -adv * cfg["clip_ratio_c"])
     per_tok = torch.where(adv < 0, dual, clipped)
-    loss = per_tok.sum() / case["denom"]
-    loss.backward()
+    loss = per_tok.sum() / denom
     stats = dict(pg_loss=loss.item(),
-                 pg_clipfrac=(l2 > l1).double().sum().item() / case["denom"],
-                 pg_clipfrac_lower=((clipped > -adv * CFG["clip_ratio_c"]) & (adv < 0))
-                 .double().sum().item() / case["denom"],
-                 ppo_kl=-clamp(logp - t(case["old_logp"]), -20.0, 20.0).sum().item()
-                 / case["denom"])
-    return loss.item(), logp.grad, stats
+                 pg_clipfrac=(l2 > l1).double().sum().item() / denom,
+                 pg_clipfrac_lower=((clipped > -adv * cfg["clip_ratio_c"]) & (adv < 0))
+                 .double().sum().item() / denom,
+                 ppo_kl=-clamp(logp - old, -20.0, 20.0).sum().item() / denom)
+    return loss, stats
 
 
-def value(case, returns):
-    v = t(case["values"]).requires_grad_()
-    v0 = t(case["old_values"])
-    eps = CFG["cliprange_value"]
+def value_loss(v, v0, returns, denom, cfg):
+    eps = cfg["cliprange_value"]
     vc = torch.maximum(torch.minimum(v, v0 + eps), v0 - eps)
     l1, l2 = (v - returns) ** 2, (vc - returns) ** 2
-    loss = 0.5 * torch.maximum(l1, l2).sum() / case["denom"]
+    loss = 0.5 * torch.maximum(l1, l2).sum() / denom
+    return loss, dict(vf_loss=loss.item(), vf_clipfrac=(l2 > l1).double().sum().item() / denom)
+
+
+def kl_loss(logp, ref, denom, cfg):
+    kl = k3(logp, ref)
+    return cfg["kl_loss_coef"] * kl.sum() / denom, dict(kl_loss=kl.sum().item() / denom)
+
+
+def entropy_bonus(h, denom, cfg):
+    return -cfg["entropy_coeff"] * h.sum() / denom, dict(entropy=h.sum().item() / denom)
+
+
+def section_loss(case, f, x, *args):
+    """f's loss on the case, and its gradient with respect to x."""
+    x = t(x).requires_grad_()
+    loss, stats = f(x, *args, case["denom"], CFG)
     loss.backward()
-    stats = dict(vf_loss=loss.item(),
-                 vf_clipfrac=(l2 > l1).double().sum().item() / case["denom"])
-    return loss.item(), v.grad, stats
-
-
-def kl_loss(case):
-    logp = t(case["logp"]).requires_grad_()
-    kl = k3(logp, t(case["ref_logp"]))
-    loss = CFG["kl_loss_coef"] * kl.sum() / case["denom"]
-    loss.backward()
-    return loss.item(), logp.grad, dict(kl_loss=kl.sum().item() / case["denom"])
-
-
-def entropy(case):
-    h = t(case["entropy"]).requires_grad_()
-    loss = -CFG["entropy_coeff"] * h.sum() / case["denom"]
-    loss.backward()
-    return loss.item(), h.grad, dict(entropy=h.sum().item() / case["denom"])
+    return loss.item(), x.grad, stats
 
 
 def adamw(case):
@@ -217,8 +215,9 @@ def main():
     got = json.loads(subprocess.run([probe], input=json.dumps(case), capture_output=True,
                                     text=True, check=True).stdout)
     cmp = Compare()
-    rewards = shaped_rewards(case)
-    adv, ret = gae(case, rewards, t(case["old_values"]))
+    rewards = shaped_rewards(case["off"], t(case["logp"]), t(case["ref_logp"]),
+                             t(case["scores"]), CFG)
+    adv, ret = gae(case["off"], rewards, t(case["old_values"]), CFG)
     wh = whiten(adv)
     if section == "kl":
         cmp("k1", got["k1"], k1(t(case["logp"]), t(case["ref_logp"])))
@@ -234,14 +233,17 @@ def main():
         cmp("returns", got["returns"], ret)
         cmp("whitened", got["whitened"], wh)
     elif section == "grpo":
-        cmp("grpo", got["grpo"], grpo(case, True))
-        cmp("drgrpo", got["drgrpo"], grpo(case, False))
+        for name, by_std in (("grpo", True), ("drgrpo", False)):
+            cmp(name, got[name], grpo_advantages(case["off"], t(case["scores"]),
+                                                 case["group"], by_std))
     elif section in ("policy", "value", "kl_loss", "entropy"):
         loss, grad, stats = {
-            "policy": lambda: policy(case, t(got["whitened"])),
-            "value": lambda: value(case, t(got["returns"])),
-            "kl_loss": lambda: kl_loss(case),
-            "entropy": lambda: entropy(case),
+            "policy": lambda: section_loss(case, policy_loss, case["logp"],
+                                           t(case["old_logp"]), t(got["whitened"])),
+            "value": lambda: section_loss(case, value_loss, case["values"],
+                                          t(case["old_values"]), t(got["returns"])),
+            "kl_loss": lambda: section_loss(case, kl_loss, case["logp"], t(case["ref_logp"])),
+            "entropy": lambda: section_loss(case, entropy_bonus, case["entropy"]),
         }[section]()
         cmp(f"{section} loss", got[section]["loss"], loss)
         cmp(f"{section} gradient", got[section]["grad"], grad)
