@@ -1359,7 +1359,10 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 				    .same_pool = ms->same_pool, .conf = ms->conf,
 				    .conc = ms->concurrency };
 		f->y[f->nrows + i] = ms->time_s;
-		f->peak[f->nrows + i] = ms->peak_gib * GIB;
+		/* the built-in engine's peaks are its buffers, which its memory
+		 * model counts without coefficients: nothing to calibrate */
+		f->peak[f->nrows + i] = f->cl->engine == CLUSTER_ENGINE_BUILTIN ? NAN :
+					ms->peak_gib * GIB;
 		if (ms->stage == STAGE_INF && train[w->model] >= 0)
 			w->conf = r->ms[train[w->model]].conf;
 		if (ms->stage == STAGE_GEN && home >= 0)
@@ -1481,7 +1484,10 @@ static void part_init(struct fit *f, struct part *pt, bool mem, double decay,
 		if (used[j])
 			pt->q.idx[pt->q.p++] = j;
 		else
-			snprintf(pt->why[j], sizeof pt->why[j], "%s", unused_why[c]);
+			snprintf(pt->why[j], sizeof pt->why[j], "%s",
+				 mem && f->cl->engine == CLUSTER_ENGINE_BUILTIN ?
+				 "the built-in engine's memory model takes no coefficients" :
+				 unused_why[c]);
 	}
 	if (mem)
 		out->peak_rows = pt->rows;
