@@ -13,6 +13,8 @@ void builtin_init(struct builtin *b, const struct job *job, const struct cluster
 {
 	memset(b, 0, sizeof *b);
 	cond_init(&b->c, job, cl);
+	/* the plans it runs are planned for what it holds */
+	b->c.cl.engine = CLUSTER_ENGINE_BUILTIN;
 	b->k = *k;
 	b->ev = ev;
 	b->state = state;

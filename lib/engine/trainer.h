@@ -40,8 +40,9 @@ struct trainer_ms {
 	int model;           /* job model */
 	enum stage stage;
 	double time_s;       /* wall seconds */
-	int64_t peak_bytes;  /* what the process held at its end: every model's
-			      * state and activations, the generator's cache */
+	int64_t peak_bytes;  /* what the process held at its height: every
+			      * model's state, and the stage's own activations
+			      * and gradients, or the generator's */
 };
 
 /* What a step did, for its record. */
@@ -105,8 +106,11 @@ int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err
  * state is not finite. */
 int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e);
 
-/* Bytes the process holds: every model's state and activations, the
- * generator's cache. */
+/* Bytes the process holds now: every model's state, and what the
+ * model-stage running uses beyond it (activations and gradients, or the
+ * generator's cache and activations).  Between model-stages a model holds
+ * its state alone, as on a GPU whose stages take turns, so that a
+ * model-stage's peak is what nereus-plan's memory model predicts for it. */
 int64_t trainer_bytes(const struct trainer *t);
 
 /* A store of the job's models at random from seed (the reference made as
