@@ -670,7 +670,7 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 		return rc;
 	rl_gather((size_t)P, t->zstart, t->zplen, t->off, t->p_logp, t->r_logp);
 	st->sft_loss = -rl_sum(t->off[P], t->r_logp) / (double)t->off[P];
-	rc = opt_step(t, t->actor, &t->job->rl.actor_optim, s, &norm, e);
+	rc = opt_step(t, t->actor, &t->job->rl.sft_optim, s, &norm, e);
 	st->grad_norm = norm;
 	add_ms(st, t->actor, STAGE_TRAIN, t0, stage_end(t, t->actor));
 	return rc;

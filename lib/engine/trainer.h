@@ -13,8 +13,9 @@
  * (clipped value loss), each mini-batch in micro-batches of the plan's
  * size, AdamW after gradient clipping.  During the first sft_steps steps
  * the actor is trained on the prompts' answers instead (cross-entropy, a
- * supervised warm-up); when it ends the reference takes the actor's
- * weights, as an RL run starts from its SFT model.
+ * supervised warm-up, with the job's sft_optim); when it ends the
+ * reference takes the actor's weights, as an RL run starts from its SFT
+ * model.
  *
  * Every random draw is a function of the seed, the step and a global
  * index (rng.h), and nothing else carries over between steps but the

@@ -1016,6 +1016,25 @@ static void test_cost_errors(void)
 	CHECK(same(tail(e.msg), "fit: expected an object, got 1"));
 }
 
+/* The warm-up's optimizer is the actor's but for what "sft_optim" sets. */
+static void test_job_sft_optim(void)
+{
+	static struct job j;
+	struct err e;
+
+	CHECK(load_job(&j, &e, "\"algorithm\": \"grpo\", \"rl\": {\"actor_optim\": {\"lr\": "
+		       "3e-4, \"weight_decay\": 0.1}, \"sft_optim\": {\"lr\": 1e-3}}", ACTOR,
+		       BATCH, NULL) == NR_OK);
+	CHECK(j.rl.actor_optim.adamw.lr == 3e-4 && j.rl.sft_optim.adamw.lr == 1e-3);
+	CHECK(j.rl.sft_optim.adamw.weight_decay == 0.1 && j.rl.sft_optim.grad_clip == 1.0);
+	CHECK(load_job(&j, &e, "\"algorithm\": \"grpo\", \"rl\": {\"actor_optim\": {\"lr\": "
+		       "3e-4}}", ACTOR, BATCH, NULL) == NR_OK);
+	CHECK(memcmp(&j.rl.sft_optim, &j.rl.actor_optim, sizeof j.rl.sft_optim) == 0);
+	CHECK(job_rejects("rl.sft_optim.lr: expected a number from 1e-12 to 10, got 0",
+			  "\"algorithm\": \"grpo\", \"rl\": {\"sft_optim\": {\"lr\": 0}}", ACTOR,
+			  BATCH, NULL));
+}
+
 int main(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -1044,6 +1063,7 @@ int main(void)
 	RUN(test_job_ppo_grpo_rules);
 	RUN(test_job_errors_batch);
 	RUN(test_job_errors_ppo);
+	RUN(test_job_sft_optim);
 	RUN(test_cluster_presets);
 	RUN(test_cluster_gpu_object_and_links);
 	RUN(test_cluster_down);
