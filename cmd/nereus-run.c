@@ -263,7 +263,9 @@ int load_inputs(const struct args *a, struct inputs *in, struct err *e)
 
 	if ((rc = job_load(&in->job, a->job, e)) || (rc = cluster_load(&in->cl, a->cluster, e)))
 		return rc;
-	coef_defaults(&in->k);
+	if (a->engine == ENGINE_BUILTIN)
+		in->cl.engine = CLUSTER_ENGINE_BUILTIN;
+	coef_defaults_for(&in->k, in->cl.engine);
 	if (a->cost && (rc = cost_load(&in->k, a->cost, e)))
 		return rc;
 	if (a->events && (rc = events_load(&in->ev, a->events, &in->cl, a->steps, e)))

@@ -85,6 +85,7 @@ void rl_config_defaults(struct rl_config *c, enum rl_algorithm a)
 	c->entropy_coeff = 0;
 	optim_config_defaults(&c->actor_optim, 1e-6);
 	optim_config_defaults(&c->critic_optim, 1e-5);
+	c->sft_optim = c->actor_optim;
 	c->temperature = 1.0;
 	c->top_p = 1.0;
 	c->top_k = -1;
@@ -133,6 +134,8 @@ int rl_config_check(const struct rl_config *c, struct err *e)
 		return err_prefix(e, "actor_optim");
 	if ((rc = optim_config_check(&c->critic_optim, e)))
 		return err_prefix(e, "critic_optim");
+	if ((rc = optim_config_check(&c->sft_optim, e)))
+		return err_prefix(e, "sft_optim");
 	return NR_OK;
 }
 
@@ -195,8 +198,9 @@ int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_al
 		"gamma", "lam", "norm_adv_by_std_in_grpo", "use_kl_in_reward", "kl_penalty",
 		"kl_coef", "use_kl_loss", "kl_loss_type", "kl_loss_coef", "clip_ratio_low",
 		"clip_ratio_high", "clip_ratio_c", "cliprange_value", "entropy_coeff",
-		"actor_optim", "critic_optim", "temperature", "top_p", "top_k", "sft_steps", NULL };
-	json_t *ao, *co;
+		"actor_optim", "critic_optim", "temperature", "top_p", "top_k", "sft_steps",
+		"sft_optim", NULL };
+	json_t *ao, *co, *so;
 	char p[512];
 	int rc;
 
@@ -225,6 +229,7 @@ int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_al
 	    (rc = jget_num(d, o, path, "entropy_coeff", false, 0, HUGE_VAL, &c->entropy_coeff, e)) ||
 	    (rc = jget_obj(d, o, path, "actor_optim", false, &ao, e)) ||
 	    (rc = jget_obj(d, o, path, "critic_optim", false, &co, e)) ||
+	    (rc = jget_obj(d, o, path, "sft_optim", false, &so, e)) ||
 	    (rc = jget_num(d, o, path, "temperature", false, 0, 100, &c->temperature, e)) ||
 	    (rc = jget_num(d, o, path, "top_p", false, 1e-9, 1, &c->top_p, e)) ||
 	    (rc = jget_int(d, o, path, "top_k", false, -1, 1L << 30, &c->top_k, e)) ||
@@ -238,6 +243,11 @@ int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_al
 		return rc;
 	jpath(p, sizeof p, path, "critic_optim");
 	if (co && (rc = optim_load(d, co, p, &c->critic_optim, e)))
+		return rc;
+	/* the warm-up's optimizer is the actor's but for what it sets */
+	c->sft_optim = c->actor_optim;
+	jpath(p, sizeof p, path, "sft_optim");
+	if (so && (rc = optim_load(d, so, p, &c->sft_optim, e)))
 		return rc;
 	return NR_OK;
 }

@@ -91,8 +91,13 @@ struct rl_config {
 	double top_p;            /* "top_p": 1.0, (0, 1] */
 	long top_k;              /* "top_k": -1 (off), -1 or >= 1 */
 	/* a supervised warm-up: the first sft_steps steps train the actor on
-	 * the prompts' answers (cross-entropy, actor_optim) instead of RL */
+	 * the prompts' answers (cross-entropy) instead of RL, with sft_optim:
+	 * an "sft_optim" object as actor_optim's, each field actor_optim's
+	 * unless given (a warm-up commonly runs at a higher learning rate than
+	 * the RL after it: at the warm-up's rate, Adam follows RL's noisy
+	 * policy gradient away from the warm-up's model) */
 	long sft_steps;          /* "sft_steps": 0, >= 0 */
+	struct optim_config sft_optim;
 };
 
 /* verl's defaults for the algorithm (see each field). */

@@ -21,6 +21,8 @@ void builtin_init(struct builtin *b, const struct job *job, const struct cluster
 	b->job.rl.actor_optim.sched.total_steps = sft + updates;
 	b->job.rl.critic_optim.sched.total_steps = updates;
 	cond_init(&b->c, job, cl);
+	/* the plans it runs are planned for what it holds */
+	b->c.cl.engine = CLUSTER_ENGINE_BUILTIN;
 	b->k = *k;
 	b->ev = ev;
 	b->state = state;

@@ -5,9 +5,12 @@
  * It starts from a state store (nereus-run init, or an import), runs each
  * step with the trainer (trainer.h) under the plan the run gives it, and
  * describes the step in a record: every model-stage's measured wall time
- * and peak memory (what the process holds at its end: every model's state
- * and activations, the generator's cache), the batch as it came out, and
- * the RL figures.  On one process every model-stage runs TP1·PP1·DP1; a
+ * and peak memory (what the process holds at the stage's height: every
+ * model's state and the stage's own activations, gradients or generation
+ * cache; trainer_bytes), the batch as it came out, and
+ * the RL figures.  Its conditions name it as the cluster's engine, so the
+ * plans the run chooses are planned with the built-in engine's memory
+ * model (plan/memory.h).  On one process every model-stage runs TP1·PP1·DP1; a
  * plan that asks for more is refused by name.  Saving writes the state
  * with the run object the run continues from: the next step and every
  * optimizer's step count. */

@@ -53,6 +53,15 @@ void generator_free(struct generator *g)
 	memset(g, 0, sizeof *g);
 }
 
+int64_t generator_bytes(const struct generator *g)
+{
+	int64_t n = g->max_seqs, vp = g->m ? g->m->c.vocab_padded : 0;
+	int64_t kv = 2 * (int64_t)g->kv.layers * g->kv.slots * (int64_t)g->kv.slot_stride;
+
+	return (int64_t)sizeof(float) * ((int64_t)g->acts.floats + kv + n * vp) +
+	       (int64_t)sizeof *g->cand * vp + (int64_t)sizeof(int) * (7 * n + 1);
+}
+
 /* --- sampling ------------------------------------------------------------------------------ */
 
 /* Larger z first, then the lower id: a total order, so equal inputs

@@ -78,6 +78,8 @@ struct generator {
 int generator_init(struct generator *g, struct decoder *m, int max_seqs, int max_len,
 		   int max_prompt_tokens, struct err *e);
 void generator_free(struct generator *g);
+/* Bytes g holds: its activations, KV cache, logits and scratch. */
+int64_t generator_bytes(const struct generator *g);
 
 /* Generate for every prompt of r.  NR_EINPUT for a prompt that is empty,
  * longer than the context, or holds ids outside the vocabulary; NR_EIO

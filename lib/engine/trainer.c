@@ -50,29 +50,37 @@ int64_t trainer_bytes(const struct trainer *t)
 		if (t->open[i])
 			b += lm_bytes(&t->m[i]);
 	if (t->has_gen)
-		b += (int64_t)sizeof(float) *
-		     ((int64_t)t->gen.acts.floats + 2 * (int64_t)t->gen.kv.layers *
-		      (int64_t)t->gen.kv.slots * (int64_t)t->gen.kv.slot_stride);
+		b += generator_bytes(&t->gen);
 	return b;
 }
 
-static void add_ms(struct trainer *t, struct trainer_stats *st, int model, enum stage stage,
-		   double t0)
+/* The end of a model-stage of model mi: what the process holds at its
+ * height, before the stage's activations and gradients go. */
+static int64_t stage_end(struct trainer *t, int mi)
+{
+	int64_t b = trainer_bytes(t);
+
+	lm_release(&t->m[mi]);
+	return b;
+}
+
+static void add_ms(struct trainer_stats *st, int model, enum stage stage, double t0,
+		   int64_t peak)
 {
 	struct trainer_ms *ms;
 
 	for (int i = 0; i < st->nms; i++)
 		if (st->ms[i].model == model && st->ms[i].stage == stage) {
 			st->ms[i].time_s += now() - t0;
-			if (trainer_bytes(t) > st->ms[i].peak_bytes)
-				st->ms[i].peak_bytes = trainer_bytes(t);
+			if (peak > st->ms[i].peak_bytes)
+				st->ms[i].peak_bytes = peak;
 			return;
 		}
 	ms = &st->ms[st->nms++];
 	ms->model = model;
 	ms->stage = stage;
 	ms->time_s = now() - t0;
-	ms->peak_bytes = trainer_bytes(t);
+	ms->peak_bytes = peak;
 }
 
 /* A NaN or an infinity in what a step computes stops the run there: a
@@ -217,15 +225,10 @@ int trainer_open(struct trainer *t, const struct job *job, const char *store, co
 		reference_as_actor(job, t->ref, t->actor, t->m);
 	if (rc == NR_OK)
 		rc = alloc_step(t, e);
-	if (rc == NR_OK)
-		rc = generator_init(&t->gen, &t->m[t->actor].dec,
-				    (int)(job->prompts_per_step * job->samples_per_prompt), max_len(t),
-				    (int)(job->prompts_per_step * job->prompt_len), e);
-	t->has_gen = rc == NR_OK;
+	/* between stages a model holds its state alone */
 	for (int i = 0; i < job->nmodels && rc == NR_OK; i++)
 		if (t->open[i])
-			rc = lm_acts(&t->m[i], t->mb[i] * max_len(t), max_len(t),
-				     job->models[i].stages[STAGE_TRAIN], e);
+			lm_release(&t->m[i]);
 	if (rc)
 		trainer_close(t);
 	return rc;
@@ -341,11 +344,27 @@ static int run_forward(struct trainer *t, int mi, int b0, int b1, bool training,
 	return rc;
 }
 
+/* Activations for micro-batches of model mi out of sequences (for a
+ * backward when training, with the gradients): the plan's micro-batch
+ * of sequences at their longest. */
+static int stage_begin(struct trainer *t, int mi, int sequences, bool training, struct err *e)
+{
+	int mb = t->mb[mi] < sequences ? t->mb[mi] : sequences;
+	int rc = lm_acts(&t->m[mi], (mb > 0 ? mb : 1) * max_len(t), max_len(t), training, e);
+
+	if (rc == NR_OK && training)
+		rc = lm_grads(&t->m[mi], e);
+	return rc;
+}
+
 /* Model mi's forward over every sequence, in micro-batches. */
 static int forward_all(struct trainer *t, int mi, float temp, struct err *e)
 {
 	int *rel = malloc(((size_t)t->mb[mi] + 1) * sizeof *rel), rc = rel ? NR_OK : oom(e);
 	struct batch bt;
+
+	if (rc == NR_OK)
+		rc = stage_begin(t, mi, t->B, false, e);
 
 	for (int b0 = 0; b0 < t->B && rc == NR_OK; b0 += t->mb[mi]) {
 		int b1 = b0 + t->mb[mi] < t->B ? b0 + t->mb[mi] : t->B;
@@ -413,7 +432,10 @@ int trainer_grads(struct trainer *t, int mi, int k, struct rl_stats *st, struct 
 
 	minibatch(t, k, &s0, &s1);
 	denom = (double)(t->off[s1] - t->off[s0]);
-	memset(m->st.grad, 0, m->st.len[KIND_WEIGHT] * sizeof *m->st.grad);
+	if (rc == NR_OK)
+		rc = stage_begin(t, mi, s1 - s0, true, e);
+	if (rc == NR_OK)
+		memset(m->st.grad, 0, m->st.len[KIND_WEIGHT] * sizeof *m->st.grad);
 	for (int b0 = s0; b0 < s1 && rc == NR_OK && denom > 0; b0 += t->mb[mi]) {
 		int b1 = b0 + t->mb[mi] < s1 ? b0 + t->mb[mi] : s1, p0 = t->start[b0];
 		size_t base = t->off[b0], nt = t->off[b1] - base, B = (size_t)(b1 - b0);
@@ -490,14 +512,23 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)max_new(t), .neos = 1,
 		.eos = { t->tok.eos }, .seed = job->data.seed, .step = (uint64_t)s };
 	double t0 = now(), sum = 0;
+	int64_t peak;
 	int rc;
 
 	pack_prompts(t, s, P, n);
-	rc = generate(&t->gen, &(struct gen_request){ t->B, t->tokens, t->start, NULL }, &gp,
-		      &(struct gen_result){ t->gen_tok, t->gen_lp, t->gen_len }, e);
+	/* the KV cache and the engine's activations live for the stage */
+	rc = generator_init(&t->gen, &t->m[t->actor].dec, t->B, max_len(t),
+			    (int)(job->prompts_per_step * job->prompt_len), e);
+	t->has_gen = rc == NR_OK;
+	if (rc == NR_OK)
+		rc = generate(&t->gen, &(struct gen_request){ t->B, t->tokens, t->start, NULL },
+			      &gp, &(struct gen_result){ t->gen_tok, t->gen_lp, t->gen_len }, e);
 	if (rc)
 		return err_prefix(e, "step %ld: generation", s);
-	add_ms(t, st, t->actor, STAGE_GEN, t0);
+	peak = trainer_bytes(t);
+	generator_free(&t->gen);
+	t->has_gen = false;
+	add_ms(st, t->actor, STAGE_GEN, t0, peak);
 	pack_sequences(t, s, P, n);
 	/* scores: the rule on each decoded response, or the reward model */
 	t0 = now();
@@ -508,7 +539,7 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 			t->scores[b] = t->p_val[t->start[b + 1] - 1];
 		if ((rc = check_finite(t->scores, (size_t)t->B, s, "the reward model's scores", e)))
 			return rc;
-		add_ms(t, st, t->reward, STAGE_INF, t0);
+		add_ms(st, t->reward, STAGE_INF, t0, stage_end(t, t->reward));
 	} else {
 		for (int b = 0; b < t->B && rc == NR_OK; b++) {
 			const int32_t *g = t->gen_tok + (size_t)b * (size_t)max_new(t);
@@ -543,7 +574,7 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->old_logp);
 		if ((rc = check_finite(t->old_logp, t->off[t->B], s, "the actor's log-probs", e)))
 			return rc;
-		add_ms(t, st, t->actor, STAGE_INF, t0);
+		add_ms(st, t->actor, STAGE_INF, t0, stage_end(t, t->actor));
 	} else {
 		for (int b = 0; b < t->B; b++)
 			memcpy(t->old_logp + t->off[b], t->gen_lp + (size_t)b * (size_t)max_new(t),
@@ -557,7 +588,7 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		if ((rc = check_finite(t->ref_logp, t->off[t->B], s, "the reference's log-probs",
 				       e)))
 			return rc;
-		add_ms(t, st, t->ref, STAGE_INF, t0);
+		add_ms(st, t->ref, STAGE_INF, t0, stage_end(t, t->ref));
 	} else {
 		memcpy(t->ref_logp, t->old_logp, t->off[t->B] * sizeof *t->ref_logp);
 	}
@@ -568,7 +599,7 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_val, t->values);
 		if ((rc = check_finite(t->values, t->off[t->B], s, "the critic's values", e)))
 			return rc;
-		add_ms(t, st, t->critic, STAGE_INF, t0);
+		add_ms(st, t->critic, STAGE_INF, t0, stage_end(t, t->critic));
 	}
 	return NR_OK;
 }
@@ -612,11 +643,11 @@ static int rl_updates(struct trainer *t, long s, struct trainer_stats *st, struc
 			rc = update(t, t->actor, k, s, &a, &norm, e);
 			norms += norm;
 			updates++;
-			add_ms(t, st, t->actor, STAGE_TRAIN, t0);
+			add_ms(st, t->actor, STAGE_TRAIN, t0, stage_end(t, t->actor));
 			if (rc == NR_OK && t->critic >= 0 && job->models[t->critic].stages[STAGE_TRAIN]) {
 				t0 = now();
 				rc = update(t, t->critic, k, s, &v, &norm, e);
-				add_ms(t, st, t->critic, STAGE_TRAIN, t0);
+				add_ms(st, t->critic, STAGE_TRAIN, t0, stage_end(t, t->critic));
 			}
 		}
 	if (rc)
@@ -670,6 +701,8 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 		t->zstart[b] = (size_t)t->start[b];
 		t->zplen[b] = b < P ? (size_t)t->plen[b] : 0;
 	}
+	if ((rc = stage_begin(t, t->actor, P, true, e)))
+		return rc;
 	memset(m->st.grad, 0, m->st.len[KIND_WEIGHT] * sizeof *m->st.grad);
 	for (size_t i = 0; i < t->off[P]; i++)
 		t->r_dlogp[i] = -1.0f / (float)t->off[P];
@@ -695,9 +728,9 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 	if (!isfinite(st->sft_loss))
 		return err_set(e, NR_EIO, "step %ld: the warm-up's loss is %g, not finite; the "
 			       "actor was not updated", s, st->sft_loss);
-	rc = opt_step(t, t->actor, &t->job->rl.actor_optim, s, &norm, e);
+	rc = opt_step(t, t->actor, &t->job->rl.sft_optim, s, &norm, e);
 	st->grad_norm = norm;
-	add_ms(t, st, t->actor, STAGE_TRAIN, t0);
+	add_ms(st, t->actor, STAGE_TRAIN, t0, stage_end(t, t->actor));
 	return rc;
 }
 

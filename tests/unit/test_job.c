@@ -767,6 +767,12 @@ static void test_cluster_presets(void)
 	CHECK(cluster_gpus(&c) == 64 && cluster_gpus_up(&c) == 64);
 	CHECK(strcmp(c.gpu.model, "H100-SXM") == 0);
 	CHECK(c.gpu.mem_gib == 80 && c.gpu.tflops == 989 && c.gpu.hbm_gbps == 3350);
+	CHECK(c.engine == CLUSTER_ENGINE_MEGATRON);
+	CHECK(load_cluster(&c, &e, "\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": \"H100-SXM\", "
+			   "\"engine\": \"builtin\"") == NR_OK);
+	CHECK(c.engine == CLUSTER_ENGINE_BUILTIN);
+	CHECK(load_cluster(&c, &e, "\"nodes\": 8, \"gpus_per_node\": 8, \"gpu\": \"H100-SXM\"") ==
+	      NR_OK);
 	/* NVLink 4: 450 GB/s per direction; a 400 Gb/s NIC ≈ 48 GB/s; PCIe 50 */
 	CHECK(c.intra_gbps == 450 && c.inter_gbps == 48 && c.host_gbps == 50);
 	CHECK(c.headroom == 0.05 && c.host_mem_gib == 1024);
@@ -918,7 +924,11 @@ static void test_cluster_errors(void)
 	snprintf(body, sizeof body, "\"nodes\": 1, \"gpus_per_node\": 8, %s, \"gpus\": 8", gpu);
 	CHECK(cluster_rejects(&c, body, "gpus: unknown field (expected one of: nereus, kind, "
 			      "name, nodes, gpus_per_node, gpu, links, host_memory_gib, "
-			      "memory_headroom, down)"));
+			      "memory_headroom, engine, down)"));
+	snprintf(body, sizeof body, "\"nodes\": 1, \"gpus_per_node\": 8, %s, "
+		 "\"engine\": \"vllm\"", gpu);
+	CHECK(cluster_rejects(&c, body, "engine: expected one of megatron, builtin, got "
+			      "\"vllm\""));
 }
 
 /* --- cost documents ----------------------------------------------------- */
@@ -1006,6 +1016,25 @@ static void test_cost_errors(void)
 	CHECK(same(tail(e.msg), "fit: expected an object, got 1"));
 }
 
+/* The warm-up's optimizer is the actor's but for what "sft_optim" sets. */
+static void test_job_sft_optim(void)
+{
+	static struct job j;
+	struct err e;
+
+	CHECK(load_job(&j, &e, "\"algorithm\": \"grpo\", \"rl\": {\"actor_optim\": {\"lr\": "
+		       "3e-4, \"weight_decay\": 0.1}, \"sft_optim\": {\"lr\": 1e-3}}", ACTOR,
+		       BATCH, NULL) == NR_OK);
+	CHECK(j.rl.actor_optim.adamw.lr == 3e-4 && j.rl.sft_optim.adamw.lr == 1e-3);
+	CHECK(j.rl.sft_optim.adamw.weight_decay == 0.1 && j.rl.sft_optim.grad_clip == 1.0);
+	CHECK(load_job(&j, &e, "\"algorithm\": \"grpo\", \"rl\": {\"actor_optim\": {\"lr\": "
+		       "3e-4}}", ACTOR, BATCH, NULL) == NR_OK);
+	CHECK(memcmp(&j.rl.sft_optim, &j.rl.actor_optim, sizeof j.rl.sft_optim) == 0);
+	CHECK(job_rejects("rl.sft_optim.lr: expected a number from 1e-12 to 10, got 0",
+			  "\"algorithm\": \"grpo\", \"rl\": {\"sft_optim\": {\"lr\": 0}}", ACTOR,
+			  BATCH, NULL));
+}
+
 int main(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -1034,6 +1063,7 @@ int main(void)
 	RUN(test_job_ppo_grpo_rules);
 	RUN(test_job_errors_batch);
 	RUN(test_job_errors_ppo);
+	RUN(test_job_sft_optim);
 	RUN(test_cluster_presets);
 	RUN(test_cluster_gpu_object_and_links);
 	RUN(test_cluster_down);
