@@ -156,7 +156,7 @@ static int run(const struct args *a)
 
 	if ((rc = job_load(&job, a->job, &e)) || (rc = cluster_load(&cl, a->cluster, &e)))
 		return report(&e);
-	coef_defaults(&k);
+	coef_defaults_for(&k, cl.engine);
 	if (a->cost && (rc = cost_load(&k, a->cost, &e)))
 		return report(&e);
 	if (a->current && (rc = plan_load(&v, &cur, a->current, &e)))

@@ -623,8 +623,10 @@ static int cmd_fit(int argc, char **argv)
 		goto fail;
 	}
 	fit_prior_defaults(&prior);
-	if ((rc = job_load(job, a.job, &e)) || (rc = cluster_load(cl, a.cluster, &e)) ||
-	    (a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
+	if ((rc = job_load(job, a.job, &e)) || (rc = cluster_load(cl, a.cluster, &e)))
+		goto fail;
+	coef_defaults_for(&prior.k, cl->engine);
+	if ((a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
 	    (rc = out_check(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)))
 		goto fail;
 	rd.skip_bad = a.skip_bad;

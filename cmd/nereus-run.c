@@ -1,7 +1,10 @@
-/* nereus-run: run a job step by step on an engine (the simulator, for now),
- * changing plans as the controller decides or as a plan file another
- * process replaces says; and `compare`, the policies side by side on one
- * trace.  Options → library calls → step records and a summary. */
+/* nereus-run: run a job step by step on an engine (the simulator, or the
+ * built-in engine that trains it on this process), changing plans as the
+ * controller decides or as a plan file another process replaces says; and
+ * the subcommands (cmd/nereus-run/): `compare`, the policies side by side
+ * on one trace, and the built-in engine's `init`, `generate` and `score`.
+ * Options → library calls → step records and a summary. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -28,18 +31,24 @@ static const char usage[] =
 	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
 	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
 	"                  [--quiet]\n"
+	"       nereus-run --engine builtin --job FILE --cluster FILE --state STORE\n"
+	"                  --steps N [--save DIR] [--save-every K] [--records FILE]\n"
+	"                  [--resume] [the options above but --seed and --noise]\n"
+	"       nereus-run init --job FILE [--seed S] -o STORE\n"
+	"       nereus-run generate|score --state STORE --prompts FILE [...]\n"
 	"       nereus-run compare --job FILE --cluster FILE [--events FILE]\n"
 	"                  --steps N [--seed S] [--noise F] [--every K] [--min-gain F]\n"
 	"                  [--cost FILE] [--charge graph|bound] [--out-dir DIR]\n"
 	"\n"
-	"  --engine sim        the simulation engine (the only one in this build)\n"
+	"  --engine E          sim (the default): the simulator; builtin: train the job\n"
+	"                      for real on this process\n"
 	"  --job FILE          the job document\n"
 	"  --cluster FILE      the cluster document at the start of the run\n"
 	"  --events FILE       the event trace (JSON Lines, nereus-events(5))\n"
 	"  --steps N           the run's length in steps\n"
-	"  --seed S            seed of the stage-time noise (default 1)\n"
+	"  --seed S            seed of the stage-time noise (default 1; sim only)\n"
 	"  --noise F           log-normal spread of stage times, about their relative\n"
-	"                      standard deviation (default 0)\n"
+	"                      standard deviation (default 0; sim only)\n"
 	"  --every K           the controller also runs every K steps (default 10; 0: only\n"
 	"                      when conditions change)\n"
 	"  --min-gain F        fraction of step time a switch must save (default 0.01)\n"
@@ -49,9 +58,15 @@ static const char usage[] =
 	"  --plan FILE         follow the plan in FILE instead of the controller; switch\n"
 	"                      when another process renames a new plan over it\n"
 	"  --cost FILE         the cost model's coefficients (default: built-in priors)\n"
+	"  --state STORE       builtin: the state store the run starts from (nereus-run\n"
+	"                      init makes one; with --resume, the one it saved)\n"
+	"  --save DIR          builtin: save the state as DIR/step-NNNNNN (the step it\n"
+	"                      continues at) when the run ends or stops\n"
+	"  --save-every K      builtin: also after every K-th step\n"
 	"  --records FILE      write step records to FILE, replacing it (appending with\n"
 	"                      --resume; default: standard output)\n"
 	"  --resume            continue the run whose records are in --records FILE\n"
+	"                      (builtin: from the store --state, which --save wrote)\n"
 	"  --until STEP        stop before STEP (resume later with --resume)\n"
 	"  --summary FILE      write the summary document to FILE\n"
 	"  --svg FILE          draw step latency over the run\n"
@@ -65,8 +80,11 @@ static const char usage[] =
 	"  -h, --help          show this help\n"
 	"  -V, --version       show the version\n"
 	"\n"
+	"'nereus-run init --help' (and generate, score) say what the subcommands take.\n"
+	"\n"
 	"Exit status: 0 the run finished or stopped at --until, 2 bad usage or input,\n"
-	"4 runtime or I/O failure; interrupted, it dies of the signal after the summary.\n";
+	"4 runtime or I/O failure (builtin: a value that is not finite); interrupted,\n"
+	"it dies of the signal after the summary.\n";
 
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
@@ -158,6 +176,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_SEED:
 			if ((rc = parse_long("--seed", optarg, 0, 1L << 62, &a->seed)))
 				return rc;
+			a->seed_given = true;
 			break;
 		case OPT_EVERY:
 			if ((rc = parse_long("--every", optarg, 0, 100000000, &a->every)))
@@ -218,6 +237,9 @@ static int parse(int argc, char **argv, struct args *a)
 		return usage_error("--save-every saves into --save DIR");
 	if (a->engine == ENGINE_BUILTIN && a->noise > 0)
 		return usage_error("--noise is the simulator's: the built-in engine measures");
+	if (a->engine == ENGINE_BUILTIN && a->seed_given)
+		return usage_error("--seed is the simulator's: the built-in engine draws from the "
+				   "job's \"data\": {\"seed\"}");
 	if (a->resume && (!a->records || strcmp(a->records, "-") == 0))
 		return usage_error("--resume continues the records in --records FILE");
 	if (a->plan && a->policy)
@@ -241,7 +263,9 @@ int load_inputs(const struct args *a, struct inputs *in, struct err *e)
 
 	if ((rc = job_load(&in->job, a->job, e)) || (rc = cluster_load(&in->cl, a->cluster, e)))
 		return rc;
-	coef_defaults(&in->k);
+	if (a->engine == ENGINE_BUILTIN)
+		in->cl.engine = CLUSTER_ENGINE_BUILTIN;
+	coef_defaults_for(&in->k, in->cl.engine);
 	if (a->cost && (rc = cost_load(&in->k, a->cost, e)))
 		return rc;
 	if (a->events && (rc = events_load(&in->ev, a->events, &in->cl, a->steps, e)))
@@ -283,6 +307,35 @@ static int save(struct out *o, long next, struct err *e)
 		return rc;
 	o->saved = next;
 	return NR_OK;
+}
+
+/* --save DIR: the stores this run will write, from step `from` on, must
+ * not be there already (a store is never overwritten), so that a run that
+ * cannot save fails before it trains, not after. */
+static int check_saves(const struct args *a, long from, struct err *e)
+{
+	long end = a->until && a->until < a->steps ? a->until : a->steps, k;
+	DIR *d = opendir(a->save);
+	struct dirent *de;
+	char name[32], tail;
+	int rc = NR_OK;
+
+	if (!d)
+		return errno == ENOENT ? NR_OK : err_set(e, errno == ENOTDIR ? NR_EINPUT : NR_EIO,
+							  "cannot save into '%s': %s", a->save,
+							  strerror(errno));
+	while (rc == NR_OK && (de = readdir(d))) {
+		if (sscanf(de->d_name, "step-%ld%c", &k, &tail) != 1 || k <= from || k > end ||
+		    (k != end && (!a->save_every || k % a->save_every != 0)))
+			continue;
+		snprintf(name, sizeof name, "step-%06ld", k);
+		if (strcmp(name, de->d_name) == 0)
+			rc = err_set(e, NR_EINPUT, "'%s/%s' already exists, and this run would save "
+				     "step %ld there; a store is never overwritten: remove it or "
+				     "choose another --save DIR", a->save, name, k);
+	}
+	closedir(d);
+	return rc;
 }
 
 int emit(void *arg, const struct step_record *r, struct err *e)
@@ -443,7 +496,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	int rc;
 
 	if (a->engine == ENGINE_BUILTIN) {
-		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state);
+		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
 		eng = builtin_engine(&bi);
 		o.bi = &bi;
 	} else {
@@ -473,11 +526,13 @@ static int run_one(const struct args *a, struct inputs *in)
 	}
 	/* an output that cannot be written fails now, not after the run */
 	if ((a->summary && (rc = out_check(a->summary, &e))) ||
-	    (a->svg && (rc = out_check(a->svg, &e))) || (a->now && (rc = check_dir(a->now, &e))))
+	    (a->svg && (rc = out_check(a->svg, &e))) || (a->now && (rc = check_dir(a->now, &e))) ||
+	    (a->save && !a->resume && (rc = check_saves(a, 0, &e))))
 		goto out;
 	if (a->resume) {
 		if ((rc = records_load(&rs, a->records, &in->job, &e)) ||
 		    (a->engine == ENGINE_BUILTIN && (rc = resume_builtin(a, &rs, &e))) ||
+		    (a->save && (rc = check_saves(a, rs.n, &e))) ||
 		    (rc = run_resume(&r, &rs, a->records, &e)) ||
 		    (truncate(a->records, (off_t)rs.bytes) != 0 &&
 		     (rc = err_set(&e, NR_EIO, "cannot truncate '%s': %s", a->records,

@@ -1,7 +1,9 @@
 #!/bin/sh
 # The shipped example, end to end: plan an 8B PPO job on 64 H100s, compare
 # it with the verl and OpenRLHF layouts, then lose a node and two GPUs and
-# let nereus-plan decide whether (and how) to switch.  `make demo` runs it.
+# let nereus-plan decide whether (and how) to switch; last, train a small
+# model for real on this machine with GRPO (the built-in engine) and show
+# its reward curve.  `make demo` runs it.
 set -u
 cd "$(dirname "$0")" || exit 4
 [ -n "${NEREUS_BUILD:-}" ] && PATH="$NEREUS_BUILD:$PATH"
@@ -32,3 +34,50 @@ case $rc in
 1) echo "-> keep the current plan (exit 1)" ;;
 *) exit $rc ;;
 esac
+
+# A real run: jobs/demo-add.json, a small GRPO actor learning single-digit
+# sums (tasks/add.jsonl) on one process, a supervised warm-up first.  The
+# cluster is this machine as one device running the built-in engine.
+job=jobs/demo-add.json
+steps=200
+svg=${TMPDIR:-/tmp}/nereus-demo-reward.svg
+cat > "$out/cpu.json" <<'EOF'
+{ "nereus": 1, "kind": "cluster", "name": "this-machine", "nodes": 1, "gpus_per_node": 1,
+  "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.05, "hbm_gbps": 10 },
+  "engine": "builtin" }
+EOF
+echo
+echo "== a real GRPO run on this machine: $job, $steps steps"
+nereus-run init --job "$job" -o "$out/store" || exit $?
+start=$(date +%s)
+nereus-run --engine builtin --job "$job" --cluster "$out/cpu.json" --state "$out/store" \
+	--steps "$steps" --records "$out/steps.jsonl" --svg "$svg" -q || exit $?
+took=$(($(date +%s) - start))
+# the mean reward of each block of ten steps, from the step records' "rl"
+awk -v took="$took" '
+function num(key,   m) {
+	if (!match($0, "\"" key "\": *-?[0-9.eE+-]+"))
+		return 0
+	m = substr($0, RSTART, RLENGTH)
+	sub(/.*: */, "", m)
+	return m + 0
+}
+{
+	b = int((NR - 1) / 10)
+	sum[b] += num("reward_mean")
+	n[b]++
+	sft[b] += $0 ~ /"phase": *"sft"/
+	last = b
+}
+END {
+	print "steps     phase   mean reward"
+	for (b = 0; b <= last; b++) {
+		bar = ""
+		for (i = 0; i < int(50 * sum[b] / n[b] + 0.5); i++)
+			bar = bar "#"
+		printf "%3d-%-4d  %-6s  %.3f %s\n", 10 * b, 10 * b + n[b] - 1,
+		       sft[b] == n[b] ? "SFT" : sft[b] ? "SFT/RL" : "RL", sum[b] / n[b], bar
+	}
+	printf "%d steps in %d s (SFT: the supervised warm-up; RL: GRPO)\n", NR, took
+}' "$out/steps.jsonl"
+echo "the reward curve, drawn: $svg"

@@ -89,11 +89,26 @@ zsh_offers() {
 	assert_output 'docs job.json notes.txt'
 }
 
-@test "bash: nereus-run, and nereus-run compare" {
+@test "bash: nereus-run and its subcommands" {
 	run bash_offers nereus-run ''
-	assert_output 'compare'
+	assert_output 'compare generate init score'
 	run bash_offers nereus-run --
-	assert_output '--charge --cluster --cost --engine --events --every --help --job --min-gain --noise --now --pace --plan --policy --quiet --records --resume --seed --steps --summary --svg --until --version'
+	assert_output '--charge --cluster --cost --engine --events --every --help --job --min-gain --noise --now --pace --plan --policy --quiet --records --resume --save --save-every --seed --state --steps --summary --svg --until --version'
+	run bash_offers nereus-run --engine ''
+	assert_output 'builtin sim'
+	run bash_offers nereus-run --engine builtin --state ''
+	assert_output 'docs'
+	run bash_offers nereus-run init --
+	assert_output '--help --job --output --seed --version'
+	run bash_offers nereus-run generate --
+	assert_output '--help --max-new --model --output --prompts --seed --state --temperature --tokenizer --top-k --top-p --version'
+	run bash_offers nereus-run score --
+	assert_output '--help --model --output --prompts --state --tokenizer --version'
+	run bash_offers nereus-run score --tokenizer ''
+	assert_output 'docs job.json'
+	touch prompts.jsonl
+	run bash_offers nereus-run generate --prompts ''
+	assert_output 'docs prompts.jsonl'
 	run bash_offers nereus-run compare --
 	assert_output '--charge --cluster --cost --events --every --help --job --min-gain --noise --out-dir --seed --steps --version'
 	run bash_offers nereus-run --policy ''
@@ -104,11 +119,26 @@ zsh_offers() {
 	assert_output 'docs'
 }
 
-@test "zsh: nereus-run, and nereus-run compare" {
+@test "zsh: nereus-run and its subcommands" {
 	run zsh_offers nereus-run ''
-	assert_output 'compare'
+	assert_output 'compare generate init score'
 	run zsh_offers nereus-run --
-	assert_output '--charge --cluster --cost --engine --events --every --help --job --min-gain --noise --now --pace --plan --policy --quiet --records --resume --seed --steps --summary --svg --until --version'
+	assert_output '--charge --cluster --cost --engine --events --every --help --job --min-gain --noise --now --pace --plan --policy --quiet --records --resume --save --save-every --seed --state --steps --summary --svg --until --version'
+	run zsh_offers nereus-run --engine ''
+	assert_output 'builtin sim'
+	run zsh_offers nereus-run --engine builtin --state ''
+	assert_output 'docs'
+	run zsh_offers nereus-run init --
+	assert_output '--help --job --output --seed --version'
+	run zsh_offers nereus-run generate --
+	assert_output '--help --max-new --model --output --prompts --seed --state --temperature --tokenizer --top-k --top-p --version'
+	run zsh_offers nereus-run score --
+	assert_output '--help --model --output --prompts --state --tokenizer --version'
+	run zsh_offers nereus-run score --tokenizer ''
+	assert_output 'docs job.json'
+	touch prompts.jsonl
+	run zsh_offers nereus-run generate --prompts ''
+	assert_output 'docs prompts.jsonl'
 	run zsh_offers nereus-run compare --
 	assert_output '--charge --cluster --cost --events --every --help --job --min-gain --noise --out-dir --seed --steps --version'
 	run zsh_offers nereus-run --policy ''

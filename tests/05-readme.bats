@@ -39,7 +39,7 @@ json() {
 		fi
 		[ "$status" -eq 0 ] || fail "$block exits $status: $(cat "$block") $stderr"
 	done
-	[ "$n" -eq 8 ]
+	[ "$n" -eq 10 ]
 	# the plan, the decision it branched on, the hardware record
 	[ "$(json plan.json 'd["kind"]')" = plan ]
 	[ "$(json hardware.json 'sorted(d)')" = "['hardware', 'kind', 'nereus']" ]
@@ -52,6 +52,9 @@ json() {
 	[ -f cost.json ] && [ ! -e next.json ]
 	[ "$(json plan.json '"3" in str([p["gpus"] for p in d["pools"]])')" = False ] ||
 		fail "plan.json after cron: $(json plan.json '[p["gpus"] for p in d["pools"]]')"
+	# training for real: ten records, a store every five steps
+	[ "$(wc -l < repeat.jsonl)" -eq 10 ]
+	[ "$(ls repeat-saved | paste -sd ' ')" = "step-000005 step-000010" ]
 }
 
 @test "the hardware record changes no plan, as the README says" {

@@ -522,8 +522,11 @@ run_example() {
 		*) run_example "$ex" ;;
 		esac
 	done
-	# the first example is the shipped file, byte for byte
+	# the first example is the shipped file, byte for byte, and so is the
+	# built-in engine's, which trained two steps
 	cmp ex-1.json "$EXAMPLES/jobs/ppo-llama3-8b.json"
+	cmp ex-4.json "$EXAMPLES/jobs/grpo-repeat.json"
+	[ "$(wc -l < steps.jsonl)" -eq 2 ]
 }
 
 @test "every EXAMPLES entry of nereus-cluster(5) runs" {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # nereus-run(1) with the controller: the simulation engine, the records and
 # the summary, events, pauses, bad input, interruption and --resume, and
-# every EXAMPLE of nereus-run(1) and nereus-events(5).
+# every EXAMPLE of nereus-run(1) (the built-in engine's too) and
+# nereus-events(5).
 
 bats_require_minimum_version 1.5.0
 
@@ -256,11 +257,15 @@ JSON
 		done < <(sed -n '/^# EXAMPLES/,/^# /{s/^\t\$ //p}' \
 			"$BATS_TEST_DIRNAME/../man/$page.scd")
 	done
-	[ "$n" -eq 12 ]
+	[ "$n" -eq 17 ]
 	[ -s steps.jsonl ] && [ -s summary.json ] && [ "$(head -c 4 run.svg)" = '<svg' ]
 	[ "$(ls policies | wc -l)" -eq 18 ]
 	[ "$(wc -l < half.jsonl)" -eq 200 ]
 	[ -s a100-trace.jsonl ] && [ -s remaining-steps ]
+	# the built-in engine's: a store, 20 records, the saves, and a resumed run
+	[ -f ppo-state/manifest.json ]
+	[ "$(wc -l < ppo-steps.jsonl)" -eq 20 ]
+	[ "$(ls ppo-saved)" = "$(printf 'step-000010\nstep-000020')" ]
 }
 
 @test "a trace with events past --steps: a warning, and the run without them" {

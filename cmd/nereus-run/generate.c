@@ -36,6 +36,7 @@ static const char generate_usage[] =
 	"                      store nereus-run init made)\n"
 	"  -o, --output FILE   write the lines to FILE (default: standard output)\n"
 	"  -h, --help          show this help\n"
+	"  -V, --version       show the version\n"
 	"\n"
 	"Exit status: 0 every prompt ran, 2 bad usage or input, 4 runtime or I/O failure.\n";
 
@@ -60,6 +61,7 @@ static int parse(int argc, char **argv, bool score, struct gargs *a)
 		{ "tokenizer", required_argument, NULL, 'T' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, rc;
@@ -67,7 +69,7 @@ static int parse(int argc, char **argv, bool score, struct gargs *a)
 	*a = (struct gargs){ .score = score, .max_new = 64, .seed = 1, .temperature = 1,
 			     .top_p = 1 };
 	set_subcommand(score ? "score" : "generate");
-	while ((c = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", options, NULL)) != -1) {
 		switch (c) {
 		case 's': a->state = optarg; break;
 		case 'm': a->model = optarg; break;
@@ -81,6 +83,9 @@ static int parse(int argc, char **argv, bool score, struct gargs *a)
 		case 'P': rc = parse_double("--top-p", optarg, 0, &a->top_p); break;
 		case 'h':
 			fputs(generate_usage, stdout);
+			return -1;
+		case 'V':
+			print_version();
 			return -1;
 		default:
 			return option_error(c, argv, options);
@@ -137,7 +142,9 @@ static int tokenizer(struct store_reader *r, const struct gargs *a, struct token
 }
 
 /* bytes as a JSON string: invalid UTF-8 (a character a generation cut in
- * two) becomes U+FFFD, as Python's errors="replace" does. */
+ * two) becomes U+FFFD, one for each maximal subpart of an ill-formed
+ * sequence (the longest start of a well-formed character, or else one
+ * byte), as Unicode recommends and Python's errors="replace" does. */
 static json_t *text_json(const char *s, size_t n)
 {
 	char *buf = malloc(3 * n + 1);
@@ -148,27 +155,29 @@ static json_t *text_json(const char *s, size_t n)
 		return NULL;
 	for (size_t i = 0; i < n;) {
 		unsigned char c = (unsigned char)s[i];
-		size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 :
-			     (c & 0xf8) == 0xf0 ? 4 : 0;
-		bool ok = len > 0 && i + len <= n && !(len == 2 && c < 0xc2);
+		size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 :
+			     c >= 0xf0 && c <= 0xf4 ? 4 : 0, t = 1;
 
-		for (size_t t = 1; ok && t < len; t++)
-			ok = ((unsigned char)s[i + t] & 0xc0) == 0x80;
-		if (ok && len == 3) /* no overlong forms, no surrogates */
-			ok = !(c == 0xe0 && (unsigned char)s[i + 1] < 0xa0) &&
-			     !(c == 0xed && (unsigned char)s[i + 1] >= 0xa0);
-		if (ok && len == 4)
-			ok = c <= 0xf4 && !(c == 0xf0 && (unsigned char)s[i + 1] < 0x90) &&
-			     !(c == 0xf4 && (unsigned char)s[i + 1] >= 0x90);
-		if (ok) {
+		/* continuation bytes lie in 80..BF, the second of some leads
+		 * narrower: no overlong forms, surrogates or code points past
+		 * U+10FFFF */
+		while (t < len && i + t < n) {
+			unsigned char d = (unsigned char)s[i + t];
+			unsigned lo = t == 1 && c == 0xe0 ? 0xa0 : t == 1 && c == 0xf0 ? 0x90 : 0x80;
+			unsigned hi = t == 1 && c == 0xed ? 0x9f : t == 1 && c == 0xf4 ? 0x8f : 0xbf;
+
+			if (d < lo || d > hi)
+				break;
+			t++;
+		}
+		if (len > 0 && t == len) {
 			memcpy(buf + k, s + i, len);
 			k += len;
-			i += len;
 		} else {
 			memcpy(buf + k, "\xef\xbf\xbd", 3);
 			k += 3;
-			i++;
 		}
+		i += t;
 	}
 	j = json_stringn(buf, k);
 	free(buf);
@@ -198,7 +207,8 @@ static void pack(const struct prompts *ps, size_t p0, size_t p1, int *tokens, in
 	}
 }
 
-static int run_generate(struct lm *m, const struct prompts *ps, const struct gargs *a,
+/* ctx: the model's positions; a sequence stops at them, as at max_new. */
+static int run_generate(struct lm *m, const struct prompts *ps, const struct gargs *a, long ctx,
 			const struct tokenizer *tok, bool have_tok, FILE *f, const char *name,
 			struct err *e)
 {
@@ -225,7 +235,9 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 	if (!tokens || !start || !out || !lp || !len || !ids)
 		rc = err_set(e, NR_EIO, "out of memory");
 	if (rc == NR_OK)
-		rc = generator_init(&g, &m->dec, BATCH, (int)(longest + (size_t)a->max_new),
+		rc = generator_init(&g, &m->dec, BATCH,
+				    (int)(longest + (size_t)a->max_new < (size_t)ctx ?
+					  longest + (size_t)a->max_new : (size_t)ctx),
 				    (int)(longest * BATCH), e);
 	for (size_t p0 = 0; p0 < ps->n && rc == NR_OK; p0 += BATCH) {
 		size_t p1 = p0 + BATCH < ps->n ? p0 + BATCH : ps->n;
@@ -235,6 +247,8 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 			ids[i - p0] = i; /* a prompt samples the same whatever its batch */
 		rc = generate(&g, &(struct gen_request){ (int)(p1 - p0), tokens, start, ids }, &gp,
 			      &(struct gen_result){ out, lp, len }, e);
+		if (rc == NR_EIO)
+			err_prefix(e, "%s:%ld", ps->file, ps->v[p0 + (size_t)g.bad_seq].line);
 		for (size_t b = 0; b < p1 - p0 && rc == NR_OK; b++) {
 			const int *o = out + b * (size_t)a->max_new;
 			json_t *line = json_object(), *t = json_array(), *l = json_array();
@@ -256,8 +270,6 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 			}
 			rc = put_line(f, name, line, e);
 		}
-		if (rc)
-			err_prefix(e, "%s:%ld", ps->file, ps->v[p0].line);
 	}
 	if (tokens && start && out && lp && len && ids)
 		generator_free(&g);
@@ -303,13 +315,23 @@ static int run_score(struct lm *m, const struct prompts *ps, FILE *f, const char
 			/* log p(t_{i+1} | t_0..t_i): one fewer than the tokens */
 			int n = start[s + 1] - start[s] - !values;
 
-			for (int i = 0; i < n; i++)
-				json_array_append_new(arr, json_real(out[start[s] + i]));
+			for (int i = 0; i < n && rc == NR_OK; i++) {
+				float v = out[start[s] + i];
+
+				if (isfinite(v))
+					json_array_append_new(arr, json_real(v));
+				else
+					rc = err_set(e, NR_EIO, "%s:%ld: %s %d is %g, not finite: the "
+						     "model's weights or activations hold a NaN or "
+						     "an infinity", ps->file, ps->v[p0 + (size_t)s].line,
+						     values ? "value" : "log-prob", i, (double)v);
+			}
 			json_object_set_new(line, values ? "values" : "logprobs", arr);
-			rc = put_line(f, name, line, e);
+			if (rc == NR_OK)
+				rc = put_line(f, name, line, e);
+			else
+				json_decref(line);
 		}
-		if (rc)
-			err_prefix(e, "%s:%ld", ps->file, ps->v[p0].line);
 	}
 	free(tokens);
 	free(start);
@@ -330,6 +352,7 @@ static int generate_or_score(int argc, char **argv, bool score)
 	FILE *f = stdout;
 	const char *name;
 	int rc = parse(argc, argv, score, &a), mi = 0;
+	long ctx;
 
 	if (rc < 0)
 		return NR_OK;
@@ -346,22 +369,20 @@ static int generate_or_score(int argc, char **argv, bool score)
 			     "it scores (nereus-run score), it does not generate", md.name);
 		goto out;
 	}
-	{
-		long ctx = md.arch.max_pos ? md.arch.max_pos : 1L << 20;
-		struct prompt_limits lim = { md.arch.vocab,
-					     (size_t)(score ? ctx : ctx > a.max_new ? ctx - a.max_new : 1),
-					     false };
-
-		if ((rc = prompts_load(&ps, a.prompts, &lim, have_tok ? &tok : NULL, &e)))
-			goto out;
-	}
+	/* a prompt to continue leaves room for one token at least */
+	ctx = md.arch.max_pos ? md.arch.max_pos : 1L << 20;
+	if ((rc = prompts_load(&ps, a.prompts,
+			       &(struct prompt_limits){ md.arch.vocab,
+							(size_t)(score ? ctx : ctx - 1), false },
+			       have_tok ? &tok : NULL, &e)))
+		goto out;
 	if ((rc = lm_open(&m, &md, 0, false, r, mi, 0, &e)))
 		goto out;
 	opened = true;
 	if (a.out && (rc = out_open_stream(a.out, false, &f, &e)))
 		goto out;
 	rc = score ? run_score(&m, &ps, f, name, &e) :
-		     run_generate(&m, &ps, &a, &tok, have_tok, f, name, &e);
+		     run_generate(&m, &ps, &a, ctx, &tok, have_tok, f, name, &e);
 	if (f != stdout && fclose(f) != 0 && rc == NR_OK)
 		rc = err_set(&e, NR_EIO, "cannot write '%s': %s", name, strerror(errno));
 out:

@@ -15,6 +15,7 @@ static const char init_usage[] =
 	"  -o, --output STORE  the store to make (a directory, or a .tar or .tar.zst archive);\n"
 	"                      it must not exist\n"
 	"  -h, --help          show this help\n"
+	"  -V, --version       show the version\n"
 	"\n"
 	"Exit status: 0 the store was made, 2 bad usage or input, 4 runtime or I/O failure.\n";
 
@@ -25,6 +26,7 @@ int cmd_init(int argc, char **argv)
 		{ "seed", required_argument, NULL, 's' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct job job;
@@ -34,7 +36,7 @@ int cmd_init(int argc, char **argv)
 	int c, rc;
 
 	set_subcommand("init");
-	while ((c = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:hV", options, NULL)) != -1) {
 		switch (c) {
 		case 'j': jobfile = optarg; break;
 		case 'o': out = optarg; break;
@@ -45,6 +47,8 @@ int cmd_init(int argc, char **argv)
 		case 'h':
 			fputs(init_usage, stdout);
 			return NR_OK;
+		case 'V':
+			return print_version();
 		default:
 			return option_error(c, argv, options);
 		}

@@ -20,6 +20,7 @@ struct args {
 	double noise, min_gain, pace;
 	int policy;
 	bool resume, quiet, bound;
+	bool seed_given;          /* --seed was given (the simulator's only) */
 };
 
 struct inputs {

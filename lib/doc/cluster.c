@@ -7,6 +7,8 @@
 
 #include "common/json.h"
 
+const char *const cluster_engine_names[] = { "megatron", "builtin", NULL };
+
 /* Datasheet figures (reference/formats-and-layouts.md); memory in GiB as
  * the devices report it. */
 static const struct gpu_spec presets[] = {
@@ -120,13 +122,13 @@ int cluster_load(struct cluster *c, const char *file, struct err *e)
 {
 	static const char *const keys[] = { "nereus", "kind", "name", "nodes", "gpus_per_node",
 					    "gpu", "links", "host_memory_gib", "memory_headroom",
-					    "down", NULL };
+					    "engine", "down", NULL };
 	static const char *const lkeys[] = { "intra_node_gbps", "inter_node_gbps", "host_gbps",
 					     NULL };
 	struct jdoc d;
 	json_t *links;
 	long nodes, gpn;
-	int rc;
+	int rc, engine = CLUSTER_ENGINE_MEGATRON;
 
 	memset(c, 0, sizeof *c);
 	if ((rc = jdoc_load(&d, file, "cluster", e)))
@@ -165,8 +167,10 @@ int cluster_load(struct cluster *c, const char *file, struct err *e)
 		goto out;
 	if ((rc = jget_num(&d, d.root, "", "host_memory_gib", false, 0, 1e9, &c->host_mem_gib,
 			   e)) ||
-	    (rc = jget_num(&d, d.root, "", "memory_headroom", false, 0, 0.5, &c->headroom, e)))
+	    (rc = jget_num(&d, d.root, "", "memory_headroom", false, 0, 0.5, &c->headroom, e)) ||
+	    (rc = jget_enum(&d, d.root, "", "engine", false, cluster_engine_names, &engine, e)))
 		goto out;
+	c->engine = (enum cluster_engine)engine;
 	for (int i = 0; i < cluster_gpus(c); i++)
 		c->up[i] = true;
 	rc = load_down(&d, d.root, c, e);

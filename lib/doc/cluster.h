@@ -17,6 +17,12 @@ struct gpu_spec {
 	double hbm_gbps;  /* memory bandwidth, GB/s */
 };
 
+/* What runs on the devices, for the memory model: GPU frameworks
+ * (Megatron-LM or FSDP training, a paged engine such as vLLM generating),
+ * or nereus-run's built-in engine (plan/memory.h). */
+enum cluster_engine { CLUSTER_ENGINE_MEGATRON, CLUSTER_ENGINE_BUILTIN };
+extern const char *const cluster_engine_names[]; /* "megatron", "builtin", NULL */
+
 struct cluster {
 	char name[64];
 	int nodes;
@@ -27,6 +33,7 @@ struct cluster {
 	double host_gbps;    /* per-GPU host link (PCIe), GB/s */
 	double host_mem_gib; /* host memory per node, GiB */
 	double headroom;     /* fraction of GPU memory kept free, 0..0.5 */
+	enum cluster_engine engine; /* "engine": "megatron" */
 	bool up[MAX_GPUS];   /* global GPU id = node · gpus_per_node + local */
 };
 

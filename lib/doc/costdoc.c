@@ -76,6 +76,23 @@ void coef_defaults(struct coef *c)
 	c->store_gbps = 10;
 }
 
+void coef_defaults_for(struct coef *c, enum cluster_engine engine)
+{
+	coef_defaults(c);
+	if (engine != CLUSTER_ENGINE_BUILTIN)
+		return;
+	/* a micro-batch or a decode step costs the engine a few loops' set-up,
+	 * a model-stage or a step its allocations: tenths of a millisecond to
+	 * a millisecond, where a GPU framework's launches and synchronisations
+	 * take milliseconds to a second */
+	c->microbatch_s = 1e-4;
+	c->decode_step_s = 1e-4;
+	c->stage_s = 1e-3;
+	c->step_s = 1e-3;
+	c->workspace_gib = 0;
+	c->frag = 0;
+}
+
 int cost_load(struct coef *c, const char *file, struct err *e)
 {
 	static const char *const keys[] = { "nereus", "kind", "coefficients", "hardware", "fit",

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "common/err.h"
+#include "doc/cluster.h"
 
 struct coef {
 	double train_eff;      /* achieved fraction of peak FLOP/s, training */
@@ -41,6 +42,12 @@ double *coef_field(struct coef *c, int i);
 double coef_get(const struct coef *c, int i);
 
 void coef_defaults(struct coef *c);
+/* The priors for a cluster's engine: coef_defaults' for GPU frameworks;
+ * for the built-in engine (one C process on CPU cores, nereus-cost(5)),
+ * fixed costs of a C process's function calls and allocations instead of
+ * a GPU framework's launches and synchronisations, and no workspace or
+ * fragmentation. */
+void coef_defaults_for(struct coef *c, enum cluster_engine engine);
 /* Load the coefficients of a cost document; absent ones keep defaults. */
 int cost_load(struct coef *c, const char *file, struct err *e);
 /* {"train_eff": ..., ...} */

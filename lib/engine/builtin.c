@@ -9,10 +9,20 @@
 #define GIB_F 1073741824.0
 
 void builtin_init(struct builtin *b, const struct job *job, const struct cluster *cl,
-		  const struct coef *k, const struct events *ev, const char *state)
+		  const struct coef *k, const struct events *ev, const char *state, long steps)
 {
+	long sft = job->rl.sft_steps < steps ? job->rl.sft_steps : steps;
+	long updates = (steps - sft) * job->ppo_epochs * job->mini_batches;
+
 	memset(b, 0, sizeof *b);
+	b->job = *job;
+	/* the optimizer steps the run takes: one a warm-up step, then one a
+	 * mini-batch of every epoch */
+	b->job.rl.actor_optim.sched.total_steps = sft + updates;
+	b->job.rl.critic_optim.sched.total_steps = updates;
 	cond_init(&b->c, job, cl);
+	/* the plans it runs are planned for what it holds */
+	b->c.cl.engine = CLUSTER_ENGINE_BUILTIN;
 	b->k = *k;
 	b->ev = ev;
 	b->state = state;
@@ -71,7 +81,7 @@ static int builtin_transition(void *self, const struct plan *from, const struct 
 	for (int m = 0; m < job->nmodels; m++)
 		mb[m] = to->home[m].mb;
 	if (!b->open) {
-		rc = trainer_open_one(&b->t, job, b->state, mb, e);
+		rc = trainer_open_one(&b->t, &b->job, b->state, mb, e);
 		b->open = rc == NR_OK;
 	} else {
 		/* TP1 to TP1: only the micro-batches change */
@@ -158,7 +168,7 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 		}
 		r->rl = (struct step_rl){
 			.known = true, .sft = st.sft, .reward_mean = st.reward_mean,
-			.response_len_mean = st.response_len_mean, .kl = st.kl,
+			.response_len_mean = st.response_len_mean, .kl = st.sft ? NAN : st.kl,
 			.policy_loss = st.sft ? NAN : st.policy_loss,
 			.value_loss = st.sft || b->t.critic < 0 ? NAN : st.value_loss,
 			.entropy = st.sft ? NAN : st.entropy, .clip_frac = st.sft ? NAN : st.clip_frac,

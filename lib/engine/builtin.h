@@ -5,9 +5,12 @@
  * It starts from a state store (nereus-run init, or an import), runs each
  * step with the trainer (trainer.h) under the plan the run gives it, and
  * describes the step in a record: every model-stage's measured wall time
- * and peak memory (what the process holds at its end: every model's state
- * and activations, the generator's cache), the batch as it came out, and
- * the RL figures.  On one process every model-stage runs TP1·PP1·DP1; a
+ * and peak memory (what the process holds at the stage's height: every
+ * model's state and the stage's own activations, gradients or generation
+ * cache; trainer_bytes), the batch as it came out, and
+ * the RL figures.  Its conditions name it as the cluster's engine, so the
+ * plans the run chooses are planned with the built-in engine's memory
+ * model (plan/memory.h).  On one process every model-stage runs TP1·PP1·DP1; a
  * plan that asks for more is refused by name.  Saving writes the state
  * with the run object the run continues from: the next step and every
  * optimizer's step count. */
@@ -18,6 +21,12 @@
 #include "run/engine.h"
 
 struct builtin {
+	struct job job;          /* the job as loaded, its optimizers' schedules
+				  * spanning the run: the trainer's, whatever
+				  * events do to the conditions' copy (a response
+				  * event changes what plans assume, not the
+				  * buffers the trainer sized for the job's
+				  * longest response) */
 	struct cond c;           /* the conditions now */
 	const struct events *ev;
 	size_t next_ev;
@@ -28,9 +37,11 @@ struct builtin {
 	struct plan eval;        /* scratch: the plan running, evaluated */
 };
 
-/* b is large: allocate it statically or on the heap.  ev may be NULL. */
+/* b is large: allocate it statically or on the heap.  ev may be NULL.
+ * steps: the run's length, which a cosine learning-rate schedule spans
+ * (every optimizer step of steps steps, the warm-up's included). */
 void builtin_init(struct builtin *b, const struct job *job, const struct cluster *cl,
-		  const struct coef *k, const struct events *ev, const char *state);
+		  const struct coef *k, const struct events *ev, const char *state, long steps);
 void builtin_free(struct builtin *b);
 struct engine builtin_engine(struct builtin *b);
 

@@ -53,6 +53,15 @@ void generator_free(struct generator *g)
 	memset(g, 0, sizeof *g);
 }
 
+int64_t generator_bytes(const struct generator *g)
+{
+	int64_t n = g->max_seqs, vp = g->m ? g->m->c.vocab_padded : 0;
+	int64_t kv = 2 * (int64_t)g->kv.layers * g->kv.slots * (int64_t)g->kv.slot_stride;
+
+	return (int64_t)sizeof(float) * ((int64_t)g->acts.floats + kv + n * vp) +
+	       (int64_t)sizeof *g->cand * vp + (int64_t)sizeof(int) * (7 * n + 1);
+}
+
 /* --- sampling ------------------------------------------------------------------------------ */
 
 /* Larger z first, then the lower id: a total order, so equal inputs
@@ -134,6 +143,8 @@ int gen_sample(const float *logits, int V, const struct gen_params *p, double u,
 	double lse = log_sum_exp(logits, V, it), mass = 0, acc = 0;
 	int n = V, tok;
 
+	if (!isfinite(lse))
+		return -1;
 	if (p->temperature <= 0) {
 		tok = argmax(logits, V);
 		*logprob = (float)(logits[tok] - lse);
@@ -244,10 +255,11 @@ static int prefill(struct generator *g, const struct gen_request *r, int b0, int
 			     g->logits + (size_t)b0 * g->m->c.vocab_padded, e);
 }
 
-/* Sample sequence b's next token from its logits row; record it and say
- * whether the sequence goes on. */
-static bool take(struct generator *g, const struct gen_request *r, const struct gen_params *p,
-		 const struct gen_result *out, int b, const float *logits)
+/* Sample sequence b's next token from its logits row and record it; *more
+ * says whether the sequence goes on. */
+static int take(struct generator *g, const struct gen_request *r, const struct gen_params *p,
+		const struct gen_result *out, int b, const float *logits, bool *more,
+		struct err *e)
 {
 	uint64_t id = r->seq_id ? r->seq_id[b] : (uint64_t)b;
 	int j = out->len[b];
@@ -255,11 +267,17 @@ static bool take(struct generator *g, const struct gen_request *r, const struct 
 	float lp;
 	int tok = gen_sample(logits, g->m->c.vocab, p, u, g->cand, &lp);
 
+	if (tok < 0) {
+		g->bad_seq = b;
+		return err_set(e, NR_EIO, "sequence %d, token %d: the logits are not finite (the "
+			       "model's weights or activations hold a NaN or an infinity)", b, j);
+	}
 	out->tokens[(size_t)b * p->max_new + j] = tok;
 	out->logprobs[(size_t)b * p->max_new + j] = lp;
 	out->len[b] = j + 1;
 	g->tok[b] = tok;
-	return !is_eos(p, tok) && j + 1 < p->max_new && g->plen[b] + j + 1 < g->max_len;
+	*more = !is_eos(p, tok) && j + 1 < p->max_new && g->plen[b] + j + 1 < g->max_len;
+	return NR_OK;
 }
 
 int generate(struct generator *g, const struct gen_request *r, const struct gen_params *p,
@@ -267,6 +285,7 @@ int generate(struct generator *g, const struct gen_request *r, const struct gen_
 {
 	size_t vp = (size_t)g->m->c.vocab_padded;
 	int rc = check_request(g, r, p, e), n = 0;
+	bool more;
 
 	if (rc)
 		return rc;
@@ -283,7 +302,9 @@ int generate(struct generator *g, const struct gen_request *r, const struct gen_
 	for (int b = 0; b < r->B; b++) {
 		g->plen[b] = r->start[b + 1] - r->start[b];
 		out->len[b] = 0;
-		if (take(g, r, p, out, b, g->logits + b * vp))
+		if ((rc = take(g, r, p, out, b, g->logits + b * vp, &more, e)))
+			return rc;
+		if (more)
 			g->active[n++] = b;
 	}
 	/* decode: row i of a step is sequence active[i], in its slot */
@@ -301,9 +322,12 @@ int generate(struct generator *g, const struct gen_request *r, const struct gen_
 				  e);
 		if (rc)
 			return rc;
-		for (int i = 0; i < n; i++)
-			if (take(g, r, p, out, g->active[i], g->logits + i * vp))
+		for (int i = 0; i < n; i++) {
+			if ((rc = take(g, r, p, out, g->active[i], g->logits + i * vp, &more, e)))
+				return rc;
+			if (more)
 				g->active[keep++] = g->active[i];
+		}
 		n = keep;
 	}
 	return NR_OK;

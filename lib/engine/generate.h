@@ -67,6 +67,8 @@ struct generator {
 	int *tok, *plen, *rowtok, *slot, *pos, *active;
 	int *start;             /* [max_seqs + 1] a prefill group's offsets */
 	struct gen_cand { float z; int id; } *cand; /* [Vp] sampling scratch */
+	int bad_seq;            /* after NR_EIO from generate: the request's
+				 * sequence whose logits were not finite */
 };
 
 /* A generator for up to max_seqs prompts per request and sequences of up
@@ -76,14 +78,20 @@ struct generator {
 int generator_init(struct generator *g, struct decoder *m, int max_seqs, int max_len,
 		   int max_prompt_tokens, struct err *e);
 void generator_free(struct generator *g);
+/* Bytes g holds: its activations, KV cache, logits and scratch. */
+int64_t generator_bytes(const struct generator *g);
 
 /* Generate for every prompt of r.  NR_EINPUT for a prompt that is empty,
- * longer than the context, or holds ids outside the vocabulary. */
+ * longer than the context, or holds ids outside the vocabulary; NR_EIO
+ * when a sequence's logits are not finite (the weights or activations
+ * hold a NaN or an infinity), naming the sequence and the token. */
 int generate(struct generator *g, const struct gen_request *r, const struct gen_params *p,
 	     const struct gen_result *out, struct err *e);
 
 /* One draw from logits[V] (as above) with uniform u in [0, 1); cand is
- * scratch of V entries.  Returns the token; *logprob gets its log-prob. */
+ * scratch of V entries.  Returns the token; *logprob gets its log-prob.
+ * Returns -1 when the logits have no finite log-sum-exp (a NaN, an
+ * infinity, or every logit -inf): there is no distribution to draw from. */
 int gen_sample(const float *logits, int V, const struct gen_params *p, double u,
 	       struct gen_cand *cand, float *logprob);
 

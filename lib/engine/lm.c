@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/kernels.h"
@@ -58,6 +59,31 @@ int lm_acts(struct lm *m, int max_tokens, int max_len, bool training, struct err
 	rc = model_acts_init(&m->acts, &m->dec, max_tokens, max_len, training, e);
 	m->has_acts = rc == NR_OK;
 	return rc;
+}
+
+int lm_grads(struct lm *m, struct err *e)
+{
+	if (!m->st.trainable || m->st.grad)
+		return NR_OK;
+	m->st.grad = calloc(m->st.len[KIND_WEIGHT] + 1, sizeof *m->st.grad);
+	if (!m->st.grad)
+		return err_set(e, NR_EIO, "out of memory");
+	return model_bind(&m->dec, &m->st.lo, m->st.buf[KIND_WEIGHT], m->st.grad, e);
+}
+
+void lm_release(struct lm *m)
+{
+	struct err scratch;
+
+	if (m->has_acts)
+		model_acts_free(&m->acts);
+	m->has_acts = false;
+	if (m->st.grad) {
+		free(m->st.grad);
+		m->st.grad = NULL;
+		/* unbinding cannot fail: the layout was bound before */
+		model_bind(&m->dec, &m->st.lo, m->st.buf[KIND_WEIGHT], NULL, &scratch);
+	}
 }
 
 int64_t lm_bytes(const struct lm *m)

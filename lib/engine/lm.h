@@ -29,7 +29,17 @@ void lm_close(struct lm *m);
  * larger or of the other kind. */
 int lm_acts(struct lm *m, int max_tokens, int max_len, bool training, struct err *e);
 
-/* Bytes the model holds now: its state and its activations. */
+/* A trainable model's gradients, zeroed and bound to the decoder; kept
+ * when it holds them already. */
+int lm_grads(struct lm *m, struct err *e);
+
+/* Drop what one model-stage of m used beyond its state, as a GPU
+ * framework's stages give their memory back to the next: the
+ * activations, and a trainable model's gradients (unbound). */
+void lm_release(struct lm *m);
+
+/* Bytes the model holds now: its state (with gradients while it has
+ * them) and its activations. */
 int64_t lm_bytes(const struct lm *m);
 
 /* The store model called name in r, or NR_EINPUT naming the store's

@@ -79,29 +79,68 @@ int64_t trainer_bytes(const struct trainer *t)
 			b += (int64_t)pt->acts[k].floats * (int64_t)sizeof(float);
 	}
 	if (t->has_gen)
-		b += (int64_t)sizeof(float) *
-		     ((int64_t)t->gen_run.acts.floats + 2 * (int64_t)t->gen_run.kv.layers *
-		      (int64_t)t->gen_run.kv.slots * (int64_t)t->gen_run.kv.slot_stride);
+		b += generator_bytes(&t->gen_run);
 	return b;
 }
 
-static void add_ms(struct trainer *t, struct trainer_stats *st, int model, enum stage stage,
-		   double t0)
+/* Drop what a model-stage of part pt used beyond its state, as a GPU
+ * framework's stages give their memory back to the next: the activations,
+ * and a trainable model's gradients (unbound from the decoder). */
+static void part_release(struct part *pt)
+{
+	struct err scratch;
+
+	for (int k = 0; k < pt->nacts; k++)
+		model_acts_free(&pt->acts[k]);
+	pt->nacts = 0;
+	if (pt->held && pt->st->grad) {
+		free(pt->st->grad);
+		pt->st->grad = NULL;
+		/* unbinding cannot fail: the layout was bound before */
+		model_bind(&pt->dec, &pt->st->lo, pt->st->buf[KIND_WEIGHT], NULL, &scratch);
+	}
+}
+
+/* The end of a model-stage of model mi: what the process holds at its
+ * height, before the stage's activations and gradients go. */
+static int64_t stage_end(struct trainer *t, int mi)
+{
+	int64_t b = trainer_bytes(t);
+
+	part_release(&t->part[mi]);
+	return b;
+}
+
+static void add_ms(struct trainer_stats *st, int model, enum stage stage, double t0,
+		   int64_t peak)
 {
 	struct trainer_ms *ms;
 
 	for (int i = 0; i < st->nms; i++)
 		if (st->ms[i].model == model && st->ms[i].stage == stage) {
 			st->ms[i].time_s += now() - t0;
-			if (trainer_bytes(t) > st->ms[i].peak_bytes)
-				st->ms[i].peak_bytes = trainer_bytes(t);
+			if (peak > st->ms[i].peak_bytes)
+				st->ms[i].peak_bytes = peak;
 			return;
 		}
 	ms = &st->ms[st->nms++];
 	ms->model = model;
 	ms->stage = stage;
 	ms->time_s = now() - t0;
-	ms->peak_bytes = trainer_bytes(t);
+	ms->peak_bytes = peak;
+}
+
+/* A NaN or an infinity in what a step computes stops the run there: a
+ * loss that is not finite would otherwise train on quietly (a clamp's zero
+ * gradient hides it), and the store saved next would hold it. */
+static int check_finite(const float *x, size_t n, long s, const char *what, struct err *e)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			return err_set(e, NR_EIO, "step %ld: %s hold %g (entry %zu): "
+				       "the model's weights or activations hold a NaN or an infinity",
+				       s, what, (double)x[i], i);
+	return NR_OK;
 }
 
 /* --- the ranks ------------------------------------------------------------------------ */
@@ -263,9 +302,10 @@ static bool gen_is_home(const struct trainer *t)
 	       h->conf.pp == 1;
 }
 
-/* Decoders over rs's state for every layout the rank is in, and the
- * generator over the generation layout's (or, when it is the actor's
- * home layout, the actor's). */
+/* Decoders over rs's state for every layout the rank is in.  When the
+ * generation layout is the actor's home layout, the actor's decoder
+ * generates and rs's copy of the generation layout is dropped: no rank
+ * holds the actor's weights twice (verl's hybrid engine). */
 static int bind(struct trainer *t, const struct groups *g, struct rank_state *rs,
 		const int *mb, struct err *e)
 {
@@ -275,6 +315,11 @@ static int bind(struct trainer *t, const struct groups *g, struct rank_state *rs
 	t->g = g;
 	t->rs = rs;
 	t->gen = job->nmodels;
+	t->gen_alias = gen_is_home(t);
+	if (t->gen_alias && rs->held[t->gen]) {
+		mstate_free(&rs->st[t->gen]);
+		rs->held[t->gen] = false;
+	}
 	for (int i = 0; i <= job->nmodels && rc == NR_OK; i++) {
 		struct part *pt = &t->part[i];
 
@@ -296,15 +341,9 @@ static int bind(struct trainer *t, const struct groups *g, struct rank_state *rs
 		if (rc)
 			err_prefix(e, "model '%s'", pt->st->name);
 	}
-	t->gen_alias = rc == NR_OK && gen_is_home(t);
-	if (rc == NR_OK && t->part[t->gen].held) {
-		struct part *gp = t->gen_alias ? &t->part[t->actor] : &t->part[t->gen];
-		int d = gp->ro->conf.dp, share = (B + d - 1) / d;
-
-		rc = generator_init(&t->gen_run, &gp->dec, share, max_len(t),
-				    (int)(share * job->prompt_len), e);
-		t->has_gen = rc == NR_OK;
-	}
+	/* between stages a model holds its state alone */
+	for (int i = 0; i <= job->nmodels && rc == NR_OK; i++)
+		part_release(&t->part[i]);
 	t->xcap = (size_t)B * (size_t)max_len(t) * (size_t)hidden(t);
 	return rc;
 }
@@ -519,10 +558,32 @@ static int slot(struct trainer *t, struct part *pt, int k, int tokens, bool trai
 	rc = model_acts_init(a, &pt->dec, tokens, max_len(t), training, e);
 	if (rc == NR_OK && k >= pt->nacts)
 		pt->nacts = k + 1;
+	if (pt->ro->conf.pp == 1)
+		return rc;
 	if (rc == NR_OK && !t->xbuf[k] && !(t->xbuf[k] = malloc((t->xcap + 1) * sizeof(float))))
 		rc = oom(e);
 	if (rc == NR_OK && !t->dxbuf && !(t->dxbuf = malloc((t->xcap + 1) * sizeof(float))))
 		rc = oom(e);
+	return rc;
+}
+
+/* What a model-stage of part pt needs beyond its state, for sequences
+ * sequences in micro-batches of mb: slots activation sets of a
+ * micro-batch at its longest, and when training the gradients, zeroed and
+ * bound.  Allocated at the stage's height from its start, as nereus-plan's
+ * memory model counts them. */
+static int stage_begin(struct trainer *t, struct part *pt, int mb, int sequences, int slots,
+		       bool training, struct err *e)
+{
+	int n = mb < sequences ? mb : sequences, rc = NR_OK;
+
+	for (int k = 0; k < slots && rc == NR_OK; k++)
+		rc = slot(t, pt, k, (n > 0 ? n : 1) * max_len(t), training, e);
+	if (rc == NR_OK && training && pt->st->trainable && !pt->st->grad) {
+		pt->st->grad = calloc(pt->st->len[KIND_WEIGHT] + 1, sizeof *pt->st->grad);
+		rc = pt->st->grad ? model_bind(&pt->dec, &pt->st->lo, pt->st->buf[KIND_WEIGHT],
+					       pt->st->grad, e) : oom(e);
+	}
 	return rc;
 }
 
@@ -622,6 +683,7 @@ static int forward_all(struct trainer *t, int mi, float temp, struct err *e)
 		int b0, b1;
 
 		replica_share(0, t->B, pt->ro->dp_rank, pt->ro->conf.dp, &b0, &b1);
+		rc = stage_begin(t, pt, t->mb[mi], b1 - b0, 1, false, e);
 		for (int s = b0; s < b1 && rc == NR_OK; s += t->mb[mi]) {
 			mbatch_make(t, s, s + t->mb[mi] < b1 ? s + t->mb[mi] : b1, temp, m);
 			rc = stage_forward(t, pt, m, 0, false, e);
@@ -906,7 +968,6 @@ static int grads(struct trainer *t, int mi, enum head h, int s0, int s1, float t
 		bool last = ro->pp_rank == ro->conf.pp - 1;
 		struct model_dout d = { 0 };
 
-		memset(pt->st->grad, 0, pt->st->len[KIND_WEIGHT] * sizeof *pt->st->grad);
 		replica_share(s0, s1, ro->dp_rank, ro->conf.dp, &b0, &b1);
 		M = (b1 - b0 + mb - 1) / mb;
 		warm = ro->conf.pp - ro->pp_rank - 1 < M ? ro->conf.pp - ro->pp_rank - 1 : M;
@@ -915,6 +976,10 @@ static int grads(struct trainer *t, int mi, enum head h, int s0, int s1, float t
 			rc = err_set(e, NR_EINPUT, "model '%s': %d pipeline stages keep more "
 				     "micro-batches in flight than the engine holds (%d)",
 				     pt->st->name, ro->conf.pp, TRAINER_MAX_SLOTS);
+		if (rc == NR_OK)
+			rc = stage_begin(t, pt, mb, b1 - b0, slots, true, e);
+		if (rc == NR_OK)
+			memset(pt->st->grad, 0, pt->st->len[KIND_WEIGHT] * sizeof *pt->st->grad);
 		for (int j = 0; j < M + warm && rc == NR_OK; j++) {
 			int f = j, b = j - warm;
 
@@ -953,12 +1018,14 @@ static int grads(struct trainer *t, int mi, enum head h, int s0, int s1, float t
 /* --- the rollout ----------------------------------------------------------------------- */
 
 /* Generation: each replica of the generation layout samples its block of
- * the sequences; the tokens, their log-probs and the lengths pooled. */
-static int generate_all(struct trainer *t, long s, struct err *e)
+ * the sequences; the tokens, their log-probs and the lengths pooled.  The
+ * KV cache and the engine's activations live for the stage; *peak gets
+ * what the process held at its height. */
+static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 {
 	const struct job *job = t->job;
 	const struct rl_config *c = &job->rl;
-	struct part *gp = &t->part[t->gen];
+	struct part *gp = &t->part[t->gen_alias ? t->actor : t->gen];
 	struct gen_params gparams = {
 		.temperature = (float)c->temperature, .top_p = c->top_p < 1 ? (float)c->top_p : 0,
 		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)max_new(t), .neos = 1,
@@ -967,6 +1034,7 @@ static int generate_all(struct trainer *t, long s, struct err *e)
 	float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
 	int rc = NR_OK;
 
+	*peak = trainer_bytes(t);
 	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
 	if (!t->gen_alias)
 		rc = sync_generation(t, e);
@@ -989,10 +1057,23 @@ static int generate_all(struct trainer *t, long s, struct err *e)
 			start[b - b0] = t->start[b] - t->start[b0];
 		for (int b = b0; rc == NR_OK && b < b1; b++)
 			ids[b - b0] = (uint64_t)b; /* a sequence samples alike in any replica */
+		if (rc == NR_OK && nb > 0) {
+			/* prefill groups of the replica's share of the prompts */
+			int d = ro->conf.dp, P = (int)job->prompts_per_step;
+
+			rc = generator_init(&t->gen_run, &gp->dec, (int)nb, max_len(t),
+					    (int)(((P + d - 1) / d) * job->prompt_len), e);
+			t->has_gen = rc == NR_OK;
+		}
 		if (rc == NR_OK && nb > 0)
 			rc = generate(&t->gen_run, &(struct gen_request){ (int)nb,
 				      t->tokens + t->start[b0], start, ids }, &gparams,
 				      &(struct gen_result){ tok, lp, len }, e);
+		if (t->has_gen) {
+			*peak = trainer_bytes(t);
+			generator_free(&t->gen_run);
+			t->has_gen = false;
+		}
 		/* one rank of the replica gives; token ids are exact as floats */
 		for (size_t b = 0; rc == NR_OK && ro->tp_rank == 0 && b < nb; b++) {
 			size_t row = ((size_t)b0 + b) * (size_t)max_new(t);
@@ -1026,12 +1107,13 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 	const struct rl_config *c = &job->rl;
 	int P = (int)job->prompts_per_step, n = (int)job->samples_per_prompt;
 	double t0 = now(), sum = 0;
+	int64_t peak;
 	int rc;
 
 	pack_prompts(t, s, P, n);
-	if ((rc = generate_all(t, s, e)))
+	if ((rc = generate_all(t, s, &peak, e)))
 		return err_prefix(e, "step %ld: generation", s);
-	add_ms(t, st, t->actor, STAGE_GEN, t0);
+	add_ms(st, t->actor, STAGE_GEN, t0, peak);
 	pack_sequences(t, s, P, n);
 	/* scores: the rule on each decoded response, or the reward model */
 	t0 = now();
@@ -1040,7 +1122,9 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 			return err_prefix(e, "step %ld: reward model", s);
 		for (int b = 0; b < t->B; b++)
 			t->scores[b] = t->p_val[t->start[b + 1] - 1];
-		add_ms(t, st, t->reward, STAGE_INF, t0);
+		if ((rc = check_finite(t->scores, (size_t)t->B, s, "the reward model's scores", e)))
+			return rc;
+		add_ms(st, t->reward, STAGE_INF, t0, stage_end(t, t->reward));
 	} else {
 		for (int b = 0; b < t->B && rc == NR_OK; b++) {
 			const int32_t *g = t->gen_tok + (size_t)b * (size_t)max_new(t);
@@ -1073,7 +1157,9 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		if ((rc = forward_all(t, t->actor, (float)c->temperature, e)))
 			return err_prefix(e, "step %ld: actor", s);
 		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->old_logp);
-		add_ms(t, st, t->actor, STAGE_INF, t0);
+		if ((rc = check_finite(t->old_logp, t->off[t->B], s, "the actor's log-probs", e)))
+			return rc;
+		add_ms(st, t->actor, STAGE_INF, t0, stage_end(t, t->actor));
 	} else {
 		for (int b = 0; b < t->B; b++)
 			memcpy(t->old_logp + t->off[b], t->gen_lp + (size_t)b * (size_t)max_new(t),
@@ -1084,7 +1170,10 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		if ((rc = forward_all(t, t->ref, (float)c->temperature, e)))
 			return err_prefix(e, "step %ld: reference", s);
 		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->ref_logp);
-		add_ms(t, st, t->ref, STAGE_INF, t0);
+		if ((rc = check_finite(t->ref_logp, t->off[t->B], s, "the reference's log-probs",
+				       e)))
+			return rc;
+		add_ms(st, t->ref, STAGE_INF, t0, stage_end(t, t->ref));
 	} else {
 		memcpy(t->ref_logp, t->old_logp, t->off[t->B] * sizeof *t->ref_logp);
 	}
@@ -1093,7 +1182,9 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		if ((rc = forward_all(t, t->critic, 1, e)))
 			return err_prefix(e, "step %ld: critic", s);
 		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_val, t->values);
-		add_ms(t, st, t->critic, STAGE_INF, t0);
+		if ((rc = check_finite(t->values, t->off[t->B], s, "the critic's values", e)))
+			return rc;
+		add_ms(st, t->critic, STAGE_INF, t0, stage_end(t, t->critic));
 	}
 	return NR_OK;
 }
@@ -1159,8 +1250,13 @@ static int update(struct trainer *t, int mi, int k, long s, struct rl_stats *st,
 	*norm = 0;
 	if (t->off[s1] == t->off[s0])
 		return NR_OK;
-	rc = trainer_grads(t, mi, k, st, e);
-	return rc ? rc : trainer_apply(t, mi, s, norm, e);
+	if ((rc = trainer_grads(t, mi, k, st, e)))
+		return rc;
+	if (!isfinite(mi == t->critic ? st->vf_loss : st->pg_loss + st->kl_loss + st->entropy))
+		return err_set(e, NR_EIO, "step %ld: the %s's loss is not finite (%s); nothing more "
+			       "was updated", s, t->job->models[mi].name,
+			       mi == t->critic ? "the value loss" : "policy, KL or entropy term");
+	return trainer_apply(t, mi, s, norm, e);
 }
 
 static int rl_updates(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
@@ -1178,11 +1274,11 @@ static int rl_updates(struct trainer *t, long s, struct trainer_stats *st, struc
 			rc = update(t, t->actor, k, s, &a, &norm, e);
 			norms += norm;
 			updates++;
-			add_ms(t, st, t->actor, STAGE_TRAIN, t0);
+			add_ms(st, t->actor, STAGE_TRAIN, t0, stage_end(t, t->actor));
 			if (rc == NR_OK && t->critic >= 0 && job->models[t->critic].stages[STAGE_TRAIN]) {
 				t0 = now();
 				rc = update(t, t->critic, k, s, &v, &norm, e);
-				add_ms(t, st, t->critic, STAGE_TRAIN, t0);
+				add_ms(st, t->critic, STAGE_TRAIN, t0, stage_end(t, t->critic));
 			}
 		}
 	if (rc)
@@ -1236,10 +1332,13 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 	}
 	rc = grads(t, t->actor, HEAD_SFT, 0, P, 1, &sft, e);
 	st->sft_loss = sft.pg_loss;
+	if (rc == NR_OK && !isfinite(st->sft_loss))
+		rc = err_set(e, NR_EIO, "step %ld: the warm-up's loss is %g, not finite; the "
+			     "actor was not updated", s, st->sft_loss);
 	if (rc == NR_OK)
 		rc = opt_step(t, t->actor, &t->job->rl.sft_optim, s, &norm, e);
 	st->grad_norm = norm;
-	add_ms(t, st, t->actor, STAGE_TRAIN, t0);
+	add_ms(st, t->actor, STAGE_TRAIN, t0, stage_end(t, t->actor));
 	return rc;
 }
 

@@ -13,8 +13,9 @@
  * (clipped value loss), each mini-batch in micro-batches of the plan's
  * size, AdamW after gradient clipping.  During the first sft_steps steps
  * the actor is trained on the prompts' answers instead (cross-entropy, a
- * supervised warm-up); when it ends the reference takes the actor's
- * weights, as an RL run starts from its SFT model.
+ * supervised warm-up, with the job's sft_optim); when it ends the
+ * reference takes the actor's weights, as an RL run starts from its SFT
+ * model.
  *
  * Every random draw is a function of the seed, the step and a global
  * index (rng.h), and nothing else carries over between steps but the
@@ -42,8 +43,9 @@ struct trainer_ms {
 	int model;           /* job model */
 	enum stage stage;
 	double time_s;       /* wall seconds */
-	int64_t peak_bytes;  /* what the process held at its end: every model's
-			      * state and activations, the generator's cache */
+	int64_t peak_bytes;  /* what the process held at its height: every
+			      * model's state, and the stage's own activations
+			      * and gradients, or the generator's */
 };
 
 /* What a step did, for its record. */
@@ -170,8 +172,11 @@ void trainer_take_run(struct trainer *t, const json_t *run);
  * state is not finite. */
 int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e);
 
-/* Bytes the process holds: every model's state and activations, the
- * generator's cache. */
+/* Bytes the process holds now: every model's state, and what the
+ * model-stage running uses beyond it (activations and gradients, or the
+ * generator's cache and activations).  Between model-stages a model holds
+ * its state alone, as on a GPU whose stages take turns, so that a
+ * model-stage's peak is what nereus-plan's memory model predicts for it. */
 int64_t trainer_bytes(const struct trainer *t);
 
 /* A store of the job's models at random from seed (the reference made as

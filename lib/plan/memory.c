@@ -297,3 +297,109 @@ double mem_resident(const struct arch *a, const struct pconf *home, bool trainab
 		return 0;
 	return trainable ? w + 12 * p / pconf_optim_shards(home) : w;
 }
+
+/* --- the built-in engine ------------------------------------------------------ */
+
+struct arch mem_builtin_arch(const struct arch *a)
+{
+	struct arch f = *a;
+
+	f.dtype_bytes = 4;
+	return f;
+}
+
+/* Per token of a stage with nl layers, in floats, its buffers as
+ * engine/model.h lays them out: with Rq = (Al + 2 Gl) D the rows of the
+ * QKV projection, each layer training keeps its input and the residual
+ * after attention (2H), the norms' outputs (2H) and reciprocal RMS (2),
+ * QKV (Rq), the attention output (Al D) and log-sum-exp (Al), gate and
+ * up (2Fl) and SwiGLU's output (Fl); a forward-only stage keeps one such
+ * set less the two residuals, the stage's output being its input.  Once:
+ * the stage's output, rotary cos and sin (D), a row-parallel product (H),
+ * positions, targets, cache slots and key counts (4), the final norm's
+ * output and reciprocal RMS with the head's log-sum-exp, entropy and
+ * partial sums (H + 6), and training the gradients of one layer's
+ * buffers (2H + Rq + Al D + 3Fl); the attention's scratch, max(128, Q)
+ * per position of the longest sequence; and the logits of one chunk of
+ * tokens, Tc Vl, Tc the most that keeps them under
+ * BUILTIN_HEAD_CHUNK_FLOATS. */
+double mem_builtin_acts(const struct arch *a, double tokens, double max_len, int tp, int pp,
+			bool training, double *head)
+{
+	double H = a->hidden, D = arch_head_dim(a), t = tp;
+	double Al = a->heads / t, Gl = a->kv_heads / t, Fl = a->ffn / t;
+	double Rq = (Al + 2 * Gl) * D, AD = Al * D, nl = stage_layers(a, pp);
+	double layer = 2 * H + Rq + AD + Al + 3 * Fl + 2, once = 3 * H + D + 10;
+	double q = (double)a->heads / a->kv_heads, vl = padded_vocab(a, tp) / t, tc;
+
+	if (training) {
+		layer = nl * (layer + 2 * H);
+		once += 2 * H + Rq + AD + 3 * Fl;
+	}
+	tc = fmin(tokens, fmax(1, floor(BUILTIN_HEAD_CHUNK_FLOATS / vl)));
+	*head = a->score_head ? 0 : tc * vl;
+	return tokens * (layer + once) + fmax(128, q) * max_len + *head;
+}
+
+/* The sequences of one micro-batch: the plan's, at most what a DP
+ * replica runs at once (training: a mini-batch; forward-only: all its
+ * sequences), as the engine never holds more than it runs. */
+static double builtin_mb(const struct job *job, const struct pconf *c, bool training)
+{
+	double per = ceil((double)job_sequences(job) / (training ? job->mini_batches : 1) / c->dp);
+
+	return fmax(1, fmin(c->mb, per));
+}
+
+static void builtin_stage(const struct job *job, const struct arch *a, const struct pconf *c,
+			  bool training, struct mem *out)
+{
+	struct arch f = mem_builtin_arch(a);
+	double s = job_max_seq(job), head, acts;
+	struct mem m = { 0 };
+
+	if (training)
+		state_terms(&f, c, mem_stage_params(&f, c->tp, c->pp), 0, &m);
+	else
+		m.weights = 4 * mem_stage_params(&f, c->tp, c->pp);
+	acts = mem_builtin_acts(&f, builtin_mb(job, c, training) * s, s, c->tp, c->pp, training, &head);
+	m.logits = 4 * head;
+	m.act = 4 * acts - m.logits;
+	m.total = m.weights + m.grads + m.master + m.adam + m.act + m.logits;
+	*out = m;
+}
+
+void mem_builtin_train(const struct job *job, const struct arch *a, const struct pconf *c,
+		       struct mem *out)
+{
+	builtin_stage(job, a, c, true, out);
+}
+
+void mem_builtin_infer(const struct job *job, const struct arch *a, const struct pconf *c,
+		       struct mem *out)
+{
+	builtin_stage(job, a, c, false, out);
+}
+
+/* The prefill runs its prompts in groups of up to a step's prompt tokens
+ * (prompts_per_step · prompt_len), at least one sequence's and one token
+ * per sequence. */
+void mem_builtin_gen(const struct job *job, const struct arch *a, double seqs, bool in_place,
+		     struct mem *out)
+{
+	struct arch f = mem_builtin_arch(a);
+	double s = job_max_seq(job), head;
+	double rows = fmax(fmax((double)job->prompts_per_step * (double)job->prompt_len, seqs), s);
+	struct mem m = { 0 };
+
+	m.weights = in_place ? 0 : 4 * mem_stage_params(&f, 1, 1);
+	/* the logits: the head's chunk, and each sequence's for sampling */
+	m.act = 4 * mem_builtin_acts(&f, rows, s, 1, 1, false, &head);
+	m.logits = 4 * (head + seqs * padded_vocab(&f, 1));
+	/* and the sampler's scratch: a (logit, id) pair per vocabulary entry,
+	 * seven integers per sequence */
+	m.act += 8 * padded_vocab(&f, 1) + 4 * (7 * seqs + 1) - 4 * head;
+	m.kv = seqs * mem_kv_per_seq(&f, 1, s);
+	m.total = m.weights + m.act + m.logits + m.kv;
+	*out = m;
+}

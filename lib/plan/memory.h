@@ -87,6 +87,39 @@ bool mem_kv_fill(const struct job *job, const struct arch *a, int tp, double seq
 double mem_kv_room(const struct job *job, const struct arch *a, int tp, double held,
 		   const struct coef *k);
 
+/* The built-in engine (nereus-run --engine builtin; a cluster whose
+ * "engine" is "builtin") allocates its own buffers and nothing else, so
+ * its terms are those buffers' sizes, to their 64-byte alignment
+ * (engine/model.h lays them out):
+ * every model held and computed in fp32 whatever its dtype, no
+ * workspace and no fragmentation, the activations of its forward and
+ * backward as it keeps them, and generation from the actor's own weights
+ * (no engine copy) into a KV cache of every sequence at its longest.
+ * The engine computes its output layer BUILTIN_HEAD_CHUNK_FLOATS logits
+ * at a time (MODEL_HEAD_CHUNK_FLOATS in engine/model.h). */
+#define BUILTIN_HEAD_CHUNK_FLOATS (1 << 23)
+
+/* The arch as the built-in engine holds it: fp32. */
+struct arch mem_builtin_arch(const struct arch *a);
+/* Floats of the built-in engine's activations for one micro-batch of
+ * tokens tokens and sequences of up to max_len, on the worst stage (the
+ * last, with the output layer) of a TP-tp, PP-pp layout; training keeps
+ * every layer for the backward and its gradient buffers.  *head gets the
+ * logits' share. */
+double mem_builtin_acts(const struct arch *a, double tokens, double max_len, int tp, int pp,
+			bool training, double *head);
+/* Training and forward-only model-stages on the built-in engine. */
+void mem_builtin_train(const struct job *job, const struct arch *a, const struct pconf *c,
+		       struct mem *out);
+void mem_builtin_infer(const struct job *job, const struct arch *a, const struct pconf *c,
+		       struct mem *out);
+/* Its generation of seqs sequences (tp 1): in place, from the actor's
+ * resident weights when in_place, else from a copy; prefill activations
+ * and the sampler's scratch, each sequence's logits, and the KV cache of
+ * every sequence at its longest. */
+void mem_builtin_gen(const struct job *job, const struct arch *a, double seqs, bool in_place,
+		     struct mem *out);
+
 /* State a model keeps on each GPU of its home layout between its stages:
  * trainable models keep their weights, fp32 master and Adam, frozen ones
  * their weights, each sharded over DP as the ZeRO stage says.  0 when

@@ -25,18 +25,26 @@ bool model_trainable(const struct model *m)
 void model_memory(const struct env *v, int m, const struct pconf *home, struct mcost *out)
 {
 	const struct model *md = &v->job->models[m];
-	const struct arch *a = &md->arch;
+	bool builtin = v->cl->engine == CLUSTER_ENGINE_BUILTIN;
+	/* the built-in engine holds every model in fp32 */
+	const struct arch f = mem_builtin_arch(&md->arch), *a = builtin ? &f : &md->arch;
 	double weights = mem_resident(a, home, false);
 
 	memset(out, 0, sizeof *out);
 	out->weights = weights;
 	out->res = model_trainable(md) ? mem_resident(a, home, true) : weights;
 	if (md->stages[STAGE_INF]) {
-		mem_infer(v->job, a, home, v->k, &out->mem[STAGE_INF]);
+		if (builtin)
+			mem_builtin_infer(v->job, a, home, &out->mem[STAGE_INF]);
+		else
+			mem_infer(v->job, a, home, v->k, &out->mem[STAGE_INF]);
 		out->need[STAGE_INF] = out->mem[STAGE_INF].total - weights;
 	}
 	if (model_trainable(md)) {
-		mem_train(v->job, a, home, v->k, &out->mem[STAGE_TRAIN]);
+		if (builtin)
+			mem_builtin_train(v->job, a, home, &out->mem[STAGE_TRAIN]);
+		else
+			mem_train(v->job, a, home, v->k, &out->mem[STAGE_TRAIN]);
 		out->need[STAGE_TRAIN] = out->mem[STAGE_TRAIN].total - out->res;
 	}
 	for (int s = 0; s < NSTAGES; s++)
@@ -112,6 +120,10 @@ bool gen_cost(const struct env *v, const struct pconf *gen, double resident,
 	m->kv = f.bytes;
 	m->frag += v->k->frag * m->kv;
 	m->total += m->kv * (1 + v->k->frag);
+	/* the built-in engine's cache holds every sequence whole, and it
+	 * generates from the actor's own weights when they are in its pool */
+	if (v->cl->engine == CLUSTER_ENGINE_BUILTIN)
+		mem_builtin_gen(j, a, ceil(job_sequences(j) / (double)gen->dp), same_pool, m);
 	*peak = resident + m->total;
 	t->move = cost_move(v, a, actor_home, gen, same_pool);
 	t->total += t->move;

@@ -127,12 +127,12 @@ static void set_theta(struct coef *k, int j, double th)
 	*coef_field(k, j) = j < NEFF ? 1 / th : th;
 }
 
-/* The default's θ: the solver's unit for θ_j. */
-static double unit_of(int j)
+/* The default's θ for the cluster's engine: the solver's unit for θ_j. */
+static double unit_of(const struct cluster *cl, int j)
 {
 	struct coef d;
 
-	coef_defaults(&d);
+	coef_defaults_for(&d, cl->engine);
 	return theta_of(&d, j);
 }
 
@@ -193,7 +193,7 @@ static void ectx_at(struct ectx *c, const struct coef *k)
 	c->kcheck[0] = c->kcheck[1] = *k;
 	for (int j = 0; j < NT; j++) {
 		struct coef kp = *k;
-		double size = fmax(theta_of(k, j), unit_of(j));
+		double size = fmax(theta_of(k, j), unit_of(c->cl, j));
 		c->th[j] = theta_of(k, j);
 		c->step[j] = 1e-5 * size;
 		set_theta(&kp, j, c->th[j] + c->step[j]);
@@ -1072,9 +1072,9 @@ static void gfit_cov(const struct gfit *q, int n, bool with_prior, double *cov)
 }
 
 /* The size a standard error is measured against. */
-static double rse_base(int j, double th)
+static double rse_base(int j, double th, double unit)
 {
-	return j < NEFF ? th : fmax(fabs(th), unit_of(j));
+	return j < NEFF ? th : fmax(fabs(th), unit);
 }
 
 /* Drop the worst-determined free unknown of q (coefficient first + j for
@@ -1095,7 +1095,7 @@ static bool gfit_drop(struct gfit *q, int n, int first, char why[][200])
 	gfit_cov(&unit_scale, n, false, cov);
 	for (int a = 0; a < q->p; a++) {
 		int j = q->idx[a];
-		double rse = sqrt(cov[j * n + j]) / rse_base(first + j, q->th[j]);
+		double rse = sqrt(cov[j * n + j]) / rse_base(first + j, q->th[j], q->unit[j]);
 		if (isnan(rse))
 			rse = HUGE_VAL;
 		if (jw < 0 || rse > worst) {
@@ -1230,10 +1230,12 @@ int fit_new(struct fit **out, const struct job *job, const struct cluster *cl,
 		return err_set(e, NR_EIO, "out of memory");
 	f->job = *job;
 	f->cl = cl;
-	if (prior)
+	if (prior) {
 		f->prior = *prior;
-	else
+	} else {
 		fit_prior_defaults(&f->prior);
+		coef_defaults_for(&f->prior.k, cl->engine);
+	}
 	f->k = f->prior.k;
 	*out = f;
 	return NR_OK;
@@ -1359,7 +1361,10 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 				    .same_pool = ms->same_pool, .conf = ms->conf,
 				    .conc = ms->concurrency };
 		f->y[f->nrows + i] = ms->time_s;
-		f->peak[f->nrows + i] = ms->peak_gib * GIB;
+		/* the built-in engine's peaks are its buffers, which its memory
+		 * model counts without coefficients: nothing to calibrate */
+		f->peak[f->nrows + i] = f->cl->engine == CLUSTER_ENGINE_BUILTIN ? NAN :
+					ms->peak_gib * GIB;
 		if (ms->stage == STAGE_INF && train[w->model] >= 0)
 			w->conf = r->ms[train[w->model]].conf;
 		if (ms->stage == STAGE_GEN && home >= 0)
@@ -1389,12 +1394,13 @@ bool fit_held_out(long step, double holdout)
 }
 
 /* The prior's standard error of coefficient j in θ units. */
-static double prior_se_theta(const struct fit_prior *pr, int j)
+static double prior_se_theta(const struct fit *f, int j)
 {
+	const struct fit_prior *pr = &f->prior;
 	double v = coef_get(&pr->k, j), se = pr->se[j], th = theta_of(&pr->k, j);
 
 	if (isnan(se) || !(se > 0))
-		return FIT_PRIOR_RSE * rse_base(j, th);
+		return FIT_PRIOR_RSE * rse_base(j, th, unit_of(f->cl, j));
 	return j < NEFF ? se / (v * v) : se;
 }
 
@@ -1473,15 +1479,18 @@ static void part_init(struct fit *f, struct part *pt, bool mem, double decay,
 		used[j] = times >> j & 1;
 	for (int j = 0; j < pt->n; j++) {
 		int c = pt->first + j;
-		double se = prior_se_theta(&f->prior, c);
+		double se = prior_se_theta(f, c);
 		pt->th[j] = pt->prior[j] = mem ? coef_get(&f->prior.k, c) : theta_of(&f->prior.k, c);
-		pt->unit[j] = unit_of(c);
+		pt->unit[j] = unit_of(f->cl, c);
 		bounds_of(c, &pt->lo[j], &pt->hi[j]);
 		pt->lambda[j] = decay * (pt->unit[j] / se) * (pt->unit[j] / se);
 		if (used[j])
 			pt->q.idx[pt->q.p++] = j;
 		else
-			snprintf(pt->why[j], sizeof pt->why[j], "%s", unused_why[c]);
+			snprintf(pt->why[j], sizeof pt->why[j], "%s",
+				 mem && f->cl->engine == CLUSTER_ENGINE_BUILTIN ?
+				 "the built-in engine's memory model takes no coefficients" :
+				 unused_why[c]);
 	}
 	if (mem)
 		out->peak_rows = pt->rows;
@@ -1622,7 +1631,7 @@ static void fit_step(struct step_fit *s)
 	double decay = s->decay, *scratch = s->scratch;
 	struct fit_result *out = s->out;
 	double th = coef_get(&f->prior.k, C_STEP), prior = th, scale = 1, sw = 0;
-	double pse = prior_se_theta(&f->prior, C_STEP), lam, lo, hi, se, rse;
+	double pse = prior_se_theta(f, C_STEP), lam, lo, hi, se, rse;
 	long n = 0;
 
 	bounds_of(C_STEP, &lo, &hi);
@@ -1660,7 +1669,7 @@ static void fit_step(struct step_fit *s)
 	if (n > 1)
 		scale *= sqrt((double)n / (double)(n - 1)); /* one degree of freedom used */
 	se = scale / sqrt(sw - lam > 0 ? sw - lam : 1e-300);
-	rse = se / rse_base(C_STEP, th);
+	rse = se / rse_base(C_STEP, th, unit_of(f->cl, C_STEP));
 	if (n < 2 || !(rse <= FIT_MAX_RSE)) {
 		char why[200];
 		snprintf(why, sizeof why, n < 2 ? "only one record has a step time" :

@@ -1,5 +1,6 @@
 /* A run's summary and its picture: step latency over the run, with the
- * transitions and the GPUs up marked (see run.h). */
+ * transitions and the GPUs up marked, and a real engine's reward below it
+ * (see run.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,14 +150,75 @@ static double round_up(double x)
 	return m[i] * p;
 }
 
+/* The reward panel under the latency one, between y1 (top) and y0, over
+ * the same steps: the mean reward of each step that ran, the supervised
+ * warm-up's steps shaded and named. */
+static void reward_panel(struct sbuf *b, const struct run_log *l, long n, double x0, double x1,
+			 double y0, double y1)
+{
+	double rmax = 0;
+	long sft = 0;
+	bool pen = false;
+
+	for (long i = 0; i < l->n; i++) {
+		if (isfinite(l->reward[i]))
+			rmax = fmax(rmax, l->reward[i]);
+		sft += l->sft[i];
+	}
+	rmax = round_up(rmax > 0 ? rmax : 1);
+#define X(i) (x0 + (x1 - x0) * (double)(i) / (double)(n > 0 ? n : 1))
+#define YR(v) (y0 - (y0 - y1) * (v) / rmax)
+	for (long i = 0; i < l->n; i++)
+		if (l->sft[i])
+			sb_printf(b, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\" "
+				  "fill=\"#ff7f0e\" opacity=\"0.15\"/>\n", X(i), y1, X(i + 1) - X(i),
+				  y0 - y1);
+	for (int k = 0; k <= 4; k++) {
+		double y = y0 - (y0 - y1) * k / 4.0;
+		sb_printf(b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" "
+			  "stroke=\"#e5e5e5\"/>\n<text x=\"%.0f\" y=\"%.1f\" "
+			  "text-anchor=\"end\">%g</text>\n", x0, y, x1, y, x0 - 6, y + 4,
+			  rmax * k / 4);
+	}
+	sb_printf(b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n",
+		  x0, y0, x1, y0);
+	for (int k = 0; k <= 10; k++)
+		sb_printf(b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%ld</text>\n",
+			  X(n * k / 10), y0 + 16, n * k / 10);
+	sb_printf(b, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n"
+		  "<text x=\"16\" y=\"%.0f\" transform=\"rotate(-90 16 %.0f)\" "
+		  "text-anchor=\"middle\">mean reward</text>\n", (x0 + x1) / 2, y0 + 34,
+		  (y0 + y1) / 2, (y0 + y1) / 2);
+	sb_printf(b, "<path fill=\"none\" stroke=\"#9467bd\" stroke-width=\"1.5\" d=\"");
+	for (long i = 0; i < l->n; i++) {
+		if (!isfinite(l->reward[i])) {
+			pen = false;
+			continue;
+		}
+		sb_printf(b, "%s%.2f %.2f", pen ? " L" : " M", X(i + 0.5), YR(l->reward[i]));
+		pen = true;
+	}
+	sb_printf(b, "\"/>\n<g font-size=\"11\"><line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
+		  "y2=\"%.0f\" stroke=\"#9467bd\"/><text x=\"%.0f\" y=\"%.0f\">mean reward "
+		  "(RL)</text>", x1 - 120, y1 - 8, x1 - 100, y1 - 8, x1 - 96, y1 - 4);
+	if (sft)
+		sb_printf(b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"10\" "
+			  "fill=\"#ff7f0e\" opacity=\"0.15\"/><text x=\"%.0f\" y=\"%.0f\">"
+			  "supervised warm-up (SFT), %ld steps</text>", x1 - 400, y1 - 14,
+			  x1 - 384, y1 - 4, sft);
+	sb_printf(b, "</g>\n");
+#undef X
+#undef YR
+}
+
 int run_svg(const struct run *r, const char *title, const char *file, struct err *e)
 {
 	const struct run_log *l = &r->log;
-	const double W = 960, H = 400, x0 = 70, x1 = 890, y0 = 340, y1 = 50;
-	double tmax = 0, gmax = 1;
+	const double W = 960, x0 = 70, x1 = 890, y0 = 340, y1 = 50;
+	double tmax = 0, gmax = 1, H = 400;
 	long n = r->steps > l->n ? r->steps : l->n;
 	struct sbuf b = { 0 };
-	bool pen = false;
+	bool pen = false, rewards = false;
 	char *text;
 	int rc;
 
@@ -164,7 +226,10 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 		if (isfinite(l->step_s[i]))
 			tmax = fmax(tmax, l->step_s[i]);
 		gmax = fmax(gmax, l->gpus[i]);
+		rewards |= isfinite(l->reward[i]);
 	}
+	if (rewards)
+		H = 640;
 	tmax = round_up(tmax);
 	gmax = round_up(gmax);
 #define X(i) (x0 + (x1 - x0) * (double)(i) / (double)(n > 0 ? n : 1))
@@ -240,6 +305,8 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 		  "opacity=\"0.25\"/><text x=\"%.0f\" y=\"46\">paused</text></g>\n",
 		  x1 - 420, x1 - 400, x1 - 396, x1 - 320, x1 - 300, x1 - 296, x1 - 230, x1 - 210,
 		  x1 - 206, x1 - 130, x1 - 114);
+	if (rewards)
+		reward_panel(&b, l, n, x0, x1, 580, 420);
 	sb_printf(&b, "</svg>\n");
 #undef X
 #undef YT

@@ -39,6 +39,8 @@ void run_free(struct run *r)
 	free(l->gpus);
 	free(l->status);
 	free(l->moved);
+	free(l->reward);
+	free(l->sft);
 	memset(l, 0, sizeof *l);
 }
 
@@ -100,7 +102,7 @@ static int log_add(struct run_log *l, const struct step_record *rec, double idle
 {
 	if (l->n == l->cap) {
 		long cap = l->cap ? 2 * l->cap : 1024;
-		void *p[6];
+		void *p[8];
 		p[0] = realloc(l->step_s, (size_t)cap * sizeof *l->step_s);
 		if (p[0])
 			l->step_s = p[0];
@@ -119,7 +121,13 @@ static int log_add(struct run_log *l, const struct step_record *rec, double idle
 		p[5] = realloc(l->moved, (size_t)cap);
 		if (p[5])
 			l->moved = p[5];
-		for (int i = 0; i < 6; i++)
+		p[6] = realloc(l->reward, (size_t)cap * sizeof *l->reward);
+		if (p[6])
+			l->reward = p[6];
+		p[7] = realloc(l->sft, (size_t)cap);
+		if (p[7])
+			l->sft = p[7];
+		for (int i = 0; i < 8; i++)
 			if (!p[i])
 				return NR_EIO;
 		l->cap = cap;
@@ -130,6 +138,8 @@ static int log_add(struct run_log *l, const struct step_record *rec, double idle
 	l->gpus[l->n] = rec->gpus_up;
 	l->status[l->n] = (unsigned char)rec->status;
 	l->moved[l->n] = moved;
+	l->reward[l->n] = rec->status == STEP_OK && rec->rl.known ? rec->rl.reward_mean : NAN;
+	l->sft[l->n] = rec->rl.known && rec->rl.sft;
 	if (rec->status == STEP_OK)
 		l->sequences += rec->sequences;
 	l->n++;

@@ -34,6 +34,8 @@ struct run_log {
 	int *gpus;             /* GPUs up */
 	unsigned char *status; /* enum step_status */
 	unsigned char *moved;  /* 1: the plan changed before this step (a transition) */
+	double *reward;        /* a real engine's mean reward (its "rl" object); NAN without */
+	unsigned char *sft;    /* 1: a supervised warm-up step */
 	long sequences;        /* sequences of the steps that ran */
 };
 
@@ -132,7 +134,9 @@ void run_summarize(const struct run *r, struct run_summary *s);
 /* The summary document (kind "run-summary", nereus-run(1)); policy is the
  * controller's or "follow". */
 json_t *run_summary_json(const struct run *r, const struct run_summary *s);
-/* Step latency over the run, transitions and GPUs up marked, as SVG. */
+/* Step latency over the run, transitions and GPUs up marked, as SVG;
+ * below it, when the steps carry a real engine's RL figures, the mean
+ * reward per step with the warm-up steps marked. */
 int run_svg(const struct run *r, const char *title, const char *file, struct err *e);
 
 /* How transitions are charged, in words (the summary says it): with the

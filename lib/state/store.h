@@ -147,7 +147,9 @@ const struct manifest *store_reader_manifest(const struct store_reader *r);
  * holds (layout_pieces' offsets, copies included, padding zeroed), with
  * model's state, whatever layout the store keeps it in.  lo's
  * architecture must be the store's.  NR_EINPUT when the store lacks the
- * kind or a piece; NR_EIO for a failed read or a checksum mismatch. */
+ * kind or a piece, or a piece's data do not match its checksum (as
+ * nereus-manifest(5) says: a damaged store is bad input); NR_EIO for a
+ * failed read. */
 int store_reader_load(struct store_reader *r, int model, enum state_kind kind,
 		      const struct layout *lo, int tp, int pp, int dp, float *buf,
 		      struct err *e);

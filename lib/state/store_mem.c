@@ -115,7 +115,7 @@ static int read_piece(struct store_reader *r, size_t i, struct err *e)
 	if (rc)
 		return rc;
 	if (XXH3_64bits(r->buf, len) != p->xxh3)
-		return err_set(e, NR_EIO, "%s: tensor '%s' (%s) at byte %" PRIu64 ": checksum "
+		return err_set(e, NR_EINPUT, "%s: tensor '%s' (%s) at byte %" PRIu64 ": checksum "
 			       "mismatch", show, mm->layout.tensors[p->tensor].name,
 			       state_kind_names[p->kind], p->offset);
 	st_widen(r->wide, r->buf, n, t);

@@ -418,6 +418,36 @@ static void test_context_limit(void)
 	tiny_free(&t);
 }
 
+/* No distribution to draw from: the sampler says so, and generate fails
+ * with NR_EIO naming where, instead of emitting a token. */
+static void test_not_finite(void)
+{
+	struct arch a = gen_arch();
+	struct tiny t;
+	struct generator g;
+	struct gen out;
+	struct err e = { 0 };
+	struct gen_params greedy = params(0, 1, 0), topk = params(1, 1, 2);
+	struct gen_cand cand[4];
+	float nan_z[4] = { 0, NAN, 1, 0 }, inf_z[4] = { 0, INFINITY, 1, 0 }, lp;
+	float none[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+	int tokens[4] = { 1, 2, 3, 4 };
+
+	CHECK(gen_sample(nan_z, 4, &greedy, 0.5, cand, &lp) == -1);
+	CHECK(gen_sample(nan_z, 4, &topk, 0.5, cand, &lp) == -1);
+	CHECK(gen_sample(inf_z, 4, &greedy, 0.5, cand, &lp) == -1);
+	CHECK(gen_sample(none, 4, &greedy, 0.5, cand, &lp) == -1);
+	CHECK(tiny_init(&t, &a, 1, 1, 0, 0, comm_self(), 0.5f) == NR_OK);
+	t.w[0] = NAN; /* an embedding entry: every position of a token 0 */
+	tokens[2] = 0;
+	CHECK(generator_init(&g, &t.m, 2, CTX, CTX, &e) == NR_OK);
+	CHECK(generate(&g, &(struct gen_request){ 2, tokens, (int[]){ 0, 2, 4 }, NULL }, &greedy,
+		       &(struct gen_result){ out.tokens, out.logprobs, out.len }, &e) == NR_EIO);
+	CHECK(strstr(e.msg, "sequence 1, token 0: the logits are not finite") != NULL);
+	generator_free(&g);
+	tiny_free(&t);
+}
+
 int main(void)
 {
 	RUN(test_cache_matches_forward);
@@ -429,5 +459,6 @@ int main(void)
 	RUN(test_sampler_truncation);
 	RUN(test_bad_prompts);
 	RUN(test_context_limit);
+	RUN(test_not_finite);
 	return UNIT_END();
 }

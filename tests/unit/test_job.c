@@ -767,6 +767,12 @@ static void test_cluster_presets(void)
 	CHECK(cluster_gpus(&c) == 64 && cluster_gpus_up(&c) == 64);
 	CHECK(strcmp(c.gpu.model, "H100-SXM") == 0);
 	CHECK(c.gpu.mem_gib == 80 && c.gpu.tflops == 989 && c.gpu.hbm_gbps == 3350);
+	CHECK(c.engine == CLUSTER_ENGINE_MEGATRON);
+	CHECK(load_cluster(&c, &e, "\"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": \"H100-SXM\", "
+			   "\"engine\": \"builtin\"") == NR_OK);
+	CHECK(c.engine == CLUSTER_ENGINE_BUILTIN);
+	CHECK(load_cluster(&c, &e, "\"nodes\": 8, \"gpus_per_node\": 8, \"gpu\": \"H100-SXM\"") ==
+	      NR_OK);
 	/* NVLink 4: 450 GB/s per direction; a 400 Gb/s NIC ≈ 48 GB/s; PCIe 50 */
 	CHECK(c.intra_gbps == 450 && c.inter_gbps == 48 && c.host_gbps == 50);
 	CHECK(c.headroom == 0.05 && c.host_mem_gib == 1024);
@@ -918,7 +924,11 @@ static void test_cluster_errors(void)
 	snprintf(body, sizeof body, "\"nodes\": 1, \"gpus_per_node\": 8, %s, \"gpus\": 8", gpu);
 	CHECK(cluster_rejects(&c, body, "gpus: unknown field (expected one of: nereus, kind, "
 			      "name, nodes, gpus_per_node, gpu, links, host_memory_gib, "
-			      "memory_headroom, down)"));
+			      "memory_headroom, engine, down)"));
+	snprintf(body, sizeof body, "\"nodes\": 1, \"gpus_per_node\": 8, %s, "
+		 "\"engine\": \"vllm\"", gpu);
+	CHECK(cluster_rejects(&c, body, "engine: expected one of megatron, builtin, got "
+			      "\"vllm\""));
 }
 
 /* --- cost documents ----------------------------------------------------- */

@@ -297,7 +297,7 @@ static void test_corrupt_piece(void)
 		CHECK(pwrite(fd, &c, 1, end - 3) == 1);
 		close(fd);
 	}
-	CHECK(load_all(at("s4"), &m, &e) == NR_EIO);
+	CHECK(load_all(at("s4"), &m, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "checksum mismatch") && strstr(e.msg, "adam_v"));
 	mem_free(&m);
 }

@@ -1,0 +1,190 @@
+/* The memory model of the built-in engine (plan/memory.h) against what the
+ * engine allocates: its activations (engine/model.h) and its generator's
+ * buffers for several shapes, and a whole PPO step, where every
+ * model-stage's measured peak is the planner's prediction for it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/generate.h"
+#include "engine/trainer.h"
+#include "plan/plan.h"
+#include "unit.h"
+#include "unitfs.h"
+
+static char root[PATH_MAX];
+
+static struct arch small_arch(int heads, int kv, bool tied, bool bias, bool score)
+{
+	return (struct arch){ .layers = 3, .hidden = 48, .heads = heads, .kv_heads = kv,
+			      .ffn = 100, .vocab = 300, .tied = tied, .attn_bias = bias,
+			      .score_head = score, .dtype_bytes = 4, .dtype = "fp32",
+			      .rope_theta = 10000, .norm_eps = 1e-5 };
+}
+
+/* Floats the engine may pad: each buffer starts on 64 bytes. */
+static double padding(const struct arch *a)
+{
+	return 16.0 * (12 * a->layers + 32);
+}
+
+static void head_chunk_is_the_engines(void)
+{
+	CHECK(BUILTIN_HEAD_CHUNK_FLOATS == MODEL_HEAD_CHUNK_FLOATS);
+}
+
+/* mem_builtin_acts is model_acts_floats, training and not, over shapes. */
+static void activations_are_the_engines(void)
+{
+	const struct arch archs[] = { small_arch(4, 2, false, false, false),
+				      small_arch(6, 6, true, true, false),
+				      small_arch(4, 1, false, true, true) };
+	const int tokens[] = { 1, 37, 300 }, lens[] = { 5, 64 };
+
+	for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+		struct layout lo;
+		struct model_config c;
+		struct err e;
+
+		CHECK(layout_init(&lo, &archs[i], 1, 1, 1, false, NULL, &e) == NR_OK);
+		CHECK(model_config_init(&c, &lo, 0, 0, &e) == NR_OK);
+		for (int tr = 0; tr < 2; tr++)
+			for (size_t t = 0; t < 3; t++)
+				for (size_t n = 0; n < 2; n++) {
+					double head;
+					double want = (double)model_acts_floats(&c, tokens[t], lens[n],
+										tr);
+					double got = mem_builtin_acts(&archs[i], tokens[t], lens[n], 1,
+								      1, tr, &head);
+
+					CHECK(got <= want && want - got <= padding(&archs[i]));
+					CHECK(archs[i].score_head ? head == 0 : head > 0);
+				}
+		layout_free(&lo);
+	}
+}
+
+/* What a generator holds is mem_builtin_gen's activations, logits and KV
+ * cache, to the padding. */
+static void generation_is_the_engines(void)
+{
+	struct arch a = small_arch(4, 2, false, false, false);
+	struct job job = { .nmodels = 1, .prompts_per_step = 3, .samples_per_prompt = 4,
+			   .prompt_len = 6, .response = { 10, 14, 20 }, .mini_batches = 1 };
+	struct layout lo;
+	struct decoder m;
+	struct generator g;
+	struct mem mm;
+	struct err e;
+	int seqs = 12, len = 26;
+	double got;
+
+	CHECK(layout_init(&lo, &a, 1, 1, 1, false, NULL, &e) == NR_OK);
+	CHECK(model_init(&m, &lo, 0, 0, kernels_cpu(), comm_self(), &e) == NR_OK);
+	CHECK(generator_init(&g, &m, seqs, len, 3 * 6, &e) == NR_OK);
+	mem_builtin_gen(&job, &a, seqs, true, &mm);
+	got = (double)generator_bytes(&g);
+	CHECK(mm.weights == 0 && mm.total == mm.act + mm.logits + mm.kv);
+	CHECK(got >= mm.total && got - mm.total <= 4 * padding(&a));
+	mem_builtin_gen(&job, &a, seqs, false, &mm);
+	CHECK(mm.weights == 4 * mem_stage_params(&a, 1, 1));
+	generator_free(&g);
+	model_free(&m);
+	layout_free(&lo);
+}
+
+/* A PPO job with an actor, a critic and a reference on the repeat task;
+ * data names the prompts file. */
+static int write_job(const char *file, const char *prompts)
+{
+	FILE *f = fopen(file, "w");
+	const char *arch = "{\"layers\": 2, \"hidden\": 32, \"heads\": 4, \"kv_heads\": 2, "
+			   "\"ffn\": 64, \"vocab\": 258, \"tied_embeddings\": false, "
+			   "\"dtype\": \"bf16\"}";
+
+	if (!f)
+		return -1;
+	fprintf(f, "{\"nereus\": 1, \"kind\": \"job\", \"name\": \"m\", \"algorithm\": \"ppo\",\n"
+		"\"models\": {\"actor\": {\"arch\": %s, \"stages\": [\"generation\", "
+		"\"inference\", \"training\"]},\n\"critic\": {\"arch\": %s, \"stages\": "
+		"[\"inference\", \"training\"]},\n\"reference\": {\"arch\": %s, \"stages\": "
+		"[\"inference\"]}},\n\"batch\": {\"prompts_per_step\": 4, \"samples_per_prompt\": 3, "
+		"\"prompt_len\": 8, \"response_len\": {\"mean\": 6, \"p90\": 9, \"max\": 9}},\n"
+		"\"ppo\": {\"epochs\": 1, \"mini_batches\": 2},\n"
+		"\"data\": {\"prompts\": \"%s\", \"reward\": \"char_match\"}}\n",
+		arch, arch, arch, prompts);
+	return fclose(f);
+}
+
+/* One real step: each model-stage's peak, as the trainer measured it, is
+ * what plan_evaluate's model predicts for a one-GPU cluster running the
+ * built-in engine, micro-batches of 5 (the mini-batch's 6 in two). */
+static void a_step_peaks_as_planned(void)
+{
+	char file[PATH_MAX + 16], prompts[PATH_MAX];
+	static struct job job;
+	static struct trainer t;
+	struct cluster cl = { .nodes = 1, .gpus_per_node = 1,
+			      .gpu = { "cpu", 8, 0.1, 10 }, .engine = CLUSTER_ENGINE_BUILTIN };
+	struct coef k;
+	struct env v = { &job, &cl, &k };
+	struct mcost mc[MAX_MODELS];
+	struct trainer_stats st;
+	int mb[MAX_MODELS] = { 5, 5, 5 };
+	double resident = 0;
+	struct err e;
+
+	coef_defaults(&k);
+	cl.up[0] = true;
+	snprintf(file, sizeof file, "%s/job.json", root);
+	CHECK(realpath("examples/tasks/repeat.jsonl", prompts) != NULL);
+	CHECK(write_job(file, prompts) == 0);
+	if (job_load(&job, file, &e)) {
+		printf("# %s\n", e.msg);
+		CHECK(0);
+		return;
+	}
+	CHECK(trainer_open_one(&t, &job, NULL, mb, &e) == NR_OK);
+	/* between steps the process holds every model's state, no more */
+	for (int m = 0; m < job.nmodels; m++) {
+		struct pconf c = { .tp = 1, .pp = 1, .dp = 1, .mb = 5, .rc = RC_NONE };
+
+		model_memory(&v, m, &c, &mc[m]);
+		resident += mc[m].res;
+	}
+	CHECK_NEAR((double)trainer_bytes(&t), resident, 1e-9);
+	CHECK(trainer_step(&t, 0, &st, &e) == NR_OK);
+	CHECK(st.nms == 6);
+	for (int i = 0; i < st.nms; i++) {
+		double want;
+
+		if (st.ms[i].stage == STAGE_GEN) {
+			struct pconf gen = { .tp = 1, .dp = 1, .mb = 1 }, home = { .tp = 1, .pp = 1,
+									  .dp = 1, .mb = 5 };
+			struct stime tm;
+			struct mem mm;
+
+			CHECK(gen_cost(&v, &gen, resident, &home, true, &tm, &mm, &want));
+		} else {
+			want = resident + mc[st.ms[i].model].need[st.ms[i].stage];
+		}
+		CHECK(st.ms[i].peak_bytes >= want && st.ms[i].peak_bytes - want <= 4 * 3 * padding(&job.models[0].arch));
+	}
+	trainer_close(&t);
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(root, sizeof root, "%s/nereus-membuiltin-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(root)) {
+		perror(root);
+		return 1;
+	}
+	RUN(head_chunk_is_the_engines);
+	RUN(activations_are_the_engines);
+	RUN(generation_is_the_engines);
+	RUN(a_step_peaks_as_planned);
+	rmtree(root);
+	return UNIT_END();
+}
