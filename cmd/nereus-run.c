@@ -18,6 +18,9 @@
 #include "common.h"
 #include "nereus-run/subcommands.h"
 #include "common/json.h"
+#include "mpi/groups.h"
+#include "mpi/live.h"
+#include "mpi/ranks.h"
 #include "run/oracle.h"
 #include "run/run.h"
 #include "run/sim.h"
@@ -351,7 +354,8 @@ int emit(void *arg, const struct step_record *r, struct err *e)
 	if (o->bi && o->a->save_every && (r->step + 1) % o->a->save_every == 0 &&
 	    (rc = save(o, r->step + 1, e)))
 		return rc;
-	if (!o->a->quiet && show_progress() && (r->step + 1) * 100 / o->a->steps != o->shown) {
+	if (!o->a->quiet && o->rank == 0 && show_progress() &&
+	    (r->step + 1) * 100 / o->a->steps != o->shown) {
 		o->shown = (r->step + 1) * 100 / o->a->steps;
 		fprintf(stderr, "\r\033[K%s: step %ld of %ld", progname, r->step + 1, o->a->steps);
 		if (r->step + 1 == o->a->steps)
@@ -364,7 +368,7 @@ void notice(void *arg, const char *msg)
 {
 	const struct out *o = arg;
 
-	if (!o->a->quiet)
+	if (!o->a->quiet && o->rank == 0)
 		fprintf(stderr, "%s%s: %s\n", o->shown && show_progress() ? "\r\033[K" : "",
 			progname, msg);
 }
@@ -481,6 +485,54 @@ static int resume_builtin(const struct args *a, struct records *rs, struct err *
 	return NR_OK;
 }
 
+/* An output that cannot be written fails now, not after the run. */
+static int check_outputs(const struct args *a, struct err *e)
+{
+	int rc = NR_OK;
+
+	if ((a->summary && (rc = out_check(a->summary, e))) ||
+	    (a->svg && (rc = out_check(a->svg, e))) || (a->now && (rc = check_dir(a->now, e))) ||
+	    (a->save && !a->resume && (rc = check_saves(a, 0, e))))
+		return rc;
+	return NR_OK;
+}
+
+/* --resume: the records so far, as the run continues from them. */
+static int resume_records(const struct args *a, const struct inputs *in, struct run *r,
+			  struct records *rs, struct err *e)
+{
+	int rc;
+
+	if ((rc = records_load(rs, a->records, &in->job, e)) ||
+	    (a->engine == ENGINE_BUILTIN && (rc = resume_builtin(a, rs, e))) ||
+	    (a->save && (rc = check_saves(a, rs->n, e))))
+		return rc;
+	return run_resume(r, rs, a->records, e);
+}
+
+/* Started by mpirun (Open MPI's, or Slurm's srun with PMIx): the built-in
+ * engine runs over the ranks. */
+static bool under_mpi(void)
+{
+	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+/* MPI for a run over ranks: the world and the engine's ranks over it. */
+static int start_ranks(struct builtin *bi, struct comm *world, struct builtin_ranks *ranks,
+		       int *rank, struct err *e)
+{
+	int argc = 0, size, rc;
+	char **argv = NULL;
+
+	if (live_init(&argc, &argv, rank, &size))
+		return err_set(e, NR_EIO, "started by mpirun, but MPI does not start");
+	if ((rc = mpi_world(world, e)))
+		return rc;
+	*ranks = mpi_builtin_ranks(world);
+	builtin_use_ranks(bi, ranks);
+	return NR_OK;
+}
+
 static int run_one(const struct args *a, struct inputs *in)
 {
 	static struct sim sim;
@@ -489,7 +541,10 @@ static int run_one(const struct args *a, struct inputs *in)
 	static struct run r;
 	struct engine eng;
 	struct records rs = { 0 };
-	struct out o = { a, in, stdout, "<stdout>", false, 0, NULL, -1 };
+	struct out o = { a, in, stdout, "<stdout>", false, 0, NULL, -1, 0 };
+	static struct comm world;
+	static struct builtin_ranks ranks;
+	bool mpi = a->engine == ENGINE_BUILTIN && under_mpi();
 	struct run_summary s;
 	struct sigaction sa;
 	struct err e = { 0 };
@@ -497,8 +552,13 @@ static int run_one(const struct args *a, struct inputs *in)
 
 	if (a->engine == ENGINE_BUILTIN) {
 		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
+		if (mpi && (rc = start_ranks(&bi, &world, &ranks, &o.rank, &e)))
+			return report(&e);
 		eng = builtin_engine(&bi);
 		o.bi = &bi;
+		/* over ranks, rank 0 writes what the run writes */
+		if (o.rank != 0)
+			o.f = NULL;
 	} else {
 		sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
 		eng = sim_engine(&sim);
@@ -514,7 +574,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	r.stop = &stop_signal;
 	r.emit = emit;
 	r.notice = notice;
-	r.boundary = a->now ? publish : NULL;
+	r.boundary = a->now && o.rank == 0 ? publish : NULL;
 	r.arg = &o;
 	if (a->plan) {
 		r.follow = a->plan;
@@ -524,22 +584,21 @@ static int run_one(const struct args *a, struct inputs *in)
 		r.ctl = &ctl;
 		run_refit_hook(&r);
 	}
-	/* an output that cannot be written fails now, not after the run */
-	if ((a->summary && (rc = out_check(a->summary, &e))) ||
-	    (a->svg && (rc = out_check(a->svg, &e))) || (a->now && (rc = check_dir(a->now, &e))) ||
-	    (a->save && !a->resume && (rc = check_saves(a, 0, &e))))
+	rc = o.rank == 0 ? check_outputs(a, &e) : NR_OK;
+	/* every rank reads the records before rank 0 cuts them */
+	if (rc == NR_OK && a->resume)
+		rc = resume_records(a, in, &r, &rs, &e);
+	if (mpi)
+		rc = world.agree(world.ctx, rc, &e);
+	if (rc)
 		goto out;
-	if (a->resume) {
-		if ((rc = records_load(&rs, a->records, &in->job, &e)) ||
-		    (a->engine == ENGINE_BUILTIN && (rc = resume_builtin(a, &rs, &e))) ||
-		    (a->save && (rc = check_saves(a, rs.n, &e))) ||
-		    (rc = run_resume(&r, &rs, a->records, &e)) ||
-		    (truncate(a->records, (off_t)rs.bytes) != 0 &&
-		     (rc = err_set(&e, NR_EIO, "cannot truncate '%s': %s", a->records,
-				   strerror(errno)))))
-			goto out;
-	}
-	if (a->records && strcmp(a->records, "-")) {
+	if (a->resume && o.rank == 0 && truncate(a->records, (off_t)rs.bytes) != 0)
+		rc = err_set(&e, NR_EIO, "cannot truncate '%s': %s", a->records, strerror(errno));
+	if (mpi)
+		rc = world.agree(world.ctx, rc, &e);
+	if (rc)
+		goto out;
+	if (o.rank == 0 && a->records && strcmp(a->records, "-")) {
 		o.name = a->records;
 		if ((rc = out_open_stream(a->records, a->resume, &o.f, &e)))
 			goto out;
@@ -555,7 +614,7 @@ static int run_one(const struct args *a, struct inputs *in)
 		rc = save(&o, r.next, &e);
 	if (o.f && o.f != stdout && fclose(o.f) != 0 && !rc)
 		rc = err_set(&e, NR_EIO, "cannot write '%s': %s", a->records, strerror(errno));
-	if (rc)
+	if (rc || o.rank != 0)
 		goto out;
 	run_summarize(&r, &s);
 	if (a->summary) {
@@ -576,6 +635,10 @@ out:
 	run_free(&r);
 	if (o.bi)
 		builtin_free(&bi);
+	if (mpi) {
+		mpi_world_free(&world);
+		live_finalize();
+	}
 	if (rc)
 		return report(&e);
 	return NR_OK;

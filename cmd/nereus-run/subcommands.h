@@ -41,6 +41,7 @@ struct out {
 	long shown;
 	struct builtin *bi; /* the built-in engine, which --save saves */
 	long saved;      /* the step the last store saved continues at, -1 none */
+	int rank;        /* over MPI ranks, this one's: only rank 0 writes and speaks */
 };
 
 int load_inputs(const struct args *a, struct inputs *in, struct err *e);

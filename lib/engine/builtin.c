@@ -28,10 +28,19 @@ void builtin_init(struct builtin *b, const struct job *job, const struct cluster
 	b->state = state;
 }
 
+void builtin_use_ranks(struct builtin *b, const struct builtin_ranks *ranks)
+{
+	b->ranks = ranks;
+}
+
 void builtin_free(struct builtin *b)
 {
 	if (b->open)
 		trainer_close(&b->t);
+	if (b->open && b->ranks) {
+		rank_state_free(&b->rs);
+		b->ranks->groups_free(&b->g);
+	}
 	b->open = false;
 }
 
@@ -65,6 +74,76 @@ static int one_rank(const struct job *job, const struct plan *p, struct err *e)
 	return NR_OK;
 }
 
+static double seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The state of the store b->state laid out as plan p on this rank. */
+static int open_ranks(struct builtin *b, const struct env *v, const struct plan *p, const int *mb,
+		      struct err *e)
+{
+	const struct builtin_ranks *x = b->ranks;
+	struct store_reader *r = NULL;
+	int rc;
+
+	if ((rc = x->groups(v, p, &b->g, e)))
+		return rc;
+	rc = rank_state_init(&b->rs, v, &b->g.rr, e);
+	if (rc == NR_OK)
+		rc = store_reader_open(&r, b->state, e);
+	if (rc == NR_OK)
+		rc = rank_state_load(&b->rs, r, b->state, e);
+	if ((rc = x->world->agree(x->world->ctx, rc, e)) == NR_OK)
+		rc = trainer_open(&b->t, &b->job, &b->g, &b->rs, mb, e);
+	if ((rc = x->world->agree(x->world->ctx, rc, e)) == NR_OK)
+		trainer_take_run(&b->t, store_reader_manifest(r)->run);
+	store_reader_close(r);
+	if (rc) {
+		rank_state_free(&b->rs);
+		x->groups_free(&b->g);
+		return rc;
+	}
+	b->cur = *p;
+	b->open = true;
+	return NR_OK;
+}
+
+/* A switch over ranks: the state moved to plan p's layouts in memory, the
+ * new groups split, the trainer rebound to them. */
+static int switch_ranks(struct builtin *b, const struct env *v, const struct plan *p,
+			const int *mb, struct err *e)
+{
+	const struct builtin_ranks *x = b->ranks;
+	struct groups g;
+	struct rank_state rs;
+	double predicted;
+	int rc;
+
+	if ((rc = x->groups(v, p, &g, e)))
+		return rc;
+	if ((rc = x->move(v, &b->cur, p, &b->rs, &rs, &predicted, e))) {
+		x->groups_free(&g);
+		return rc;
+	}
+	rank_state_free(&b->rs);
+	x->groups_free(&b->g);
+	b->rs = rs;
+	b->g = g;
+	b->cur = *p;
+	rc = x->world->agree(x->world->ctx, trainer_rebind(&b->t, &b->g, &b->rs, mb, e), e);
+	if (rc) {
+		trainer_close(&b->t);
+		rank_state_free(&b->rs);
+		x->groups_free(&b->g);
+		b->open = false;
+	}
+	return rc;
+}
+
 static int builtin_transition(void *self, const struct plan *from, const struct plan *to,
 			      double predicted_s, double *took_s, struct err *e)
 {
@@ -74,12 +153,23 @@ static int builtin_transition(void *self, const struct plan *from, const struct 
 
 	(void)from;
 	(void)predicted_s;
+	for (int m = 0; m < job->nmodels; m++)
+		mb[m] = to->home[m].mb;
+	if (b->ranks) {
+		struct env v = { &b->c.job, &b->c.cl, &b->k };
+		float t = (float)seconds();
+
+		rc = b->open ? switch_ranks(b, &v, to, mb, e) : open_ranks(b, &v, to, mb, e);
+		t = (float)seconds() - t;
+		if (rc == NR_OK)
+			rc = b->ranks->world->allreduce_max(b->ranks->world->ctx, &t, 1, e);
+		*took_s = b->open && from ? t : 0;
+		return rc;
+	}
 	/* on one process nothing moves: every plan holds every model whole */
 	*took_s = 0;
 	if ((rc = one_rank(job, to, e)))
 		return rc;
-	for (int m = 0; m < job->nmodels; m++)
-		mb[m] = to->home[m].mb;
 	if (!b->open) {
 		rc = trainer_open_one(&b->t, &b->job, b->state, mb, e);
 		b->open = rc == NR_OK;
@@ -122,6 +212,33 @@ static void paused(const struct builtin *b, long step, struct step_record *r)
 	r->step_time_s = NAN;
 }
 
+/* Over ranks, each model-stage's time and peak and the step's time are
+ * the most of any rank's, so that every rank keeps the same records. */
+static int slowest(const struct builtin *b, struct trainer_stats *st, struct timespec *t0,
+		   struct timespec *t1, struct err *e)
+{
+	const struct comm *w = b->ranks->world;
+	float v[2 * TRAINER_MAX_MS + 1];
+	int n = 0, rc;
+
+	for (int i = 0; i < st->nms; i++) {
+		v[n++] = (float)st->ms[i].time_s;
+		v[n++] = (float)st->ms[i].peak_bytes;
+	}
+	v[n++] = (float)((double)(t1->tv_sec - t0->tv_sec) +
+			 1e-9 * (double)(t1->tv_nsec - t0->tv_nsec));
+	if ((rc = w->allreduce_max(w->ctx, v, (size_t)n, e)))
+		return rc;
+	for (int i = 0; i < st->nms; i++) {
+		st->ms[i].time_s = v[2 * i];
+		st->ms[i].peak_bytes = (int64_t)v[2 * i + 1];
+	}
+	*t0 = (struct timespec){ 0 };
+	t1->tv_sec = (time_t)v[n - 1];
+	t1->tv_nsec = (long)(((double)v[n - 1] - (double)t1->tv_sec) * 1e9);
+	return NR_OK;
+}
+
 static int builtin_step(void *self, long step, const struct plan *p, struct step_record *r,
 			struct err *e)
 {
@@ -139,6 +256,8 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 		if ((rc = trainer_step(&b->t, step, &st, e)))
 			return rc;
 		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (b->ranks && (rc = slowest(b, &st, &t0, &t1, e)))
+			return rc;
 		memcpy(&b->eval, p, sizeof b->eval);
 		plan_evaluate(&v, &b->eval);
 		steprec_from_plan(&v, &b->eval, step, r);
@@ -180,10 +299,18 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 	return NR_OK;
 }
 
+static int builtin_agree(void *self, void *buf, size_t n)
+{
+	struct builtin *b = self;
+	struct err e;
+
+	return b->ranks->world->bcast(b->ranks->world->ctx, buf, n, &e);
+}
+
 struct engine builtin_engine(struct builtin *b)
 {
 	return (struct engine){ "builtin", b, true, builtin_observe, builtin_transition,
-				builtin_step };
+				builtin_step, b->ranks ? builtin_agree : NULL };
 }
 
 int builtin_save(struct builtin *b, long next, const char *dst, struct err *e)

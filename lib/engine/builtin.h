@@ -11,14 +11,35 @@
  * the RL figures.  Its conditions name it as the cluster's engine, so the
  * plans the run chooses are planned with the built-in engine's memory
  * model (plan/memory.h).  On one process every model-stage runs TP1·PP1·DP1; a
- * plan that asks for more is refused by name.  Saving writes the state
+ * plan that asks for more is refused by name.  Over ranks (builtin_ranks)
+ * each rank holds its part of every layout it is in; a switch moves the
+ * state to the new plan's layouts in memory and splits the new groups;
+ * each model-stage's time and peak in a record are the most of any
+ * rank's, so every rank keeps the same records and its controller takes
+ * the same decisions.  Saving writes the state
  * with the run object the run continues from: the next step and every
- * optimizer's step count. */
+ * optimizer's step count (over ranks, gathered to rank 0, which writes). */
 #ifndef NEREUS_ENGINE_BUILTIN_H
 #define NEREUS_ENGINE_BUILTIN_H
 
 #include "engine/trainer.h"
 #include "run/engine.h"
+
+/* The ranks of a distributed run (lib/mpi gives them over MPI: mpi/ranks.h):
+ * world rank r plays GPU r of the cluster.  Every call is collective over
+ * the world, and every rank returns the same code and message. */
+struct builtin_ranks {
+	const struct comm *world;
+	/* The groups of plan p (roles.h), split from the world. */
+	int (*groups)(const struct env *v, const struct plan *p, struct groups *g, struct err *e);
+	void (*groups_free)(struct groups *g);
+	/* The state of plan a (from, left as it is) moved to plan b's layouts
+	 * (to, made here) in memory by the global transition graph;
+	 * *predicted_s: the graph's prediction. */
+	int (*move)(const struct env *v, const struct plan *a, const struct plan *b,
+		    const struct rank_state *from, struct rank_state *to, double *predicted_s,
+		    struct err *e);
+};
 
 struct builtin {
 	struct job job;          /* the job as loaded, its optimizers' schedules
@@ -35,6 +56,11 @@ struct builtin {
 	struct trainer t;
 	bool open;
 	struct plan eval;        /* scratch: the plan running, evaluated */
+	/* a distributed run (NULL: this process plays the one GPU) */
+	const struct builtin_ranks *ranks;
+	struct plan cur;         /* the plan the state is laid out in */
+	struct groups g;
+	struct rank_state rs;
 };
 
 /* b is large: allocate it statically or on the heap.  ev may be NULL.
@@ -43,6 +69,11 @@ struct builtin {
 void builtin_init(struct builtin *b, const struct job *job, const struct cluster *cl,
 		  const struct coef *k, const struct events *ev, const char *state, long steps);
 void builtin_free(struct builtin *b);
+/* Run over ranks (before the run starts): every model-stage under its
+ * plan's TP, PP and DP on the ranks that play its GPUs, plan switches
+ * moving the state in memory. */
+void builtin_use_ranks(struct builtin *b, const struct builtin_ranks *ranks);
+/* After builtin_use_ranks, when the run is over ranks. */
 struct engine builtin_engine(struct builtin *b);
 
 /* Save the state as the store dst, to continue at step next. */

@@ -197,12 +197,23 @@ int rank_state_init(struct rank_state *s, const struct env *v, const struct rank
 {
 	memset(s, 0, sizeof *s);
 	s->n = rr->n;
+	for (int i = 0; i < MAX_ITEMS; i++)
+		s->alias[i] = -1;
 	for (int i = 0; i < rr->n; i++) {
 		const struct rank_role *ro = &rr->r[i];
 		const struct model *md = &v->job->models[ro->model];
 		bool train = ro->item != ITEM_GEN && model_trainable(md);
 		int rc;
 
+		if (ro->item == ITEM_GEN) {
+			const struct rank_role *h = &rr->r[rank_roles_index(rr, 1 + ro->model)];
+
+			if (h->pool == ro->pool && h->conf.tp == ro->conf.tp &&
+			    h->conf.dp == ro->conf.dp && h->conf.pp == 1) {
+				s->alias[i] = rank_roles_index(rr, 1 + ro->model);
+				continue;
+			}
+		}
 		if (!ro->member)
 			continue;
 		if (ro->conf.zero == ZERO_3) {

@@ -292,20 +292,9 @@ static void unbind(struct trainer *t)
 	t->xcap = 0;
 }
 
-/* Whether the generation layout is the actor's home layout on every rank:
- * one pool, the same TP and DP, no pipeline. */
-static bool gen_is_home(const struct trainer *t)
-{
-	const struct rank_role *h = &t->g->rr.r[t->actor], *g = &t->g->rr.r[t->gen];
-
-	return h->pool == g->pool && h->conf.tp == g->conf.tp && h->conf.dp == g->conf.dp &&
-	       h->conf.pp == 1;
-}
-
-/* Decoders over rs's state for every layout the rank is in.  When the
- * generation layout is the actor's home layout, the actor's decoder
- * generates and rs's copy of the generation layout is dropped: no rank
- * holds the actor's weights twice (verl's hybrid engine). */
+/* Decoders over rs's state for every layout the rank keeps.  When the
+ * generation layout is the actor's home layout (rs's alias), the actor's
+ * decoder generates: no rank holds the actor's weights twice. */
 static int bind(struct trainer *t, const struct groups *g, struct rank_state *rs,
 		const int *mb, struct err *e)
 {
@@ -315,11 +304,7 @@ static int bind(struct trainer *t, const struct groups *g, struct rank_state *rs
 	t->g = g;
 	t->rs = rs;
 	t->gen = job->nmodels;
-	t->gen_alias = gen_is_home(t);
-	if (t->gen_alias && rs->held[t->gen]) {
-		mstate_free(&rs->st[t->gen]);
-		rs->held[t->gen] = false;
-	}
+	t->gen_alias = rs->alias[t->gen] == t->actor;
 	for (int i = 0; i <= job->nmodels && rc == NR_OK; i++) {
 		struct part *pt = &t->part[i];
 
@@ -422,7 +407,8 @@ int trainer_open_one(struct trainer *t, const struct job *job, const char *store
 		trainer_take_run(t, store_reader_manifest(r)->run);
 	if (rc == NR_OK && !r) {
 		for (int i = 0; i <= job->nmodels; i++)
-			mstate_random(&t->own_rs.st[i], job->data.seed);
+			if (t->own_rs.held[i])
+				mstate_random(&t->own_rs.st[i], job->data.seed);
 		reference_as_actor(job, t->ref, t->actor, &t->own_rs);
 	}
 	store_reader_close(r);
@@ -844,28 +830,26 @@ out:
 	return rc;
 }
 
-/* The generation layout's copy of the actor's weights, brought up to
- * date: tensor by tensor, the actor's pieces (each element from one rank:
- * DP rank 0, copies left out) summed over the world into the whole tensor,
- * from which each generation rank takes its pieces. */
-static int sync_generation(struct trainer *t, struct err *e)
+/* Part to's weights made part from's (the same architecture), tensor by
+ * tensor: from's pieces (each element from one rank: DP rank 0, copies
+ * left out) summed over the world into the whole tensor, from which each
+ * rank of to takes its pieces.  Every rank of the world calls it. */
+static int copy_weights(struct trainer *t, int from, int to, struct err *e)
 {
-	struct part *a = &t->part[t->actor], *g = &t->part[t->gen];
-	const struct layout *lo = a->held ? &a->st->lo : g->held ? &g->st->lo : NULL;
+	struct part *a = &t->part[from], *g = &t->part[to];
 	struct piece *ap = NULL, *gp = NULL;
 	size_t na = 0, ng = 0;
 	struct gtensor *tensors = NULL;
 	int nt = 0, rc;
 	float *whole = NULL;
 
-	rc = layout_tensors(&t->job->models[t->actor].arch, &tensors, &nt, e);
+	rc = layout_tensors(&t->job->models[a->ro->model].arch, &tensors, &nt, e);
 	if (rc == NR_OK && a->held && a->ro->dp_rank == 0)
 		rc = layout_pieces(&a->st->lo, KIND_WEIGHT, a->ro->tp_rank, a->ro->pp_rank, 0, &ap,
 				   &na, e);
 	if (rc == NR_OK && g->held)
-		rc = layout_pieces(&g->st->lo, KIND_WEIGHT, g->ro->tp_rank, 0, g->ro->dp_rank, &gp,
-				   &ng, e);
-	(void)lo;
+		rc = layout_pieces(&g->st->lo, KIND_WEIGHT, g->ro->tp_rank, g->ro->pp_rank,
+				   g->ro->dp_rank, &gp, &ng, e);
 	for (int k = 0; k < nt && rc == NR_OK; k++) {
 		struct box all = { .ndim = tensors[k].ndim };
 		size_t vol = 1;
@@ -1037,7 +1021,7 @@ static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 	*peak = trainer_bytes(t);
 	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
 	if (!t->gen_alias)
-		rc = sync_generation(t, e);
+		rc = copy_weights(t, t->actor, t->gen, e);
 	if (rc == NR_OK && gp->held) {
 		const struct rank_role *ro = gp->ro;
 		int b0, b1, *tok = NULL, *len = NULL, *start = t->rel[0];
@@ -1354,29 +1338,19 @@ int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct 
 	return rc;
 }
 
-/* The reference takes the actor's weights where they are laid out alike
- * on this rank. */
-static void reference_from_actor(struct trainer *t)
-{
-	struct part *a = &t->part[t->actor], *r = &t->part[t->ref];
-
-	if (a->held && r->held && a->st->len[KIND_WEIGHT] == r->st->len[KIND_WEIGHT] &&
-	    a->ro->conf.tp == r->ro->conf.tp && a->ro->conf.pp == r->ro->conf.pp &&
-	    a->ro->tp_rank == r->ro->tp_rank && a->ro->pp_rank == r->ro->pp_rank)
-		memcpy(r->st->buf[KIND_WEIGHT], a->st->buf[KIND_WEIGHT],
-		       a->st->len[KIND_WEIGHT] * sizeof(float));
-}
-
 int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	const struct rl_config *c = &t->job->rl;
+	struct err scratch;
 	int rc = trainer_rollout(t, s, st, e);
 
 	if (rc == NR_OK)
 		rc = st->sft ? sft_update(t, s, st, e) : rl_updates(t, s, st, e);
 	/* the RL starts from the SFT model: the reference is it */
-	if (rc == NR_OK && st->sft && s + 1 == c->sft_steps && t->ref >= 0)
-		reference_from_actor(t);
+	if (rc == NR_OK && st->sft && s + 1 == c->sft_steps && t->ref >= 0 &&
+	    arch_compare("", &t->job->models[t->ref].arch, &t->job->models[t->actor].arch, "",
+			 &scratch) == NR_OK)
+		rc = copy_weights(t, t->actor, t->ref, e);
 	return rc;
 }
 

@@ -41,4 +41,9 @@ int mpi_groups_rebuild(struct groups *g, const struct env *v, const struct plan 
  * yet received is waited for. */
 void mpi_groups_free(struct groups *g);
 
+/* Collective: every rank of the world as one struct comm, by world rank,
+ * for what is agreed before a plan's groups stand. */
+int mpi_world(struct comm *c, struct err *e);
+void mpi_world_free(struct comm *c);
+
 #endif

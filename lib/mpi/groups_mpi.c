@@ -285,6 +285,22 @@ static int m_agree(void *ctx, int rc, struct err *e)
 	return mpi_agree_on(c->comm, rc, e);
 }
 
+static int m_bcast(void *ctx, void *buf, size_t n, struct err *e)
+{
+	struct mcomm *c = ctx;
+	int rc;
+
+	if (c->comm == MPI_COMM_NULL)
+		return not_member(c, e);
+	for (size_t at = 0; at < n; at += INT_MAX / 2) {
+		size_t len = n - at < INT_MAX / 2 ? n - at : INT_MAX / 2;
+
+		if ((rc = MPI_Bcast((char *)buf + at, (int)len, MPI_BYTE, 0, c->comm)) != MPI_SUCCESS)
+			return mpi_fail(c, "MPI_Bcast", rc, e);
+	}
+	return NR_OK;
+}
+
 static int mcomm_wrap(MPI_Comm comm, const char *name, struct comm *cm, struct err *e)
 {
 	struct mcomm *c = calloc(1, sizeof *c);
@@ -310,7 +326,7 @@ static int mcomm_wrap(MPI_Comm comm, const char *name, struct comm *cm, struct e
 	*cm = (struct comm){
 		.size = c->size, .rank = c->rank, .ctx = c,
 		.allreduce_sum = m_sum, .allreduce_max = m_max, .send = m_send, .recv = m_recv,
-		.agree = m_agree,
+		.agree = m_agree, .bcast = m_bcast,
 	};
 	if (comm != MPI_COMM_NULL && (!c->cnt || !c->dsp || !c->rcnt || !c->rdsp)) {
 		mcomm_free(cm);
@@ -410,4 +426,18 @@ int mpi_groups_rebuild(struct groups *g, const struct env *v, const struct plan 
 void mpi_groups_free(struct groups *g)
 {
 	groups_release(g);
+}
+
+int mpi_world(struct comm *c, struct err *e)
+{
+	MPI_Comm w = MPI_COMM_NULL;
+
+	if (MPI_Comm_dup(MPI_COMM_WORLD, &w) != MPI_SUCCESS)
+		return err_set(e, NR_EIO, "MPI is not running");
+	return mcomm_wrap(w, "the world", c, e);
+}
+
+void mpi_world_free(struct comm *c)
+{
+	mcomm_free(c);
 }

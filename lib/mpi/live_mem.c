@@ -28,12 +28,16 @@ static enum st_dtype arch_dtype(const struct arch *a)
 
 /* The mstate that holds p on this rank, at p's place in p's layout, and
  * the dtype the walker holds p's elements in; NULL (e set) when there is
- * none. */
+ * none.  A generation layout that is the actor's (alias) is held by the
+ * actor's state, whose weights are laid out alike whatever its ZeRO. */
 static struct mstate *holder(const struct rank_state *s, const struct live_piece *p,
 			     const char *plan, enum st_dtype *dt, struct err *e)
 {
 	const struct emu *u = p->u;
-	struct mstate *m = p->emu < s->n && s->held[p->emu] ? (struct mstate *)&s->st[p->emu] : NULL;
+	int at = p->emu < s->n && !s->held[p->emu] && s->alias[p->emu] >= 0 ? s->alias[p->emu]
+									       : p->emu;
+	bool alias = at != p->emu;
+	struct mstate *m = at < s->n && s->held[at] ? (struct mstate *)&s->st[at] : NULL;
 	const char *what = u->item == ITEM_GEN ? "the generation engines of" : "model";
 	const struct piece *pc = p->pc;
 
@@ -44,7 +48,7 @@ static struct mstate *holder(const struct rank_state *s, const struct live_piece
 		return NULL;
 	}
 	if (m->lo.tp != u->conf.tp || m->lo.pp != u->conf.pp || m->lo.dp != u->conf.dp ||
-	    m->lo.dist_opt != u->lo.dist_opt || m->tp_rank != p->tp || m->pp_rank != p->pp ||
+	    (!alias && m->lo.dist_opt != u->lo.dist_opt) || m->tp_rank != p->tp || m->pp_rank != p->pp ||
 	    m->dp_rank != p->dp) {
 		err_set(e, NR_EINPUT, "live: rank %d holds %s '%s' as (tp %d, pp %d, dp %d) of "
 			"tp·pp·dp %d·%d·%d, plan %s as (tp %d, pp %d, dp %d) of %d·%d·%d", p->rank,
@@ -88,12 +92,16 @@ static int mem_fill(void *ctx, const struct live_piece *p, void *dst, struct err
 
 static int mem_take(void *ctx, const struct live_piece *p, const void *data, struct err *e)
 {
+	const struct rank_state *s = ctx;
 	enum st_dtype dt;
-	struct mstate *m = holder(ctx, p, "B", &dt, e);
+	struct mstate *m;
 	float *dst;
 	size_t n = (size_t)p->pc->local_len;
 
-	if (!m)
+	/* the actor's own pieces fill it; a generation copy may be stale */
+	if (p->emu < s->n && !s->held[p->emu] && s->alias[p->emu] >= 0)
+		return NR_OK;
+	if (!(m = holder(ctx, p, "B", &dt, e)))
 		return e->code;
 	dst = m->buf[p->kind] + p->pc->local_off;
 	if (dt == ST_F32)

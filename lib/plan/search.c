@@ -554,6 +554,9 @@ static struct clist *cands(struct search *s, int m, int zi)
 					bool use_kept, use_gone;
 					if (!train && (zero == ZERO_1 || zero == ZERO_2))
 						continue;
+					/* the built-in engine keeps the weights whole across DP */
+					if (zero == ZERO_3 && s->v->cl->engine == CLUSTER_ENGINE_BUILTIN)
+						continue;
 					gone.offload = true;
 					use_kept = pin_ok(pin, &kept);
 					use_gone = pin_ok(pin, &gone);

@@ -29,6 +29,11 @@ struct engine {
 	 * r: status, batch, each model-stage's time and peak, the step time. */
 	int (*step)(void *self, long step, const struct plan *p, struct step_record *r,
 		    struct err *e);
+	/* An engine over several processes (NULL: one): n bytes of buf as its
+	 * first process holds them, on every process, so that what each reads
+	 * for itself (a plan file) is the same everywhere.  Nonzero when the
+	 * processes cannot be reached. */
+	int (*agree)(void *self, void *buf, size_t n);
 };
 
 #endif

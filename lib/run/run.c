@@ -162,16 +162,17 @@ static void remember_file(struct run *r, const struct stat *st)
 	r->seen_valid = true;
 }
 
-/* Following a plan file: load it when it is new (another process renamed
- * a new plan over it); a file that does not load leaves the plan running. */
-static int follow(struct run *r, long step, double *trans, bool *moved,
-		  struct switch_cost *sc, struct err *e)
+/* Following a plan file: whether it is new (another process renamed a
+ * new plan over it), and if so the plan it holds, in r->scratch; a file
+ * that does not load leaves the plan running. */
+static int follow_read(struct run *r, long step, bool *take, struct err *e)
 {
 	struct env v = { &r->cond->job, &r->cond->cl, &r->k };
 	struct stat before, after;
 	struct err le = { 0 };
 	int rc;
 
+	*take = false;
 	if (stat(r->follow, &before) != 0) {
 		if (!r->running)
 			return err_set(e, NR_EINPUT, "cannot open '%s': %s", r->follow,
@@ -188,6 +189,44 @@ static int follow(struct run *r, long step, double *trans, bool *moved,
 		remember_file(r, &before);
 		return NR_OK;
 	}
+	*take = true;
+	/* a file replaced while it was read is read again at the next boundary */
+	if (stat(r->follow, &after) == 0 && same_file(&before, &after))
+		remember_file(r, &before);
+	else
+		r->seen_valid = false;
+	return NR_OK;
+}
+
+/* An engine over several processes runs what the first one read: each
+ * process reads the file, and the first one's outcome stands. */
+static int follow_agree(struct run *r, int rc, bool *take, struct err *e)
+{
+	const struct engine *g = r->eng;
+	int v[2] = { rc, *take };
+	struct err le = rc ? *e : (struct err){ 0 };
+
+	if (!g->agree)
+		return rc;
+	if (g->agree(g->self, v, sizeof v) || g->agree(g->self, &le, sizeof le) ||
+	    (v[1] && g->agree(g->self, &r->scratch, sizeof r->scratch)))
+		return err_set(e, NR_EIO, "the engine's processes cannot agree on '%s'",
+			       r->follow);
+	*take = v[1];
+	if (v[0])
+		*e = le;
+	return v[0];
+}
+
+static int follow(struct run *r, long step, double *trans, bool *moved,
+		  struct switch_cost *sc, struct err *e)
+{
+	struct env v = { &r->cond->job, &r->cond->cl, &r->k };
+	bool take;
+	int rc = follow_agree(r, follow_read(r, step, &take, e), &take, e);
+
+	if (rc || !take)
+		return rc;
 	if (r->running) {
 		charge_transition(&v, &r->cur, &r->scratch, r->price_graph, sc);
 		r->charged++;
@@ -202,11 +241,6 @@ static int follow(struct run *r, long step, double *trans, bool *moved,
 	}
 	memcpy(&r->cur, &r->scratch, sizeof r->cur);
 	r->running = true;
-	/* a file replaced while it was read is read again at the next boundary */
-	if (stat(r->follow, &after) == 0 && same_file(&before, &after))
-		remember_file(r, &before);
-	else
-		r->seen_valid = false;
 	return NR_OK;
 }
 
@@ -222,6 +256,11 @@ static int control(struct run *r, long step, unsigned changed, bool replay, doub
 		return NR_OK;
 	if ((rc = ctl_decide(c, r->cond, r->steps - step, &out, e)))
 		return rc;
+	/* over several processes, records and conditions are the same on
+	 * each, and so the decisions; the first process's stands regardless */
+	if (r->eng->agree && (r->eng->agree(r->eng->self, &out, sizeof out) ||
+			      r->eng->agree(r->eng->self, &c->cur, sizeof c->cur)))
+		return err_set(e, NR_EIO, "the engine's processes cannot agree on a plan");
 	if (out.act == CTL_KEEP)
 		return NR_OK;
 	say(r, "step %ld: %s", step, out.why);

@@ -121,5 +121,5 @@ static int sim_step(void *self, long step, const struct plan *p, struct step_rec
 
 struct engine sim_engine(struct sim *s)
 {
-	return (struct engine){ "sim", s, false, sim_observe, sim_transition, sim_step };
+	return (struct engine){ "sim", s, false, sim_observe, sim_transition, sim_step, NULL };
 }

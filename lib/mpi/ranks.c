@@ -1,0 +1,27 @@
+/* The built-in engine's ranks over MPI (ranks.h). */
+#include "mpi/ranks.h"
+
+#include "mpi/groups.h"
+#include "mpi/live.h"
+
+static int ranks_groups(const struct env *v, const struct plan *p, struct groups *g,
+			struct err *e)
+{
+	return mpi_groups_build(g, v, p, e);
+}
+
+static int ranks_move(const struct env *v, const struct plan *a, const struct plan *b,
+		      const struct rank_state *from, struct rank_state *to, double *predicted_s,
+		      struct err *e)
+{
+	struct live_stats st;
+	int rc = live_move(v, a, b, from, to, &st, e);
+
+	*predicted_s = rc ? 0 : st.predicted_s;
+	return rc;
+}
+
+struct builtin_ranks mpi_builtin_ranks(const struct comm *world)
+{
+	return (struct builtin_ranks){ world, ranks_groups, mpi_groups_free, ranks_move };
+}
