@@ -91,6 +91,12 @@ void coef_defaults_for(struct coef *c, enum cluster_engine engine)
 	c->step_s = 1e-3;
 	c->workspace_gib = 0;
 	c->frag = 0;
+	/* a switch over MPI ranks on one host: splitting a communicator takes
+	 * milliseconds, and there are no generation engines to create (the
+	 * generator is made for each generation stage) */
+	c->comm_init_s = 0.05;
+	c->comm_group_s = 0.01;
+	c->engine_init_s = 0;
 }
 
 int cost_load(struct coef *c, const char *file, struct err *e)

@@ -120,12 +120,18 @@ static int switch_ranks(struct builtin *b, const struct env *v, const struct pla
 	const struct builtin_ranks *x = b->ranks;
 	struct groups g;
 	struct rank_state rs;
+	struct cluster cl = *v->cl;
+	struct env hand = { v->job, &cl, v->k };
 	double predicted;
 	int rc;
 
-	if ((rc = x->groups(v, p, &g, e)))
+	/* ranks an event marked down are still running: they hand their
+	 * state over in the move, then hold nothing */
+	for (int i = 0; i < cl.nodes * cl.gpus_per_node && i < MAX_GPUS; i++)
+		cl.up[i] = cl.up[i] || b->cur.gpu_pool[i] >= 0;
+	if ((rc = trainer_settle(&b->t, e)) || (rc = x->groups(v, p, &g, e)))
 		return rc;
-	if ((rc = x->move(v, &b->cur, p, &b->rs, &rs, &predicted, e))) {
+	if ((rc = x->move(&hand, &b->cur, p, &b->rs, &rs, &predicted, e))) {
 		x->groups_free(&g);
 		return rc;
 	}

@@ -1338,6 +1338,11 @@ int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct 
 	return rc;
 }
 
+int trainer_settle(struct trainer *t, struct err *e)
+{
+	return t->gen_alias ? NR_OK : copy_weights(t, t->actor, t->gen, e);
+}
+
 int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	const struct rl_config *c = &t->job->rl;

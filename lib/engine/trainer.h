@@ -125,6 +125,11 @@ struct trainer {
  * Every rank of the world calls it. */
 int trainer_open(struct trainer *t, const struct job *job, const struct groups *g,
 		 struct rank_state *rs, const int *mb, struct err *e);
+/* The generation layout's copy of the actor's weights brought up to date
+ * (it is synced when generation starts, so it lags the last updates):
+ * before a switch, whose transition graph may take the actor's weights
+ * from it.  Every rank of the world calls it. */
+int trainer_settle(struct trainer *t, struct err *e);
 /* The same trainer on another plan's groups and state, after a switch. */
 int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,
 		   const int *mb, struct err *e);

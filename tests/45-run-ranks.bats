@@ -1,0 +1,203 @@
+#!/usr/bin/env bats
+# nereus-run --engine builtin over MPI ranks, as nereus-run(1) describes it:
+# started by mpirun, rank r plays GPU r of the cluster; each model-stage
+# runs under its plan's TP, PP and DP; a plan file renamed over --plan's,
+# or the controller, switches plans mid-run with the state moved in memory;
+# a rank an event marks down hands its state over.  4 local ranks.
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	: "${NEREUS_BUILD:=$BATS_TEST_DIRNAME/../build}"
+	PATH="$(cd "$NEREUS_BUILD" && pwd):$PATH"
+	cd "$BATS_FILE_TMPDIR" || return 1
+	command -v mpirun > /dev/null || return 0
+	cp "$BATS_TEST_DIRNAME/../examples/tasks/repeat.jsonl" .
+	# two layers (PP2), four heads and KV heads (TP4); two warm-up steps
+	# give the first steps gradients that are not noise
+	cat > job.json <<'JSON'
+{ "nereus": 1, "kind": "job", "name": "ranks", "algorithm": "grpo",
+  "models": {
+    "actor": { "arch": { "layers": 2, "hidden": 32, "heads": 4, "kv_heads": 4, "ffn": 64,
+                         "vocab": 258, "dtype": "fp32", "max_position_embeddings": 32 },
+               "stages": ["generation", "inference", "training"] },
+    "reference": { "arch": { "layers": 2, "hidden": 32, "heads": 4, "kv_heads": 4, "ffn": 64,
+                             "vocab": 258, "dtype": "fp32", "max_position_embeddings": 32 },
+                   "stages": ["inference"] } },
+  "batch": { "prompts_per_step": 4, "samples_per_prompt": 4, "prompt_len": 4,
+             "response_len": { "max": 10 } },
+  "rl": { "actor_optim": { "lr": 0.001 }, "sft_steps": 2 },
+  "data": { "prompts": "repeat.jsonl", "reward": "char_match", "seed": 1 } }
+JSON
+	for n in 2 4; do
+		cat > cpu$n.json <<JSON
+{ "nereus": 1, "kind": "cluster", "name": "cpu-$n", "nodes": 1, "gpus_per_node": $n,
+  "engine": "builtin", "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 } }
+JSON
+	done
+	plan() { # NAME CLUSTER CONF GENERATION: every model-stage in CONF, micro-batches of 4
+		nereus-plan --job job.json --cluster "$2" --pin actor@training="$3,mb4" \
+			--pin reference@inference="$3,mb4" --pin actor@generation="$4" -o "$1.json"
+	}
+	plan one cpu4.json tp1,pp1,dp1 tp1,dp1 &&
+	plan tp2 cpu4.json tp2,pp1,dp1 tp2,dp1 &&
+	plan pp2 cpu4.json tp1,pp2,dp1 tp2,dp1 &&
+	plan dp2 cpu4.json tp1,pp1,dp2 tp1,dp2 &&
+	plan tp2dp2 cpu4.json tp2,pp1,dp2 tp2,dp2 &&
+	plan tp1pp2dp2 cpu4.json tp1,pp2,dp2 tp2,dp2 &&
+	plan tp4 cpu4.json tp4,pp1,dp1 tp4,dp1 &&
+	plan two cpu2.json tp2,pp1,dp1 tp2,dp1 &&
+	nereus-run init --job job.json -o st
+}
+
+setup() {
+	load test_helper/common-setup
+	_common_setup
+	command -v mpirun > /dev/null || skip "mpirun not found"
+	D=$BATS_FILE_TMPDIR
+	cp "$D"/*.json "$D/repeat.jsonl" .
+	ln -s "$D/st" st
+}
+
+ranks() { # NP ARGS...: nereus-run --engine builtin on NP ranks
+	local np=$1
+	shift
+	timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" \
+		nereus-run --engine builtin --job job.json "$@"
+}
+
+# Each step's rl figures in a and b equal within 1e-5 relative; a value
+# within 1e-8 of zero (a GRPO policy loss, a sum of terms that cancel) is
+# compared as zero.
+same_figures() {
+	python3 - "$1" "$2" <<'EOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b), (len(a), len(b))
+for x, y in zip(a, b):
+    for k, u in x["rl"].items():
+        v = y["rl"][k]
+        if isinstance(u, str) or u is None or v is None:
+            assert u == v, (x["step"], k, u, v)
+        elif abs(u - v) > 1e-5 * max(abs(u), abs(v)) and max(abs(u), abs(v)) > 1e-8:
+            sys.exit("step %d: %s is %r in %s, %r in %s" % (x["step"], k, u, sys.argv[1], v, sys.argv[2]))
+EOF
+}
+
+@test "5 steps on 1 process and on 4 ranks as TP2, PP2, DP2 and TP2·DP2: the same losses and rewards" {
+	nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 5 \
+		--plan one.json --records one.jsonl -q
+	for p in tp2 pp2 dp2 tp2dp2; do
+		run --separate-stderr ranks 4 --cluster cpu4.json --state st --steps 5 --plan $p.json \
+			--records $p.jsonl -q
+		assert_success
+		[ "$(wc -l < $p.jsonl)" -eq 5 ]
+		same_figures one.jsonl $p.jsonl
+	done
+	# the records say how each model-stage ran
+	python3 -c 'import json
+r = json.loads(open("tp2dp2.jsonl").readline())
+ms = {(m["model"], m["stage"]): (m["tp"], m.get("pp", 1), m["dp"]) for m in r["model_stages"]}
+assert ms[("actor", "training")] == (2, 1, 2), ms'
+}
+
+@test "switches TP2·DP2 → TP1·PP2·DP2 → TP4 mid-run: the records and store of save, apply and resume" {
+	# live: the plan file replaced after the records of steps 2 and 4
+	cp tp2dp2.json cur.json
+	(
+		for k in 2:tp1pp2dp2 4:tp4; do
+			for _ in $(seq 1200); do
+				[ -f live.jsonl ] && [ "$(wc -l < live.jsonl)" -ge "${k%%:*}" ] && break
+				sleep 0.05
+			done
+			cp "${k#*:}.json" cur.tmp && mv cur.tmp cur.json
+		done
+	) &
+	run --separate-stderr ranks 4 --cluster cpu4.json --state st --steps 6 --plan cur.json \
+		--pace 1 --records live.jsonl --save live
+	wait
+	assert_success
+	[[ $stderr == *"step 2: 'cur.json' was replaced: switching"* ]]
+	[[ $stderr == *"step 4: 'cur.json' was replaced: switching"* ]]
+	python3 -c 'import json
+r = [json.loads(l) for l in open("live.jsonl")]
+assert [x["transition_s"] > 0 for x in r] == [False, False, True, False, True, False], r'
+	# the file path: saved at the same steps, resharded, resumed
+	cp tp2dp2.json fcur.json
+	ranks 4 --cluster cpu4.json --state st --steps 6 --plan fcur.json --records files.jsonl \
+		--save files --until 2 -q
+	nereus-transition apply --state files/step-000002 --to tp1pp2dp2.json --job job.json \
+		--cluster cpu4.json -o at2
+	cp tp1pp2dp2.json fcur.json
+	ranks 4 --cluster cpu4.json --state at2 --steps 6 --plan fcur.json --records files.jsonl \
+		--resume --save files --until 4 -q
+	nereus-transition apply --state files/step-000004 --to tp4.json --job job.json \
+		--cluster cpu4.json -o at4
+	cp tp4.json fcur.json
+	ranks 4 --cluster cpu4.json --state at4 --steps 6 --plan fcur.json --records files.jsonl \
+		--resume --save files -q
+	cmp <(python3 -c 'import json, sys
+for l in open("live.jsonl"): print(json.dumps(json.loads(l)["rl"]))') \
+	    <(python3 -c 'import json, sys
+for l in open("files.jsonl"): print(json.dumps(json.loads(l)["rl"]))')
+	# the stores saved at the end are the same, byte for byte
+	diff -r live/step-000006 files/step-000006
+}
+
+@test "a rank marked down hands its state over: the run goes on 3 ranks, and on 4 when it is back" {
+	printf '%s\n' '{"nereus": 1, "kind": "down", "step": 3, "gpus": [3]}' \
+		'{"nereus": 1, "kind": "up", "step": 6, "gpus": [3]}' > ev.jsonl
+	run --separate-stderr ranks 4 --cluster cpu4.json --state st --steps 9 --events ev.jsonl \
+		--records rec.jsonl --save saved
+	assert_success
+	[[ $stderr == *"step 3: switch: the current plan no longer fits"* ]]
+	python3 -c 'import json
+r = [json.loads(l) for l in open("rec.jsonl")]
+assert [x["status"] for x in r] == ["ok"] * 9, r
+assert [x["gpus_up"] for x in r] == [4, 4, 4, 3, 3, 3, 4, 4, 4]
+assert r[3]["transition_s"] > 0
+for x in r[3:6]:
+    for m in x["model_stages"]:
+        assert m["tp"] * m.get("pp", 1) * m["dp"] <= 3, m'
+	[ -d saved/step-000009 ]
+}
+
+@test "a plan for more ranks than mpirun started: exit 2 on every rank with one message, no hang" {
+	run --separate-stderr ranks 2 --cluster cpu4.json --state st --steps 2 --plan tp2dp2.json \
+		--records r.jsonl
+	assert_failure
+	[ "$(grep -c "nereus-run: " <<< "$stderr")" -ge 2 ]
+	[ "$(grep "nereus-run: " <<< "$stderr" | sort -u | wc -l)" -eq 1 ]
+	[[ $stderr == *"2 ranks run"* ]]
+}
+
+@test "a rank killed: every rank gone within 10 s; the last store resumes on the ranks left" {
+	mpirun --allow-run-as-root --oversubscribe -np 4 nereus-run --engine builtin \
+		--job job.json --cluster cpu4.json --state st --steps 40 --plan tp2dp2.json --pace 0.3 \
+		--records k.jsonl --save k --save-every 1 -q 2> k.err &
+	local launcher=$!
+	for _ in $(seq 600); do
+		[ -f k.jsonl ] && [ "$(wc -l < k.jsonl)" -ge 3 ] && break
+		sleep 0.05
+	done
+	local victim
+	victim=$(pgrep -f "nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 40" | tail -1)
+	[ -n "$victim" ]
+	kill -9 "$victim"
+	for _ in $(seq 100); do
+		kill -0 "$launcher" 2> /dev/null || break
+		sleep 0.1
+	done
+	! kill -0 "$launcher" 2> /dev/null
+	! pgrep -f "nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 40"
+	# the last store written whole resumes on two ranks
+	local last
+	last=$(ls -d k/step-* | tail -1)
+	n=$((10#${last##*step-}))
+	head -n "$n" k.jsonl > resumed.jsonl
+	run --separate-stderr ranks 2 --cluster cpu2.json --state "$last" --steps $((n + 2)) \
+		--plan two.json --records resumed.jsonl --resume -q
+	assert_success
+	[ "$(wc -l < resumed.jsonl)" -eq $((n + 2)) ]
+}
