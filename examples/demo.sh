@@ -2,8 +2,10 @@
 # The shipped example, end to end: plan an 8B PPO job on 64 H100s, compare
 # it with the verl and OpenRLHF layouts, then lose a node and two GPUs and
 # let nereus-plan decide whether (and how) to switch; last, train a small
-# model for real on this machine with GRPO (the built-in engine) and show
-# its reward curve.  `make demo` runs it.
+# model for real on this machine with GRPO (the built-in engine), go on
+# over 4 MPI ranks while one of them goes down and comes back (the
+# controller switching plans live), and show the reward curve through it.
+# `make demo` runs it.
 set -u
 cd "$(dirname "$0")" || exit 4
 [ -n "${NEREUS_BUILD:-}" ] && PATH="$NEREUS_BUILD:$PATH"
@@ -40,6 +42,7 @@ esac
 # cluster is this machine as one device running the built-in engine.
 job=jobs/demo-add.json
 steps=200
+more=60
 svg=${TMPDIR:-/tmp}/nereus-demo-reward.svg
 cat > "$out/cpu.json" <<'EOF'
 { "nereus": 1, "kind": "cluster", "name": "this-machine", "nodes": 1, "gpus_per_node": 1,
@@ -51,8 +54,37 @@ echo "== a real GRPO run on this machine: $job, $steps steps"
 nereus-run init --job "$job" -o "$out/store" || exit $?
 start=$(date +%s)
 nereus-run --engine builtin --job "$job" --cluster "$out/cpu.json" --state "$out/store" \
-	--steps "$steps" --records "$out/steps.jsonl" --svg "$svg" -q || exit $?
+	--steps "$steps" --records "$out/steps.jsonl" --save "$out/saved" --svg "$svg" -q || exit $?
 took=$(($(date +%s) - start))
+
+# The same run goes on over 4 MPI ranks, this machine's cores playing 4
+# GPUs, and one of them is down for 20 steps.  The controller plans for
+# what is up; each switch moves the state between the ranks in memory.
+if command -v mpirun > /dev/null; then
+	cat > "$out/cpu4.json" <<'EOF'
+{ "nereus": 1, "kind": "cluster", "name": "this-machine-4", "nodes": 1, "gpus_per_node": 4,
+  "gpu": { "model": "cpu", "memory_gib": 2, "tflops": 0.05, "hbm_gbps": 10 },
+  "engine": "builtin" }
+EOF
+	cat > "$out/events.jsonl" <<EOF
+{"nereus": 1, "kind": "down", "step": $((steps + 20)), "gpus": [3]}
+{"nereus": 1, "kind": "up", "step": $((steps + 40)), "gpus": [3]}
+EOF
+	root=
+	[ "$(id -u)" = 0 ] && root=--allow-run-as-root
+	echo
+	echo "== it goes on over 4 MPI ranks for $more steps; rank 3 is down from step" \
+		"$((steps + 20)) to $((steps + 40))"
+	start=$(date +%s)
+	mpirun $root --oversubscribe -np 4 nereus-run --engine builtin --job "$job" \
+		--cluster "$out/cpu4.json" --state "$out/saved/step-$(printf %06d "$steps")" \
+		--steps $((steps + more)) --records "$out/steps.jsonl" --resume \
+		--events "$out/events.jsonl" --svg "$svg" || exit $?
+	took=$((took + $(date +%s) - start))
+else
+	echo
+	echo "(mpirun is not installed: the run over 4 ranks is left out)"
+fi
 # the mean reward of each block of ten steps, from the step records' "rl"
 awk -v took="$took" '
 function num(key,   m) {
@@ -67,16 +99,17 @@ function num(key,   m) {
 	sum[b] += num("reward_mean")
 	n[b]++
 	sft[b] += $0 ~ /"phase": *"sft"/
+	up[b] = num("gpus_up")
 	last = b
 }
 END {
-	print "steps     phase   mean reward"
+	print "steps     phase   GPUs  mean reward"
 	for (b = 0; b <= last; b++) {
 		bar = ""
 		for (i = 0; i < int(50 * sum[b] / n[b] + 0.5); i++)
 			bar = bar "#"
-		printf "%3d-%-4d  %-6s  %.3f %s\n", 10 * b, 10 * b + n[b] - 1,
-		       sft[b] == n[b] ? "SFT" : sft[b] ? "SFT/RL" : "RL", sum[b] / n[b], bar
+		printf "%3d-%-4d  %-6s  %4d  %.3f %s\n", 10 * b, 10 * b + n[b] - 1,
+		       sft[b] == n[b] ? "SFT" : sft[b] ? "SFT/RL" : "RL", up[b], sum[b] / n[b], bar
 	}
 	printf "%d steps in %d s (SFT: the supervised warm-up; RL: GRPO)\n", NR, took
 }' "$out/steps.jsonl"

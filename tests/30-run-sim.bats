@@ -249,6 +249,8 @@ JSON
 @test "every EXAMPLE of nereus-run(1) and nereus-events(5) runs" {
 	local line n=0 page
 	cp -R "$EXAMPLES" examples
+	# as the page says, for running as root (as CI does)
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 	for page in man1/nereus-run.1 man5/nereus-events.5; do
 		while IFS= read -r line; do
 			n=$((n + 1))
@@ -257,7 +259,7 @@ JSON
 		done < <(sed -n '/^# EXAMPLES/,/^# /{s/^\t\$ //p}' \
 			"$BATS_TEST_DIRNAME/../man/$page.scd")
 	done
-	[ "$n" -eq 17 ]
+	[ "$n" -eq 20 ]
 	[ -s steps.jsonl ] && [ -s summary.json ] && [ "$(head -c 4 run.svg)" = '<svg' ]
 	[ "$(ls policies | wc -l)" -eq 18 ]
 	[ "$(wc -l < half.jsonl)" -eq 200 ]
@@ -266,6 +268,10 @@ JSON
 	[ -f ppo-state/manifest.json ]
 	[ "$(wc -l < ppo-steps.jsonl)" -eq 20 ]
 	[ "$(ls ppo-saved)" = "$(printf 'step-000010\nstep-000020')" ]
+	# over 4 ranks: 10 records, three GPUs up while rank 3 is down
+	python3 -c 'import json
+r = [json.loads(l) for l in open("ranks.jsonl")]
+assert [x["gpus_up"] for x in r] == [4] * 4 + [3] * 3 + [4] * 3, r'
 }
 
 @test "a trace with events past --steps: a warning, and the run without them" {
