@@ -28,6 +28,8 @@ json() {
 
 @test "every sh block of the README's tour runs as written, in order" {
 	local n=0 block
+	# as the tour says, for running as root (as CI does)
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 	for block in $(ls block-*.sh | sort -t- -k2 -n); do
 		n=$((n + 1))
 		if grep -q /srv/rl "$block"; then
@@ -39,7 +41,11 @@ json() {
 		fi
 		[ "$status" -eq 0 ] || fail "$block exits $status: $(cat "$block") $stderr"
 	done
-	[ "$n" -eq 10 ]
+	[ "$n" -eq 11 ]
+	# the run over 4 ranks: rank 3 down for steps 4 to 6
+	[ "$(json <(python3 -c 'import json
+print(json.dumps([json.loads(l)["gpus_up"] for l in open("ranks.jsonl")]))') 'd')" = \
+		"[4, 4, 4, 4, 3, 3, 3, 4, 4, 4]" ]
 	# the plan, the decision it branched on, the hardware record
 	[ "$(json plan.json 'd["kind"]')" = plan ]
 	[ "$(json hardware.json 'sorted(d)')" = "['hardware', 'kind', 'nereus']" ]

@@ -64,12 +64,14 @@ static int one_rank(const struct job *job, const struct plan *p, struct err *e)
 		if (pconf_gpus(c) != 1)
 			return err_set(e, NR_EINPUT, "the plan runs %s with tp %d, pp %d, dp %d; the "
 				       "built-in engine on one process runs every model whole (tp 1, "
-				       "pp 1, dp 1): plan for a cluster of one GPU", job->models[m].name,
+				       "pp 1, dp 1): plan for a cluster of one GPU, or start the run with "
+				       "mpirun, a rank per GPU", job->models[m].name,
 				       c->tp, c->pp, c->dp);
 	}
 	if (p->gen.tp * p->gen.dp != 1)
 		return err_set(e, NR_EINPUT, "the plan generates with tp %d, dp %d; the built-in "
-			       "engine on one process generates with tp 1, dp 1", p->gen.tp,
+			       "engine on one process generates with tp 1, dp 1 (start the run with "
+			       "mpirun, a rank per GPU, for more)", p->gen.tp,
 			       p->gen.dp);
 	return NR_OK;
 }
@@ -122,7 +124,6 @@ static int switch_ranks(struct builtin *b, const struct env *v, const struct pla
 	struct rank_state rs;
 	struct cluster cl = *v->cl;
 	struct env hand = { v->job, &cl, v->k };
-	double predicted;
 	int rc;
 
 	/* ranks an event marked down are still running: they hand their
@@ -131,7 +132,7 @@ static int switch_ranks(struct builtin *b, const struct env *v, const struct pla
 		cl.up[i] = cl.up[i] || b->cur.gpu_pool[i] >= 0;
 	if ((rc = trainer_settle(&b->t, e)) || (rc = x->groups(v, p, &g, e)))
 		return rc;
-	if ((rc = x->move(&hand, &b->cur, p, &b->rs, &rs, &predicted, e))) {
+	if ((rc = x->move(&hand, &b->cur, p, &b->rs, &rs, e))) {
 		x->groups_free(&g);
 		return rc;
 	}
@@ -163,10 +164,11 @@ static int builtin_transition(void *self, const struct plan *from, const struct 
 		mb[m] = to->home[m].mb;
 	if (b->ranks) {
 		struct env v = { &b->c.job, &b->c.cl, &b->k };
-		float t = (float)seconds();
+		double t0 = seconds();
+		float t;
 
 		rc = b->open ? switch_ranks(b, &v, to, mb, e) : open_ranks(b, &v, to, mb, e);
-		t = (float)seconds() - t;
+		t = (float)(seconds() - t0);
 		if (rc == NR_OK)
 			rc = b->ranks->world->allreduce_max(b->ranks->world->ctx, &t, 1, e);
 		*took_s = b->open && from ? t : 0;
@@ -220,8 +222,8 @@ static void paused(const struct builtin *b, long step, struct step_record *r)
 
 /* Over ranks, each model-stage's time and peak and the step's time are
  * the most of any rank's, so that every rank keeps the same records. */
-static int slowest(const struct builtin *b, struct trainer_stats *st, struct timespec *t0,
-		   struct timespec *t1, struct err *e)
+static int slowest(const struct builtin *b, struct trainer_stats *st, double *step_s,
+		   struct err *e)
 {
 	const struct comm *w = b->ranks->world;
 	float v[2 * TRAINER_MAX_MS + 1];
@@ -231,17 +233,14 @@ static int slowest(const struct builtin *b, struct trainer_stats *st, struct tim
 		v[n++] = (float)st->ms[i].time_s;
 		v[n++] = (float)st->ms[i].peak_bytes;
 	}
-	v[n++] = (float)((double)(t1->tv_sec - t0->tv_sec) +
-			 1e-9 * (double)(t1->tv_nsec - t0->tv_nsec));
+	v[n++] = (float)*step_s;
 	if ((rc = w->allreduce_max(w->ctx, v, (size_t)n, e)))
 		return rc;
 	for (int i = 0; i < st->nms; i++) {
 		st->ms[i].time_s = v[2 * i];
 		st->ms[i].peak_bytes = (int64_t)v[2 * i + 1];
 	}
-	*t0 = (struct timespec){ 0 };
-	t1->tv_sec = (time_t)v[n - 1];
-	t1->tv_nsec = (long)(((double)v[n - 1] - (double)t1->tv_sec) * 1e9);
+	*step_s = v[n - 1];
 	return NR_OK;
 }
 
@@ -251,25 +250,24 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 	struct builtin *b = self;
 	struct env v = { &b->c.job, &b->c.cl, &b->k };
 	struct trainer_stats st;
-	struct timespec t0, t1;
+	double t0, step_s;
 	long prompt = 0;
 	int rc;
 
 	if (!p || cond_plan_on_down(&b->c, p) || !b->open) {
 		paused(b, step, r);
 	} else {
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		t0 = seconds();
 		if ((rc = trainer_step(&b->t, step, &st, e)))
 			return rc;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if (b->ranks && (rc = slowest(b, &st, &t0, &t1, e)))
+		step_s = seconds() - t0;
+		if (b->ranks && (rc = slowest(b, &st, &step_s, e)))
 			return rc;
 		memcpy(&b->eval, p, sizeof b->eval);
 		plan_evaluate(&v, &b->eval);
 		steprec_from_plan(&v, &b->eval, step, r);
 		r->status = STEP_OK;
-		r->step_time_s = (double)(t1.tv_sec - t0.tv_sec) +
-				 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+		r->step_time_s = step_s;
 		for (int i = 0; i < b->t.B; i++)
 			prompt += b->t.plen[i];
 		r->sequences = st.sequences;

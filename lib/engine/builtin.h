@@ -34,11 +34,9 @@ struct builtin_ranks {
 	int (*groups)(const struct env *v, const struct plan *p, struct groups *g, struct err *e);
 	void (*groups_free)(struct groups *g);
 	/* The state of plan a (from, left as it is) moved to plan b's layouts
-	 * (to, made here) in memory by the global transition graph;
-	 * *predicted_s: the graph's prediction. */
+	 * (to, made here) in memory by the global transition graph. */
 	int (*move)(const struct env *v, const struct plan *a, const struct plan *b,
-		    const struct rank_state *from, struct rank_state *to, double *predicted_s,
-		    struct err *e);
+		    const struct rank_state *from, struct rank_state *to, struct err *e);
 };
 
 struct builtin {

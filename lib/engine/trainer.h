@@ -1,6 +1,7 @@
-/* The PPO and GRPO step on this process: the job's models, the prompts
- * and the tokenizer, and each step's rollout and updates, as verl's
- * trainer runs them.
+/* The PPO and GRPO step: the job's models, the prompts and the tokenizer,
+ * and each step's rollout and updates, as verl's trainer runs them, by
+ * every rank of a plan's groups (roles.h) on its part of each layout it
+ * is in, or by one process playing the one GPU of a plan (trainer_open_one).
  *
  * A step s: draw the step's prompts (the prompts file in an order shuffled
  * per pass from the seed), generate samples_per_prompt responses to each
@@ -20,7 +21,12 @@
  * Every random draw is a function of the seed, the step and a global
  * index (rng.h), and nothing else carries over between steps but the
  * models' state and the optimizers' step counts, so a run saved and
- * resumed at step s goes on exactly as one that never stopped. */
+ * resumed at step s goes on exactly as one that never stopped.  A
+ * sequence samples alike in whichever DP replica generates it (its global
+ * index seeds it), and every sum across ranks is taken in group rank
+ * order (engine/comm.h), so a plan gives the same bits run after run;
+ * plans differ only in the order of the sums a layout splits (TP's
+ * partial products, DP's gradients). */
 #ifndef NEREUS_ENGINE_TRAINER_H
 #define NEREUS_ENGINE_TRAINER_H
 

@@ -11,14 +11,11 @@ static int ranks_groups(const struct env *v, const struct plan *p, struct groups
 }
 
 static int ranks_move(const struct env *v, const struct plan *a, const struct plan *b,
-		      const struct rank_state *from, struct rank_state *to, double *predicted_s,
-		      struct err *e)
+		      const struct rank_state *from, struct rank_state *to, struct err *e)
 {
 	struct live_stats st;
-	int rc = live_move(v, a, b, from, to, &st, e);
 
-	*predicted_s = rc ? 0 : st.predicted_s;
-	return rc;
+	return live_move(v, a, b, from, to, &st, e);
 }
 
 struct builtin_ranks mpi_builtin_ranks(const struct comm *world)

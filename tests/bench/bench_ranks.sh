@@ -1,0 +1,175 @@
+#!/bin/sh
+# make bench: the built-in engine over MPI ranks, measured on this machine.
+#
+#   scaling: training tokens/s of the actor on 1 process and on 2 and 4
+#     ranks under TP, PP and DP, against 1 process (each rank one OpenBLAS
+#     thread; with fewer cores than ranks the ranks share them, and the
+#     ratio says so);
+#   switches: each live switch's measured time (groups split, state moved)
+#     against the graph's prediction, and against the file path measured
+#     in the same run: saving the store, nereus-transition apply, and a
+#     job restarted on the new plan loading it (the extra wall time of a
+#     run stopped, resharded and resumed over one that did not stop);
+#   the loop: on 4 ranks with a rank down for a third of the run, the
+#     controller (adaptive) against the fixed policy (TP and PP kept, DP
+#     scaled with the GPUs up): mean step latency and its ratio, switches
+#     and their share of run time, beside DESIGN.md's published figures.
+#
+# Needs mpirun; prints what it skips otherwise.
+set -u
+: "${NEREUS_BUILD:=build}"
+B=$(cd "$NEREUS_BUILD" && pwd)
+PATH="$B:$PATH"
+command -v mpirun > /dev/null || { echo "bench_ranks: mpirun not found: skipped"; exit 0; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/bench_ranks.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+cp examples/tasks/repeat.jsonl "$dir/"
+cd "$dir" || exit 1
+export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cores=$(nproc)
+
+# a model whose steps are mostly GEMMs: 4 layers, hidden 256
+cat > job.json <<'JSON'
+{ "nereus": 1, "kind": "job", "name": "bench-ranks", "algorithm": "grpo",
+  "models": {
+    "actor": { "arch": { "layers": 4, "hidden": 256, "heads": 8, "kv_heads": 4, "ffn": 704,
+                         "vocab": 258, "dtype": "fp32", "max_position_embeddings": 64 },
+               "stages": ["generation", "inference", "training"] },
+    "reference": { "arch": { "layers": 4, "hidden": 256, "heads": 8, "kv_heads": 4, "ffn": 704,
+                             "vocab": 258, "dtype": "fp32", "max_position_embeddings": 64 },
+                   "stages": ["inference"] } },
+  "batch": { "prompts_per_step": 8, "samples_per_prompt": 4, "prompt_len": 4,
+             "response_len": { "max": 12 } },
+  "rl": { "actor_optim": { "lr": 0.001 }, "sft_steps": 1 },
+  "data": { "prompts": "repeat.jsonl", "reward": "char_match", "seed": 1 } }
+JSON
+cat > cpu4.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "cpu-4", "nodes": 1, "gpus_per_node": 4,
+  "engine": "builtin", "gpu": { "model": "cpu", "memory_gib": 2, "tflops": 0.05, "hbm_gbps": 10 } }
+JSON
+nereus-run init --job job.json -o st || exit 1
+plan() { # NAME CONF GENERATION: every model-stage in CONF, micro-batches of 8
+	nereus-plan --job job.json --cluster cpu4.json --pin actor@training="$2,mb8" \
+		--pin reference@inference="$2,mb8" --pin actor@generation="$3" -o "$1.json" || exit 1
+}
+ranks() { # NP ARGS...
+	np=$1
+	shift
+	mpirun --oversubscribe -np "$np" nereus-run --engine builtin --job job.json \
+		--cluster cpu4.json --state st "$@"
+}
+plan one tp1,pp1,dp1 tp1,dp1
+plan tp2 tp2,pp1,dp1 tp2,dp1
+plan pp2 tp1,pp2,dp1 tp2,dp1
+plan dp2 tp1,pp1,dp2 tp1,dp2
+plan tp4 tp4,pp1,dp1 tp4,dp1
+plan pp4 tp1,pp4,dp1 tp4,dp1
+plan dp4 tp1,pp1,dp4 tp1,dp4
+plan tp2dp2 tp2,pp1,dp2 tp2,dp2
+
+# actor@training tokens/s of a run's RL steps: the sequences' tokens over
+# the stage's measured time, the median step
+tokens_s() {
+	/usr/bin/python3 - "$1" <<'EOF'
+import json, statistics, sys
+v = []
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r["rl"]["phase"] != "rl":
+        continue
+    t = [m["time_s"] for m in r["model_stages"] if m["model"] == "actor" and m["stage"] == "training"][0]
+    v.append(r["sequences"] * (r["prompt_len"] + r["response_len"]["mean"]) / t)
+print("%.0f" % statistics.median(v))
+EOF
+}
+
+echo "scaling: actor training tokens/s, 6 steps each (median of the 5 RL steps), $cores cores"
+nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 6 \
+	--plan one.json --records one.jsonl -q || exit 1
+base=$(tokens_s one.jsonl)
+printf '  %-22s %8s tokens/s  %5.2fx\n' "1 process" "$base" 1
+for c in tp2:2 pp2:2 dp2:2 tp4:4 pp4:4 dp4:4; do
+	p=${c%%:*}
+	n=${c#*:}
+	ranks "$n" --steps 6 --plan "$p.json" --records "$p.jsonl" -q || exit 1
+	v=$(tokens_s "$p.jsonl")
+	printf '  %-22s %8s tokens/s  %5.2fx\n' "$n ranks, $p" "$v" \
+		"$(echo "$v $base" | awk '{print $1 / $2}')"
+done
+echo "  (ranks beyond the $cores cores share them: above $cores ranks no speed-up is possible)"
+
+# Switches: live, by renaming plans over the file, after steps 2 and 4
+echo
+echo "switches on 4 ranks: TP2·DP2 -> TP1·PP4 -> TP4, live against the graph and the file path"
+plan pp4only tp1,pp4,dp1 tp4,dp1
+cp tp2dp2.json cur.json
+(
+	for k in 2:pp4only 4:tp4; do
+		while [ ! -f live.jsonl ] || [ "$(wc -l < live.jsonl)" -lt "${k%%:*}" ]; do
+			sleep 0.05
+		done
+		cp "${k#*:}.json" cur.tmp && mv cur.tmp cur.json
+	done
+) &
+ranks 4 --steps 6 --plan cur.json --pace 1 --records live.jsonl -q || exit 1
+wait
+# the file path, timed: a run stopped at step 2 (saving), resharded, resumed
+# for the rest, against a run of the same steps that did not stop
+now() { date +%s.%N; }
+t0=$(now)
+ranks 4 --steps 4 --plan tp2dp2.json --records straight.jsonl -q || exit 1
+t1=$(now)
+ranks 4 --steps 4 --plan tp2dp2.json --records files.jsonl --save saved --until 2 -q || exit 1
+t2=$(now)
+nereus-transition apply --state saved/step-000002 --to pp4only.json --job job.json \
+	--cluster cpu4.json -o resharded || exit 1
+t3=$(now)
+ranks 4 --steps 4 --plan pp4only.json --state resharded --records files.jsonl --resume -q ||
+	exit 1
+t4=$(now)
+/usr/bin/python3 - "$t0" "$t1" "$t2" "$t3" "$t4" <<'EOF'
+import json, sys
+t = [float(x) for x in sys.argv[1:]]
+live = [json.loads(l) for l in open("live.jsonl")]
+for r in live:
+    if r["transition_s"] > 0:
+        sw = r["switch"]
+        # the graph's moving time plus the built-in engine's priors for the
+        # communicators (nereus-cost(5)): what the decision weighed
+        pred = sw["move_s"] + (0.05 if sw.get("world") else 0) + 0.01 * sw.get("groups", 0)
+        print("  step %d: live %.3f s, predicted %.3f s (ratio %.2f)" %
+              (r["step"], r["transition_s"], pred, r["transition_s"] / pred if pred > 0 else float("nan")))
+first = [r for r in live if r["transition_s"] > 0][0]["transition_s"]
+apply_s = t[3] - t[2]
+files = (t[2] - t[1]) + apply_s + (t[4] - t[3]) - (t[1] - t[0])
+print("  file path for the first switch: %.3f s (apply %.3f s; saving, stopping, restarting "
+      "and loading %.3f s)" % (files, apply_s, files - apply_s))
+print("  live is %.1fx faster than the file path (goal >= 5x)" % (files / first))
+EOF
+
+# The loop: a rank down from step 6 to step 12 of 18
+echo
+echo "the loop on 4 ranks, 18 steps, rank 3 down for steps 6-11: adaptive against fixed"
+printf '%s\n' '{"nereus": 1, "kind": "down", "step": 6, "gpus": [3]}' \
+	'{"nereus": 1, "kind": "up", "step": 12, "gpus": [3]}' > ev.jsonl
+ranks 4 --steps 18 --events ev.jsonl --records adaptive.jsonl -q || exit 1
+ranks 4 --steps 18 --events ev.jsonl --policy fixed --records fixed.jsonl -q || exit 1
+/usr/bin/python3 - <<'EOF'
+import json
+def load(f):
+    return [json.loads(l) for l in open(f)]
+a, f = load("adaptive.jsonl"), load("fixed.jsonl")
+def mean(r):
+    v = [x["step_time_s"] for x in r if x["status"] == "ok"]
+    return sum(v) / len(v)
+def paused(r):
+    return sum(1 for x in r if x["status"] != "ok")
+ma, mf = mean(a), mean(f)
+sa = [x for x in a if x["transition_s"] > 0]
+total = sum(x["step_time_s"] for x in a if x["status"] == "ok") + sum(x["transition_s"] for x in a)
+print("  adaptive: mean step %.3f s, %d switches, %.3f%% of the run switching, %d paused" %
+      (ma, len(sa), 100 * sum(x["transition_s"] for x in sa) / total, paused(a)))
+print("  fixed:    mean step %.3f s, %d paused" % (mf, paused(f)))
+print("  adaptive against fixed: %+.1f%% mean step latency (published: -27.7%%; switches "
+      "0.079%% of a 1,000-step run)" % (100 * (ma / mf - 1)))
+EOF
