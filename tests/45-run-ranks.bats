@@ -190,6 +190,10 @@ for x in r[3:6]:
 		sleep 0.1
 	done
 	! kill -0 "$launcher" 2> /dev/null
+	# mpirun says so with the killed rank's status
+	local status=0
+	wait "$launcher" || status=$?
+	[ "$status" -eq 137 ]
 	! pgrep -f "nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 40"
 	# the last store written whole resumes on two ranks
 	local last
