@@ -305,6 +305,16 @@ sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adap
 	[ "$(json full.json 'd["step_time_s"]')" = "$(json fast.json 'd["step_time_s"]')" ]
 }
 
+@test "a cluster of the built-in engine: plans without FSDP, and a pin to it is refused" {
+	local job=$EXAMPLES/jobs/grpo-repeat.json cl=$EXAMPLES/clusters/cpu-4.json
+	run nereus-plan --job "$job" --cluster "$cl" --pin actor@training=tp1,pp1,dp4 -o p.json
+	assert_success
+	[ "$(json p.json 'max(m["zero"] for m in d["models"].values()) < 3')" = True ]
+	run -2 --separate-stderr nereus-plan --job "$job" --cluster "$cl" \
+		--pin actor@training=tp1,pp1,dp4,fsdp
+	[ "$stderr" = "nereus-plan: pin of model 'actor': the built-in engine does not run FSDP (zero 3): pin zero0, zero1 or zero2" ]
+}
+
 @test "--stats prints search statistics on standard error" {
 	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --stats -o plan.json
 	assert_success
