@@ -322,6 +322,11 @@ static void likely_parts(const struct ectx *c, const struct frow *w, unsigned pa
 		return;
 	}
 	part[P_COMPUTE] = part[P_BUBBLE] = 1u << (w->stage == STAGE_TRAIN ? 0 : 1);
+	/* the built-in engine also reads the weights once a pass (cost.c) */
+	if (c->cl->engine == CLUSTER_ENGINE_BUILTIN) {
+		part[P_COMPUTE] |= 1u << 3;
+		part[P_BUBBLE] |= 1u << 3;
+	}
 	if (p->pp > 1)
 		part[P_COMM] |= link_of(pconf_gpus(p), gpn);
 	if (p->dp > 1 && (p->zero == ZERO_3 || w->stage == STAGE_TRAIN))
@@ -416,8 +421,10 @@ static bool parts_basis(const struct ectx *c, const struct frow *w, struct trow 
 			tw->x[j] += x;
 			explained[q] += x * c->th[j];
 			known[q] |= 1u << j;
-			/* decoding goes at the pace of memory or of compute, not both */
-			if (q == P_COMPUTE && j == 3 && x > 0)
+			/* a GPU decodes at the pace of memory or of compute, not
+			 * both; the built-in engine takes both */
+			if (q == P_COMPUTE && j == 3 && x > 0 &&
+			    c->cl->engine != CLUSTER_ENGINE_BUILTIN)
 				known[q] |= 1u << 1;
 		}
 	}
