@@ -81,6 +81,15 @@ void coef_defaults_for(struct coef *c, enum cluster_engine engine)
 	coef_defaults(c);
 	if (engine != CLUSTER_ENGINE_BUILTIN)
 		return;
+	/* the engine's passes reach about three quarters of OpenBLAS's sgemm
+	 * rate at orders 256 to 1024 (the cluster's tflops, as nereus-profile
+	 * bench measures it), besides reading the weights once a pass (cost.c)
+	 * at about the rate memcpy copies (hbm_gbps): small models' weights
+	 * come from the last-level cache */
+	c->train_eff = 0.75;
+	c->infer_eff = 0.75;
+	c->prefill_eff = 0.75;
+	c->decode_eff = 0.90;
 	/* a micro-batch or a decode step costs the engine a few loops' set-up,
 	 * a model-stage or a step its allocations: tenths of a millisecond to
 	 * a millisecond, where a GPU framework's launches and synchronisations

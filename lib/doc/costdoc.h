@@ -44,6 +44,7 @@ double coef_get(const struct coef *c, int i);
 void coef_defaults(struct coef *c);
 /* The priors for a cluster's engine: coef_defaults' for GPU frameworks;
  * for the built-in engine (one C process on CPU cores, nereus-cost(5)),
+ * the efficiencies its passes reach against OpenBLAS's sgemm and memcpy,
  * fixed costs of a C process's function calls and allocations instead of
  * a GPU framework's launches and synchronisations, and no workspace or
  * fragmentation. */

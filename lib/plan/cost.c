@@ -28,6 +28,22 @@ static double fwd_flops(const struct arch *a, double s)
 	return 2.0 * arch_params(a) + 2.0 * a->layers * (double)a->hidden * s;
 }
 
+static bool builtin(const struct env *v)
+{
+	return v->cl->engine == CLUSTER_ENGINE_BUILTIN;
+}
+
+/* The built-in engine's cores run a pass's GEMMs one after another, and
+ * OpenBLAS packs a GEMM's weight operand on every call whatever its rows:
+ * each pass over a model's weights (a micro-batch's forward, each of its
+ * backward's two products, a decode step) reads all of them once, in fp32,
+ * besides its FLOPs, where a GPU overlaps the two.  Seconds of one pass. */
+static double builtin_pass(const struct env *v, const struct arch *a, const struct pconf *c)
+{
+	return mem_builtin_arch(a).dtype_bytes * mem_stage_params(a, c->tp, c->pp) /
+	       (v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff);
+}
+
 static double ring(int n, double factor)
 {
 	return n > 1 ? factor * (n - 1) / n : 0;
@@ -98,6 +114,8 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 	*t = (struct stime){ 0 };
 	t->compute = epochs * tokens * passes * fwd_flops(a, s) /
 		     (pconf_gpus(c) * peak(v) * v->k->train_eff);
+	if (builtin(v))
+		t->compute += micro * passes * builtin_pass(v, a, c);
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
 	t->comm = epochs * tp_comm(v, a, c, tokens / c->dp, tp_calls, micro / epochs) +
 		  steps * step_bytes / dp_bw + epochs * pp_comm(v, a, c, tokens / c->dp, 2.0) +
@@ -117,6 +135,8 @@ void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c
 
 	*t = (struct stime){ 0 };
 	t->compute = tokens * fwd_flops(a, s) / (pconf_gpus(c) * peak(v) * v->k->infer_eff);
+	if (builtin(v))
+		t->compute += (double)m * builtin_pass(v, a, c);
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
 	t->comm = tp_comm(v, a, c, tokens / c->dp, 2.0, (double)m) +
 		  pp_comm(v, a, c, tokens / c->dp, 1.0);
@@ -135,14 +155,15 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 	double seqs = ceil(job_sequences(j) / (double)c->dp);
 	double bytes, mem_t, comp_t, comm_t;
 	struct kv_fill f;
+	const struct arch fp32 = mem_builtin_arch(a), *held = builtin(v) ? &fp32 : a;
 
 	*t = (struct stime){ 0 };
 	if (!mem_kv_fill(j, a, c->tp, seqs, kv_bytes, v->k, &f))
 		return false;
 	/* each decode step reads the weights and the KV cache of the tokens in
-	 * flight: area / steps of them */
-	bytes = a->dtype_bytes * mem_stage_params(a, c->tp, 1) +
-		f.active * mem_kv_per_seq(a, c->tp, f.ctx);
+	 * flight: area / steps of them (the built-in engine's in fp32) */
+	bytes = held->dtype_bytes * mem_stage_params(a, c->tp, 1) +
+		f.active * mem_kv_per_seq(held, c->tp, f.ctx);
 	mem_t = bytes / (v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff);
 	/* a decoded token attends to its whole context: twice the causal average */
 	comp_t = f.active * fwd_flops(a, 2 * f.ctx) / c->tp / (peak(v) * v->k->infer_eff);
@@ -150,8 +171,13 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 		 (v->k->allreduce_lat_s + f.active * a->hidden * a->dtype_bytes *
 		  ring(c->tp, 2.0) / link_bw(v, c->tp)) : 0;
 	t->concurrency = f.held;
+	/* a GPU decodes at the pace of memory or of compute; the built-in
+	 * engine's steps take both, in turn (builtin_pass), which also makes
+	 * the mean number of sequences in flight exact as the batch shrinks:
+	 * the steps' sum is linear in it */
 	t->compute = seqs * j->prompt_len * fwd_flops(a, j->prompt_len) /
-		     (c->tp * peak(v) * v->k->prefill_eff) + f.steps * fmax(mem_t, comp_t);
+		     (c->tp * peak(v) * v->k->prefill_eff) +
+		     f.steps * (builtin(v) ? mem_t + comp_t : fmax(mem_t, comp_t));
 	t->comm = f.steps * comm_t;
 	t->overhead = f.steps * v->k->decode_step_s + v->k->stage_s;
 	total(t);

@@ -322,6 +322,11 @@ static void likely_parts(const struct ectx *c, const struct frow *w, unsigned pa
 		return;
 	}
 	part[P_COMPUTE] = part[P_BUBBLE] = 1u << (w->stage == STAGE_TRAIN ? 0 : 1);
+	/* the built-in engine also reads the weights once a pass (cost.c) */
+	if (c->cl->engine == CLUSTER_ENGINE_BUILTIN) {
+		part[P_COMPUTE] |= 1u << 3;
+		part[P_BUBBLE] |= 1u << 3;
+	}
 	if (p->pp > 1)
 		part[P_COMM] |= link_of(pconf_gpus(p), gpn);
 	if (p->dp > 1 && (p->zero == ZERO_3 || w->stage == STAGE_TRAIN))
@@ -416,8 +421,10 @@ static bool parts_basis(const struct ectx *c, const struct frow *w, struct trow 
 			tw->x[j] += x;
 			explained[q] += x * c->th[j];
 			known[q] |= 1u << j;
-			/* decoding goes at the pace of memory or of compute, not both */
-			if (q == P_COMPUTE && j == 3 && x > 0)
+			/* a GPU decodes at the pace of memory or of compute, not
+			 * both; the built-in engine takes both */
+			if (q == P_COMPUTE && j == 3 && x > 0 &&
+			    c->cl->engine != CLUSTER_ENGINE_BUILTIN)
 				known[q] |= 1u << 1;
 		}
 	}
@@ -1341,7 +1348,7 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 		return err_set(e, NR_EIO, "out of memory");
 	rec = &f->recs[f->nrecs];
 	*rec = (struct frec){ r->step, r->sequences, r->prompt_len, r->response, NAN, f->nrows,
-			      r->nms, false };
+			      0, false };
 	/* a model's home layout is its training entry's: inference entries do
 	 * not say how it recomputes or shards its optimizer */
 	for (int m = 0; m < MAX_MODELS; m++)
@@ -1355,25 +1362,30 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 	}
 	for (int i = 0; i < r->nms; i++) {
 		const struct ms_record *ms = &r->ms[i];
-		struct frow *w = &f->rows[f->nrows + i];
+		long row = f->nrows + rec->nrows;
+		struct frow *w = &f->rows[row];
+		/* a warm-up step trains on the prompts' answers, not on the
+		 * rollout the cost model prices: its rollout is fitted, its
+		 * update and so its step time are not */
+		if (ms->stage == STAGE_TRAIN && r->rl.known && r->rl.sft)
+			continue;
 		*w = (struct frow){ .rec = f->nrecs, .model = (signed char)model[i],
 				    .stage = (signed char)ms->stage, .pool = (short)ms->pool,
 				    .same_pool = ms->same_pool, .conf = ms->conf,
 				    .conc = ms->concurrency };
-		f->y[f->nrows + i] = ms->time_s;
+		f->y[row] = ms->time_s;
 		/* the built-in engine's peaks are its buffers, which its memory
 		 * model counts without coefficients: nothing to calibrate */
-		f->peak[f->nrows + i] = f->cl->engine == CLUSTER_ENGINE_BUILTIN ? NAN :
-					ms->peak_gib * GIB;
+		f->peak[row] = f->cl->engine == CLUSTER_ENGINE_BUILTIN ? NAN : ms->peak_gib * GIB;
 		if (ms->stage == STAGE_INF && train[w->model] >= 0)
 			w->conf = r->ms[train[w->model]].conf;
 		if (ms->stage == STAGE_GEN && home >= 0)
 			w->home = r->ms[home].conf;
-		ys[i] = ms->time_s;
+		ys[rec->nrows++] = ms->time_s;
 	}
-	if (isfinite(r->step_time_s))
+	if (isfinite(r->step_time_s) && rec->nrows == r->nms)
 		rec->step_obs = r->step_time_s - stages_sum(&f->rows[f->nrows], r->nms, ys);
-	f->nrows += r->nms;
+	f->nrows += rec->nrows;
 	f->nrecs++;
 	return NR_OK;
 }

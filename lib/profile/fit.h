@@ -99,7 +99,9 @@ struct fit;
 int fit_new(struct fit **f, const struct job *job, const struct cluster *cl,
 	    const struct fit_prior *prior, struct err *e);
 /* Add a record checked against the job (steprec_parse or steprec_check).
- * Records with a status other than ok carry no times and are counted only. */
+ * Records with a status other than ok carry no times and are counted only;
+ * a warm-up step's training entries and step time are not what the model
+ * prices (its supervised update), and only its rollout is fitted. */
 int fit_add(struct fit *f, const struct step_record *r, struct err *e);
 /* Fit.  NR_EINPUT when there is nothing to fit. */
 int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, struct err *e);

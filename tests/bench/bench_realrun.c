@@ -33,7 +33,9 @@
  * wait on each other spin, so other work on the machine stretches steps
  * unevenly.
  *
- * `bench_realrun N` runs N steps instead (for a quick look). */
+ * `bench_realrun N` runs N steps instead (for a quick look); with
+ * NEREUS_BENCH_RECORDS set, the run's step records go to that file too
+ * (nereus-steps(5)), to study the model's residuals offline. */
 #include <cblas.h>
 #include <ftw.h>
 #include <math.h>
@@ -103,6 +105,24 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 	(void)ftw;
 	remove(path);
 	return 0;
+}
+
+static void save_records(const char *file)
+{
+	FILE *f = fopen(file, "w");
+	struct err e = { 0 };
+
+	if (!f) {
+		perror(file);
+		exit(1);
+	}
+	for (long s = 0; s < nrecs; s++)
+		if (steprec_fprint(f, &recs[s], &e))
+			fail(file, &e);
+	if (fclose(f)) {
+		perror(file);
+		exit(1);
+	}
 }
 
 /* The device's peak: the best of a few samples, in CPU time, of
@@ -233,6 +253,71 @@ static double predict(const struct plan *plan, const struct coef *kf, const stru
 	return p.step_time;
 }
 
+/* The factor c that minimises the mean of |c pred[i] / meas[i] - 1|: the
+ * median of meas / pred weighted by pred / meas. */
+static double best_level(const double *pred, const double *meas, long n)
+{
+	double total = 0, acc = 0, r[STEPS], w[STEPS];
+
+	for (long i = 0; i < n; i++) {
+		r[i] = meas[i] / pred[i];
+		w[i] = 1 / r[i];
+		total += w[i];
+	}
+	for (long i = 1; i < n; i++) /* insertion sort: a few dozen steps */
+		for (long j = i; j > 0 && r[j - 1] > r[j]; j--) {
+			double x = r[j];
+
+			r[j] = r[j - 1];
+			r[j - 1] = x;
+			x = w[j];
+			w[j] = w[j - 1];
+			w[j - 1] = x;
+		}
+	for (long i = 0; i < n; i++)
+		if ((acc += w[i]) >= total / 2)
+			return r[i];
+	return 1;
+}
+
+/* What part of the held-out error is the machine's: how much slower or
+ * faster the held-out steps ran than the fitted ones against what their
+ * batches made the model expect, and the error left with the model's level
+ * set on the held-out steps themselves (the steps' spread under the load
+ * the run had, which no model of a step's batch sees). */
+static void load_share(const struct fit_result *res)
+{
+	double pred[STEPS], meas[STEPS], in_m = 0, in_p = 0, out_m = 0, out_p = 0, c, sum = 0;
+	long n = 0;
+
+	for (long s = WARM; s < nrecs; s++) {
+		double p = predict(&ctl.cur, &res->k, &recs[s]);
+
+		if (s < FIT_STEPS) {
+			in_m += recs[s].step_time_s;
+			in_p += p;
+			continue;
+		}
+		out_m += recs[s].step_time_s;
+		out_p += p;
+		pred[n] = p;
+		meas[n++] = recs[s].step_time_s;
+	}
+	if (n == 0)
+		return;
+	in_m /= FIT_STEPS - WARM;
+	in_p /= FIT_STEPS - WARM;
+	out_m /= (double)n;
+	out_p /= (double)n;
+	c = best_level(pred, meas, n);
+	for (long i = 0; i < n; i++)
+		sum += fabs(c * pred[i] / meas[i] - 1);
+	printf("  the held-out steps took %.3f times as long as the fitted ones, where their "
+	       "batches make the model expect %.3f; with its level set on the held-out steps "
+	       "themselves (x%.3f) the MAPE would be %.1f%%: their spread under this run's "
+	       "load\n", out_m / in_m, out_p / in_p, c, 100 * sum / (double)n);
+}
+
 static void step_time(void)
 {
 	struct fit *f;
@@ -258,9 +343,11 @@ static void step_time(void)
 		sum += fabs(pred / recs[s].step_time_s - 1);
 		n++;
 	}
-	if (n)
+	if (n) {
 		printf("  held-out MAPE of the step time %.1f%% over %ld steps (goal <= 10%%: %s)\n",
 		       100 * sum / (double)n, n, sum / (double)n <= 0.10 ? "met" : "NOT met");
+		load_share(res);
+	}
 	fit_free(f);
 	/* the same steps held out at random (nereus-profile fit --holdout), which a
 	 * machine whose load changed during the run weighs less */
@@ -281,6 +368,7 @@ int main(int argc, char **argv)
 {
 	const char *tmp = getenv("TMPDIR"), *env = getenv("NEREUS_BENCH_THREADS");
 	int threads = env && atoi(env) > 0 ? atoi(env) : 1;
+	long steps;
 	char dir[4096], store[4200];
 	struct engine eng;
 	struct err e = { 0 };
@@ -299,19 +387,22 @@ int main(int argc, char **argv)
 	snprintf(store, sizeof store, "%s/store", dir);
 	if (trainer_init_store(&job, 1, NULL, store, &e))
 		fail("init", &e);
+	steps = argc > 1 && atoi(argv[1]) > 0 && atoi(argv[1]) < STEPS ? atoi(argv[1]) : STEPS;
 	rss0 = status_bytes("VmRSS");
-	builtin_init(&bi, &job, &cl, &k, NULL, store);
+	builtin_init(&bi, &job, &cl, &k, NULL, store, steps);
 	eng = builtin_engine(&bi);
 	ctl_init(&ctl, LAYOUT_ADAPTIVE, 0.01, &k);
 	run_init(&run);
 	run.eng = &eng;
 	run.ctl = &ctl;
-	run.steps = argc > 1 && atoi(argv[1]) > 0 && atoi(argv[1]) < STEPS ? atoi(argv[1]) : STEPS;
+	run.steps = steps;
 	run.emit = keep;
 	at_wall[0] = clock_s(CLOCK_MONOTONIC);
 	at_cpu[0] = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	if (run_go(&run, &e))
 		fail("run", &e);
+	if (getenv("NEREUS_BENCH_RECORDS"))
+		save_records(getenv("NEREUS_BENCH_RECORDS"));
 	printf("bench_realrun: %ld steps of %s on %s, %d thread%s, in %.1f s, %.2f s a step; the "
 	       "process used %.2f CPUs on average\n", nrecs, job.name, cl.name, threads,
 	       threads > 1 ? "s" : "", at_wall[nrecs] - at_wall[0],

@@ -676,6 +676,139 @@ static void test_monotonic(void)
 	CHECK(b.total < a.total);
 }
 
+/* --- the built-in engine (nereus-cost(5)) ------------------------------------------- */
+
+/* The bench's model, 4 layers of hidden 128, on one CPU of 30 GFLOP/s
+ * sgemm and 12 GB/s memcpy; 16 prompts × 8 samples of 8 + 12 tokens
+ * (p90 and max 16), 2 mini-batches; the built-in engine's priors: every
+ * pass over the weights reads their fp32 bytes, 4 P, at 12e9 · 0.9 B/s. */
+static const struct arch S4 = { .layers = 4, .hidden = 128, .heads = 4, .kv_heads = 2,
+				.ffn = 352, .vocab = 258, .dtype_bytes = 2, .dtype = "bf16" };
+
+static void setup_builtin(void)
+{
+	setup();
+	job.prompts_per_step = 16;
+	job.samples_per_prompt = 8;
+	job.prompt_len = 8;
+	job.response.mean = 12;
+	job.response.p90 = 16;
+	job.response.max = 16;
+	job.mini_batches = 2;
+	cl.nodes = 1;
+	cl.gpus_per_node = 1;
+	cl.gpu.mem_gib = 8;
+	cl.gpu.tflops = 0.03;
+	cl.gpu.hbm_gbps = 12;
+	cl.engine = CLUSTER_ENGINE_BUILTIN;
+	coef_defaults_for(&k, CLUSTER_ENGINE_BUILTIN);
+}
+
+static double s4_pass(void)
+{
+	return 4 * mem_stage_params(&S4, 1, 1) / (12e9 * 0.9);
+}
+
+/* Each micro-batch's forward reads the weights once, and a training
+ * micro-batch's backward twice more (a full recompute's forward once
+ * more): halving the micro-batch from 8 sequences to 4 adds 16 forward
+ * passes (128 sequences) and 16 training micro-batches (2 mini-batches
+ * of 64) to the compute.  A GPU framework overlaps the reads: its compute
+ * does not depend on the micro-batch. */
+static void test_builtin_pass(void)
+{
+	struct pconf c8 = pc(1, 1, 1, 8, RC_NONE, ZERO_0), c4 = pc(1, 1, 1, 4, RC_NONE, ZERO_0);
+	struct stime a, b;
+
+	setup_builtin();
+	cost_infer(&env, &S4, &c8, &a);
+	cost_infer(&env, &S4, &c4, &b);
+	CHECK_NEAR(b.compute - a.compute, 16 * s4_pass(), 1e-9);
+	cost_train(&env, &S4, &c8, &a);
+	cost_train(&env, &S4, &c4, &b);
+	CHECK_NEAR(b.compute - a.compute, 16 * 3 * s4_pass(), 1e-9);
+	c8.rc = c4.rc = RC_FULL;
+	cost_train(&env, &S4, &c8, &a);
+	cost_train(&env, &S4, &c4, &b);
+	CHECK_NEAR(b.compute - a.compute, 16 * 4 * s4_pass(), 1e-9);
+	cl.engine = CLUSTER_ENGINE_MEGATRON;
+	cost_train(&env, &S4, &c8, &a);
+	cost_train(&env, &S4, &c4, &b);
+	CHECK_NEAR(b.compute, a.compute, REL);
+	c8.rc = RC_NONE;
+	c4.rc = RC_NONE;
+	cost_infer(&env, &S4, &c8, &a);
+	cost_infer(&env, &S4, &c4, &b);
+	CHECK_NEAR(b.compute, a.compute, REL);
+}
+
+/* The built-in engine holds and computes every model in fp32: its times do
+ * not depend on the job's dtype. */
+static void test_builtin_fp32(void)
+{
+	struct arch f = S4;
+	struct pconf c = pc(1, 1, 1, 8, RC_NONE, ZERO_0);
+	struct stime a, b;
+
+	setup_builtin();
+	f.dtype_bytes = 4;
+	strcpy(f.dtype, "fp32");
+	cost_infer(&env, &S4, &c, &a);
+	cost_infer(&env, &f, &c, &b);
+	CHECK_NEAR(a.total, b.total, REL);
+	cost_train(&env, &S4, &c, &a);
+	cost_train(&env, &f, &c, &b);
+	CHECK_NEAR(a.total, b.total, REL);
+	CHECK(cost_gen(&env, &S4, &c, 4.0 * 1073741824, &a));
+	CHECK(cost_gen(&env, &f, &c, 4.0 * 1073741824, &b));
+	CHECK_NEAR(a.total, b.total, REL);
+}
+
+/* A decode step of the built-in engine reads the weights and its KV cache
+ * (fp32) and then computes: the two add.  Its 16 steps (the longest
+ * response) of 96 sequences on average (128 · 12 / 16) then take exactly
+ * 16 · (4 P + 96 · KV(ctx)) / (12e9 · decode_eff) plus 16 · 96 ·
+ * fwd(2 ctx) / (30e9 · infer_eff), and equal steps of 64 more sequences
+ * add equal times, the prefill's included.  A GPU's step takes the slower
+ * of the two: compute-bound there, the memory's rate does not count. */
+static void test_builtin_decode_adds(void)
+{
+	struct pconf c = pc(1, 1, 1, 1, RC_NONE, ZERO_0);
+	struct stime t[3], u;
+	struct arch f = S4;
+	struct kv_fill kv;
+	double room = 4.0 * 1073741824, bytes, flops;
+
+	setup_builtin();
+	f.dtype_bytes = 4;
+	CHECK(mem_kv_fill(&job, &S4, 1, 128, room, &k, &kv));
+	CHECK_NEAR(kv.steps, 16, REL);
+	CHECK_NEAR(kv.active, 96, REL);
+	bytes = 4 * mem_stage_params(&S4, 1, 1) + 96 * mem_kv_per_seq(&f, 1, kv.ctx);
+	flops = 96 * (2 * arch_params(&S4) + 4.0 * 4 * 128 * kv.ctx);
+	CHECK(cost_gen(&env, &S4, &c, room, &t[1]));
+	k.decode_eff = 0.45;
+	CHECK(cost_gen(&env, &S4, &c, room, &u));
+	CHECK_NEAR(u.compute - t[1].compute, 16 * bytes / (12e9 * 0.9), 1e-9);
+	k.decode_eff = 0.9;
+	k.infer_eff = 0.375;
+	CHECK(cost_gen(&env, &S4, &c, room, &u));
+	CHECK_NEAR(u.compute - t[1].compute, 16 * flops / (30e9 * 0.75), 1e-9);
+	k.infer_eff = 0.75;
+	for (int i = 0; i < 3; i++) {
+		job.prompts_per_step = 8 * (i + 1);
+		CHECK(cost_gen(&env, &S4, &c, room, &t[i]));
+	}
+	CHECK_NEAR(t[2].compute - t[1].compute, t[1].compute - t[0].compute, 1e-9);
+	job.prompts_per_step = 16;
+	cl.engine = CLUSTER_ENGINE_MEGATRON;
+	coef_defaults(&k);
+	CHECK(cost_gen(&env, &S4, &c, room, &t[0]));
+	k.decode_eff = 0.3;
+	CHECK(cost_gen(&env, &S4, &c, room, &u));
+	CHECK_NEAR(u.compute, t[0].compute, REL);
+}
+
 int main(void)
 {
 	RUN(test_link_choice);
@@ -701,5 +834,8 @@ int main(void)
 	RUN(test_move_bytes_and_time);
 	RUN(test_offload);
 	RUN(test_monotonic);
+	RUN(test_builtin_pass);
+	RUN(test_builtin_fp32);
+	RUN(test_builtin_decode_adds);
 	return UNIT_END();
 }

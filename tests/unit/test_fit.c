@@ -297,6 +297,49 @@ static void holdout_is_deterministic(void)
 	CHECK(held > 1850 && held < 2150);
 }
 
+/* A warm-up step (nereus-steps(5): "phase": "sft") trains on the prompts'
+ * answers, not on the rollout the cost model prices: every third record
+ * made one, its training a quarter of the update's time, the fit still
+ * lands on the truth, its rollout's times fitted and its update's not. */
+static void warm_up_update_not_fitted(void)
+{
+	const struct env v = { &job, &cl, &truth };
+	struct simrec_opts so = plain(1);
+	struct step_record *r = malloc(sizeof *r);
+	struct simrec *s;
+	struct fit *f;
+	struct fit_result res;
+	struct err e;
+	long rows = 0, warm = 0;
+
+	CHECK(r && simrec_new(&s, &v, &so, &e) == NR_OK && fit_new(&f, &job, &cl, NULL, &e) == NR_OK);
+	for (long i = 0; i < 400; i++) {
+		CHECK(simrec_next(s, r, &e) == NR_OK);
+		if (r->status == STEP_OK && i % 3 == 0) {
+			r->rl.known = true;
+			r->rl.sft = true;
+			for (int m = 0; m < r->nms; m++)
+				if (r->ms[m].stage == STAGE_TRAIN) {
+					r->step_time_s -= 0.75 * r->ms[m].time_s;
+					r->ms[m].time_s *= 0.25;
+					warm++;
+				}
+		}
+		rows += r->status == STEP_OK ? r->nms : 0;
+		CHECK(fit_add(f, r, &e) == NR_OK);
+	}
+	CHECK(warm > 0);
+	CHECK(fit_run(f, &(struct fit_opts){ 0 }, &res, &e) == NR_OK);
+	CHECK(res.rows == rows - warm);
+	for (int j = 0; j < COEF_FIELDS; j++) {
+		CHECK(res.c[j].fitted);
+		CHECK_NEAR(res.c[j].value, coef_get(&truth, j), 1e-6);
+	}
+	fit_free(f);
+	simrec_free(s);
+	free(r);
+}
+
 /* Records with nothing to fit are an input error; oom and paused steps are
  * only counted. */
 static void nothing_to_fit(void)
@@ -359,6 +402,7 @@ int main(void)
 	RUN(kept_prior_carries_its_error);
 	RUN(absorbed_partner_widens_the_error);
 	RUN(holdout_is_deterministic);
+	RUN(warm_up_update_not_fitted);
 	RUN(nothing_to_fit);
 	RUN(document_loads);
 	return UNIT_END();
