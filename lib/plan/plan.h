@@ -79,6 +79,12 @@ void model_cost(const struct env *v, int m, const struct pconf *home, struct mco
  * derive its offloaded twin: memory (mem, res, need, trans) and times
  * (st, t) with the state kept on the GPUs, then what offloading changes. */
 void model_memory(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
+/* model_memory and model_times, sh being mem_shape_of the model's arch at
+ * kept's TP and PP. */
+void model_memory_at(const struct env *v, int m, const struct mem_shape *sh,
+		     const struct pconf *kept, struct mcost *out);
+void model_times_at(const struct env *v, int m, const struct mem_shape *sh,
+		    const struct pconf *kept, struct mcost *out);
 void model_times(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
 void model_offload(const struct env *v, int m, struct mcost *out);
 /* Generation engines in layout gen next to resident bytes of other state;

@@ -106,6 +106,7 @@ struct search {
 	struct clist all;      /* every configuration of one, before rule 1 */
 	struct key *keys, *tmpkeys; /* orders, and room to sort them */
 	int nkeys;
+	int *kept, nkept;      /* keep_pareto's list */
 	struct front *fronts;  /* [item set][size] */
 	struct gtab *gtabs;    /* [size] */
 	int twin[MAX_MODELS];  /* first model with the same candidates */
@@ -446,17 +447,21 @@ static double time_sum(const struct cand *c)
  * resident bytes and need, a configuration can only be beaten by one
  * before it, or by one that ties on both: keeping it then keeps more.  Of
  * equals the leaner comes first, and is kept. */
-static int keep_fastest(const struct clist *all, struct clist *l, bool prune, bool mv,
-			struct key *keys, struct key *tmp)
+static int keep_fastest(struct search *s, const struct clist *all, struct clist *l, bool prune,
+			bool mv)
 {
 	struct cand *kept = malloc(sizeof *kept * (size_t)(all->n ? all->n : 1));
+	struct key *keys;
 	int n = 0;
 
-	if (!kept)
+	if (!kept || reserve_keys(s, all->n) < 0) {
+		free(kept);
 		return -1;
+	}
+	keys = s->keys;
 	for (int i = 0; i < all->n; i++)
 		keys[i] = (struct key){ all->v[i].res, all->v[i].trans, i };
-	sort_keys(keys, all->n, tmp);
+	sort_keys(keys, all->n, s->tmpkeys);
 	for (int i = 0; i < all->n; i++) {
 		const struct cand *c = &all->v[keys[i].i];
 		bool beaten = false;
@@ -467,7 +472,7 @@ static int keep_fastest(const struct clist *all, struct clist *l, bool prune, bo
 	}
 	for (int i = 0; i < n; i++)
 		keys[i] = (struct key){ time_sum(&kept[i]), kept[i].res, i };
-	sort_keys(keys, n, tmp);
+	sort_keys(keys, n, s->tmpkeys);
 	l->v = malloc(sizeof *l->v * (size_t)(n ? n : 1));
 	if (!l->v) {
 		free(kept);
@@ -478,6 +483,45 @@ static int keep_fastest(const struct clist *all, struct clist *l, bool prune, bo
 	l->n = l->cap = n;
 	free(kept);
 	return 0;
+}
+
+/* Rule 1 early, among the configurations of one layout and micro-batch
+ * size (from first on), between neighbours: no recompute and selective
+ * recompute, which the time model does not tell apart (cost_rc), and two
+ * ZeRO stages in a row.  Of two where one ties or beats the other on
+ * every axis, the other goes now, as keep_fastest would drop it: it drops
+ * what another ties or beats and comes before in its order (resident
+ * bytes, need, then place in all, which for neighbours here is the order
+ * they were made in), and whatever beats what goes here stays to beat
+ * what it would have beaten, so the list keeps the same. */
+static void drop_neighbours(struct clist *all, int first, bool mv)
+{
+	int at[NRECOMPUTE][NZERO_STAGES][2], n = first;
+	bool gone[NRECOMPUTE * NZERO_STAGES * 2] = { false };
+
+	memset(at, -1, sizeof at);
+	for (int i = first; i < all->n; i++)
+		at[all->v[i].c.rc][all->v[i].c.zero][all->v[i].c.offload] = i;
+	for (int i = first; i < all->n; i++) {
+		const struct cand *c = &all->v[i];
+		/* c's neighbours: selective recompute for none; the next ZeRO stage */
+		int nb[2] = { c->c.rc == RC_NONE ? at[RC_SELECTIVE][c->c.zero][c->c.offload] : -1,
+			      c->c.zero + 1 < NZERO_STAGES ?
+			      at[c->c.rc][c->c.zero + 1][c->c.offload] : -1 };
+		for (int k = 0; k < 2; k++) {
+			const struct cand *d = &all->v[nb[k]];
+			if (nb[k] < 0)
+				continue;
+			if (cand_dominates(d, c, mv) && (d->res != c->res || d->trans != c->trans))
+				gone[i - first] = true;
+			else if (cand_dominates(c, d, mv))
+				gone[nb[k] - first] = true;
+		}
+	}
+	for (int i = first; i < all->n; i++)
+		if (!gone[i - first])
+			all->v[n++] = all->v[i];
+	all->n = n;
 }
 
 static int cand_add(struct clist *l, const struct pconf *c, const struct mcost *mc,
@@ -521,6 +565,7 @@ static struct clist *cands(struct search *s, int m, int zi)
 	int z = s->sizes[zi];
 	long seqs = job_sequences(s->v->job);
 	double mv[2][MAX_TPS];
+	struct mem_shape sh;
 
 	if (l->done)
 		return l;
@@ -536,6 +581,7 @@ static struct clist *cands(struct search *s, int m, int zi)
 			if (a->layers % p || z % (t * p))
 				continue;
 			dp = z / (t * p);
+			mem_shape_of(a, t, p, &sh);
 			per = train ? (seqs / s->v->job->mini_batches + dp - 1) / dp :
 				      (seqs + dp - 1) / dp;
 			memset(mv, 0, sizeof mv);
@@ -543,14 +589,20 @@ static struct clist *cands(struct search *s, int m, int zi)
 				moves(s, &(struct pconf){ t, p, dp, 1, RC_NONE,
 							  w ? ZERO_3 : ZERO_0, false }, z, mv[w]);
 			for (int mb = 1; mb <= 8; mb *= 2) {
+				/* the times of this micro-batch size, by what the time
+				 * model reads of a configuration */
+				bool timed[NRECOMPUTE][NZERO_STAGES] = { { false } };
+				struct mcost tm[NRECOMPUTE][NZERO_STAGES];
+				int first = all->n;
 				if (mb > 1 && mb > per)
 					break;
+				mem_shape_batch(s->v->job, a, mb, &sh);
 				for (int rc = train ? 0 : RC_SELECTIVE; rc <= (train ? 2 : RC_SELECTIVE); rc++)
 				for (int zero = ZERO_0; zero <= (dp > 1 ? ZERO_3 : ZERO_0); zero++) {
 					struct pconf kept = { t, p, dp, mb, (enum recompute)rc,
 							      (enum zero_stage)zero, false };
 					struct pconf gone = kept;
-					struct mcost mk, mo;
+					struct mcost mk, mo, *tk = &tm[cost_rc(kept.rc)][zero];
 					bool use_kept, use_gone;
 					if (!train && (zero == ZERO_1 || zero == ZERO_2))
 						continue;
@@ -560,7 +612,7 @@ static struct clist *cands(struct search *s, int m, int zi)
 					if (!use_kept && !use_gone)
 						continue;
 					/* cost once; the offloaded twin follows from it */
-					model_memory(s->v, m, &kept, &mk);
+					model_memory_at(s->v, m, &sh, &kept, &mk);
 					mo = mk;
 					model_offload(s->v, m, &mo);
 					s->st->candidates += use_kept + use_gone;
@@ -568,18 +620,27 @@ static struct clist *cands(struct search *s, int m, int zi)
 					use_gone &= mo.trans <= s->cap;
 					if (!use_kept && !use_gone)
 						continue;
-					model_times(s->v, m, &kept, &mk);
+					if (!timed[cost_rc(kept.rc)][zero]) {
+						struct pconf tc = kept;
+						tc.rc = cost_rc(kept.rc);
+						memset(tk, 0, sizeof *tk);
+						model_times_at(s->v, m, &sh, &tc, tk);
+						timed[cost_rc(kept.rc)][zero] = true;
+					}
+					memcpy(mk.st, tk->st, sizeof mk.st);
+					memcpy(mk.t, tk->t, sizeof mk.t);
 					mo = mk;
 					model_offload(s->v, m, &mo);
 					if ((use_kept && cand_add(all, &kept, &mk, mv[zero == ZERO_3]) < 0) ||
 					    (use_gone && cand_add(all, &gone, &mo, mv[zero == ZERO_3]) < 0))
 						s->err = NR_EIO;
 				}
+				if (!s->exhaustive)
+					drop_neighbours(all, first, actor);
 			}
 		}
 	}
-	if (reserve_keys(s, all->n) < 0 ||
-	    keep_fastest(all, l, !s->exhaustive, actor, s->keys, s->tmpkeys) < 0) {
+	if (keep_fastest(s, all, l, !s->exhaustive, actor) < 0) {
 		s->err = NR_EIO;
 		return l;
 	}
@@ -657,9 +718,9 @@ static bool part_dominates(const struct part *a, const struct part *b)
 	return a->res <= b->res && a->trans <= b->trans && a->ti <= b->ti && a->tt <= b->tt;
 }
 
-/* Put l's combinations in the order of their keys (first, second, index),
- * through the spare list tmp. */
-static int order_parts(struct search *s, struct parts *l, struct parts *tmp, bool by_time)
+/* Put l's combinations in the order of the sum of their times, then
+ * resident bytes, then place in l, through the spare list tmp. */
+static int order_parts(struct search *s, struct parts *l, struct parts *tmp)
 {
 	struct key *k;
 
@@ -668,8 +729,7 @@ static int order_parts(struct search *s, struct parts *l, struct parts *tmp, boo
 	k = s->keys;
 	for (int i = 0; i < l->n; i++) {
 		const struct part *p = &l->v[i];
-		k[i] = by_time ? (struct key){ p->ti + p->tt, p->res, i } :
-				 (struct key){ p->res, p->trans, i };
+		k[i] = (struct key){ p->ti + p->tt, p->res, i };
 	}
 	sort_keys(k, l->n, s->tmpkeys);
 	for (int i = 0; i < l->n; i++)
@@ -681,24 +741,59 @@ static int order_parts(struct search *s, struct parts *l, struct parts *tmp, boo
 	return 0;
 }
 
-/* Rule 2: keep the combinations no other ties or beats on every axis.  In
- * order of resident bytes and need, a combination can only be beaten by
- * one before it, or by one that ties on both: keeping it then only keeps
- * more. */
+/* Whether combination a comes before b in the order of resident bytes,
+ * then need. */
+static bool part_leaner(const struct part *a, const struct part *b)
+{
+	return a->res != b->res ? a->res < b->res : a->trans < b->trans;
+}
+
+/* Rule 2: keep the combinations no other ties or beats on every axis, in
+ * the order of resident bytes, need, then place in l.  In that order a
+ * combination can only be beaten by one before it, or by one that ties on
+ * both and comes after it: keeping it then only keeps more.  They are
+ * taken in l's order into the list of those kept so far, held in that
+ * order: a newcomer goes when one before its place beats it (the lean ones
+ * next to it, which beat it most often, are looked at first), else takes
+ * its place, and those after it that it beats go. */
 static int keep_pareto(struct search *s, struct parts *l, struct parts *tmp)
 {
-	int n = 0;
+	int *kept, n = 0, cap = s->nkept;
 
-	if (order_parts(s, l, tmp, false) < 0)
+	if (reserve((void **)&s->kept, &cap, l->n, sizeof *s->kept) < 0 ||
+	    reserve((void **)&tmp->v, &tmp->cap, l->n, sizeof *tmp->v) < 0)
 		return -1;
+	s->nkept = cap;
+	kept = s->kept;
 	for (int i = 0; i < l->n; i++) {
-		bool beaten = false;
-		for (int k = n - 1; k >= 0 && !beaten; k--)
-			beaten = part_dominates(&l->v[k], &l->v[i]);
-		if (!beaten)
-			l->v[n++] = l->v[i];
+		const struct part *q = &l->v[i];
+		int lo = 0, hi = n, k;
+		/* after every kept one that ties on both: those came first */
+		while (lo < hi) {
+			int mid = (lo + hi) / 2;
+			if (part_leaner(q, &l->v[kept[mid]]))
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		for (k = lo - 1; k >= 0 && !part_dominates(&l->v[kept[k]], q); k--)
+			;
+		if (k >= 0)
+			continue;
+		k = lo;
+		for (int j = lo; j < n; j++)
+			if (!part_dominates(q, &l->v[kept[j]]))
+				kept[k++] = kept[j];
+		memmove(kept + lo + 1, kept + lo, sizeof *kept * (size_t)(k - lo));
+		kept[lo] = i;
+		n = k + 1;
 	}
-	l->n = n;
+	for (int k = 0; k < n; k++)
+		tmp->v[k] = l->v[kept[k]];
+	tmp->n = n;
+	struct parts t = *l;
+	*l = *tmp;
+	*tmp = t;
 	return 0;
 }
 
@@ -907,7 +1002,7 @@ static struct front *front(struct search *s, unsigned items, int zi)
 	}
 	/* the last model (or none): entries, from the fastest combinations on,
 	 * so that the front soon holds entries that beat most of the rest */
-	if (prune && order_parts(s, &cur, &spare, true) < 0)
+	if (prune && order_parts(s, &cur, &spare) < 0)
 		s->err = NR_EIO;
 	for (int i = 0; i < cur.n && !s->err; i++) {
 		int last = n ? order[n - 1] : -1;
@@ -933,6 +1028,8 @@ static struct front *front(struct search *s, unsigned items, int zi)
 						 d->t_inf + d->t_train))
 				break;
 			struct entry e;
+			if (res + trans > s->cap)
+				continue;
 			memset(&e, 0, sizeof e);
 			memcpy(e.pick, cur.v[i].pick, sizeof e.pick);
 			if (d)
@@ -940,8 +1037,6 @@ static struct front *front(struct search *s, unsigned items, int zi)
 			e.v[STAGE_INF] = cur.v[i].ti + (d ? d->t_inf : 0);
 			e.v[STAGE_TRAIN] = cur.v[i].tt + (d ? d->t_train : 0);
 			e.gen_tp = -1;
-			if (res + trans > s->cap)
-				continue;
 			if (bound)
 				for (int st = STAGE_INF; st < NSTAGES; st++)
 					e.v[st] = MAX(e.v[st], s->glb[st]);
@@ -1316,6 +1411,7 @@ out:
 	free(s->all.v);
 	free(s->keys);
 	free(s->tmpkeys);
+	free(s->kept);
 	free(s->fronts);
 	free(s->gtabs);
 	free(s->scratch);
