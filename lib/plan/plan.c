@@ -87,25 +87,41 @@ void model_times(const struct env *v, int m, const struct pconf *home, struct mc
 	model_times_at(v, m, &sh, home, out);
 }
 
+/* What each stage needs when nothing stays between stages: each holds
+ * all it uses.  A frozen model's weights come in for its pass and are
+ * dropped; a trainable model's state goes out after training and comes
+ * back. */
+static void offload_need(const struct model *md, const struct mcost *kept, double *need)
+{
+	memcpy(need, kept->need, sizeof kept->need);
+	if (md->stages[STAGE_INF])
+		need[STAGE_INF] += kept->weights;
+	if (model_trainable(md))
+		need[STAGE_TRAIN] += kept->res;
+}
+
+double model_offload_trans(const struct env *v, int m, const struct mcost *kept)
+{
+	double need[NSTAGES], trans = 0;
+
+	offload_need(&v->job->models[m], kept, need);
+	for (int s = 0; s < NSTAGES; s++)
+		trans = fmax(trans, need[s]);
+	return trans;
+}
+
 void model_offload(const struct env *v, int m, struct mcost *out)
 {
 	const struct model *md = &v->job->models[m];
-	double kept = out->res, weights = out->weights;
+	double kept = out->res;
 
-	/* nothing stays between stages: each stage holds all it uses.  A frozen
-	 * model's weights come in for its pass and are dropped; a trainable
-	 * model's state goes out after training and comes back */
+	offload_need(md, out, out->need);
 	out->res = 0;
 	out->trans = 0;
-	if (md->stages[STAGE_INF]) {
-		out->need[STAGE_INF] += weights;
-		if (!model_trainable(md))
-			out->st[STAGE_INF].move = cost_offload(v, kept) / 2;
-	}
-	if (model_trainable(md)) {
-		out->need[STAGE_TRAIN] += kept;
+	if (md->stages[STAGE_INF] && !model_trainable(md))
+		out->st[STAGE_INF].move = cost_offload(v, kept) / 2;
+	if (model_trainable(md))
 		out->st[STAGE_TRAIN].move = cost_offload(v, kept);
-	}
 	for (int s = 0; s < NSTAGES; s++) {
 		out->st[s].total += out->st[s].move;
 		out->t[s] = out->st[s].total;

@@ -87,6 +87,8 @@ void model_times_at(const struct env *v, int m, const struct mem_shape *sh,
 		    const struct pconf *kept, struct mcost *out);
 void model_times(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
 void model_offload(const struct env *v, int m, struct mcost *out);
+/* The trans model_offload would give kept, leaving it as it is. */
+double model_offload_trans(const struct env *v, int m, const struct mcost *kept);
 /* Generation engines in layout gen next to resident bytes of other state;
  * actor_home and same_pool say where the weights come from.  false when
  * not one sequence's KV cache fits. */

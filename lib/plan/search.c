@@ -613,17 +613,15 @@ static struct clist *cands(struct search *s, int m, int zi)
 						continue;
 					/* cost once; the offloaded twin follows from it */
 					model_memory_at(s->v, m, &sh, &kept, &mk);
-					mo = mk;
-					model_offload(s->v, m, &mo);
 					s->st->candidates += use_kept + use_gone;
 					use_kept &= mk.res + mk.trans <= s->cap;
-					use_gone &= mo.trans <= s->cap;
+					use_gone &= model_offload_trans(s->v, m, &mk) <= s->cap;
 					if (!use_kept && !use_gone)
 						continue;
 					if (!timed[cost_rc(kept.rc)][zero]) {
 						struct pconf tc = kept;
 						tc.rc = cost_rc(kept.rc);
-						memset(tk, 0, sizeof *tk);
+						memset(tk->st, 0, sizeof tk->st);
 						model_times_at(s->v, m, &sh, &tc, tk);
 						timed[cost_rc(kept.rc)][zero] = true;
 					}
