@@ -141,17 +141,28 @@ static double unit_pair(const struct arch *a, int tp, double nl, bool emb, bool 
 	return pair / tp;
 }
 
-void mem_shape_of(const struct arch *a, int tp, int pp, struct mem_shape *out)
+/* The shape without the gathered units unless units is set. */
+static void shape(const struct arch *a, int tp, int pp, bool units, struct mem_shape *out)
 {
 	out->tp = tp;
 	out->pp = pp;
 	out->layers = stage_layers(a, pp);
 	stage_params(a, tp, pp, &out->first, &out->last);
 	out->stage = out->first > out->last ? out->first : out->last;
-	out->ufirst = unit_pair(a, tp, out->layers, true, pp == 1);
-	out->ulast = unit_pair(a, tp, out->layers, pp == 1, true);
+	out->ufirst = units ? unit_pair(a, tp, out->layers, true, pp == 1) : 0;
+	out->ulast = units ? unit_pair(a, tp, out->layers, pp == 1, true) : 0;
 	out->params = arch_params(a);
 	out->mb = 0;
+}
+
+void mem_shape_of(const struct arch *a, int tp, int pp, struct mem_shape *out)
+{
+	shape(a, tp, pp, true, out);
+}
+
+void mem_shape_for(const struct arch *a, const struct pconf *c, struct mem_shape *out)
+{
+	shape(a, c->tp, c->pp, c->zero == ZERO_3, out);
 }
 
 void mem_shape_batch(const struct job *job, const struct arch *a, int mb, struct mem_shape *sh)
@@ -196,7 +207,7 @@ double mem_gathered(const struct arch *a, const struct pconf *c)
 	struct mem_shape sh;
 	double first, last;
 
-	mem_shape_of(a, c->tp, c->pp, &sh);
+	mem_shape_for(a, c, &sh);
 	gathered_stages(a, &sh, c, &first, &last);
 	return fmax(first, last);
 }
@@ -254,7 +265,7 @@ void mem_train(const struct job *job, const struct arch *a, const struct pconf *
 {
 	struct mem_shape sh;
 
-	mem_shape_of(a, c->tp, c->pp, &sh);
+	mem_shape_for(a, c, &sh);
 	mem_train_at(job, a, &sh, c, k, out);
 }
 
@@ -277,7 +288,7 @@ void mem_infer(const struct job *job, const struct arch *a, const struct pconf *
 {
 	struct mem_shape sh;
 
-	mem_shape_of(a, c->tp, c->pp, &sh);
+	mem_shape_for(a, c, &sh);
 	mem_infer_at(job, a, &sh, c, k, out);
 }
 
@@ -359,7 +370,7 @@ double mem_resident(const struct arch *a, const struct pconf *home, bool trainab
 {
 	struct mem_shape sh;
 
-	mem_shape_of(a, home->tp, home->pp, &sh);
+	mem_shape_for(a, home, &sh);
 	return mem_resident_at(a, &sh, home, trainable);
 }
 

@@ -54,6 +54,8 @@ struct mem_shape {
 	double logits[2];     /* mem_logits there, without and with gradients */
 };
 void mem_shape_of(const struct arch *a, int tp, int pp, struct mem_shape *out);
+/* The shape c's own terms need: the gathered units only under ZeRO-3. */
+void mem_shape_for(const struct arch *a, const struct pconf *c, struct mem_shape *out);
 void mem_shape_batch(const struct job *job, const struct arch *a, int mb, struct mem_shape *sh);
 /* Activation bytes one layer keeps for backward for one micro-batch
  * (before act_factor): e·s·b·(6h + 2gd + 3F)/t with sequence parallelism,

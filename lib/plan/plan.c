@@ -62,7 +62,7 @@ void model_memory(const struct env *v, int m, const struct pconf *home, struct m
 {
 	struct mem_shape sh;
 
-	mem_shape_of(&v->job->models[m].arch, home->tp, home->pp, &sh);
+	mem_shape_for(&v->job->models[m].arch, home, &sh);
 	model_memory_at(v, m, &sh, home, out);
 }
 
@@ -83,7 +83,7 @@ void model_times(const struct env *v, int m, const struct pconf *home, struct mc
 {
 	struct mem_shape sh;
 
-	mem_shape_of(&v->job->models[m].arch, home->tp, home->pp, &sh);
+	mem_shape_for(&v->job->models[m].arch, home, &sh);
 	model_times_at(v, m, &sh, home, out);
 }
 
@@ -132,10 +132,12 @@ void model_offload(const struct env *v, int m, struct mcost *out)
 void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
 {
 	struct pconf kept = *home;
+	struct mem_shape sh;
 
 	kept.offload = false;
-	model_memory(v, m, &kept, out);
-	model_times(v, m, &kept, out);
+	mem_shape_for(&v->job->models[m].arch, &kept, &sh);
+	model_memory_at(v, m, &sh, &kept, out);
+	model_times_at(v, m, &sh, &kept, out);
 	if (home->offload)
 		model_offload(v, m, out);
 }
