@@ -885,12 +885,16 @@ static void *gpass_run(void *arg)
 		sse += rs->rw[i] * r * r;
 		used++;
 		for (int a = 0; a < k; a++) {
-			double ga = wt * gr[a], gh = ht * gr[a], *na = n + nz[a] * p, *ha = h + nz[a] * p;
+			double ga = wt * gr[a], *na = n + nz[a] * p;
 			b[nz[a]] += ga * r;
-			for (int c = 0; c <= a; c++) {
+			for (int c = 0; c <= a; c++)
 				na[nz[c]] += ga * gr[c];
+		}
+		/* a row without curvature adds nothing to h */
+		for (int a = 0; a < k && ht != 0; a++) {
+			double gh = ht * gr[a], *ha = h + nz[a] * p;
+			for (int c = 0; c <= a; c++)
 				ha[nz[c]] += gh * gr[c];
-			}
 		}
 	}
 	memcpy(g->n, n, sizeof n);
