@@ -93,6 +93,12 @@ struct gtab {
 	double far[MAX_TPS];
 };
 
+/* A combination kept by rule 2: its axes, and its place in the list. */
+struct axes {
+	double res, trans, ti, tt;
+	int i;
+};
+
 struct search {
 	const struct env *v;
 	const struct space *sp;
@@ -106,7 +112,8 @@ struct search {
 	struct clist all;      /* every configuration of one, before rule 1 */
 	struct key *keys, *tmpkeys; /* orders, and room to sort them */
 	int nkeys;
-	int *kept, nkept;      /* keep_pareto's list */
+	struct axes *kept;     /* keep_pareto's list */
+	int nkept;
 	struct front *fronts;  /* [item set][size] */
 	struct gtab *gtabs;    /* [size] */
 	int twin[MAX_MODELS];  /* first model with the same candidates */
@@ -711,11 +718,6 @@ static int parts_add(struct parts *l, const struct part *q)
 	return 0;
 }
 
-static bool part_dominates(const struct part *a, const struct part *b)
-{
-	return a->res <= b->res && a->trans <= b->trans && a->ti <= b->ti && a->tt <= b->tt;
-}
-
 /* Put l's combinations in the order of the sum of their times, then
  * resident bytes, then place in l, through the spare list tmp. */
 static int order_parts(struct search *s, struct parts *l, struct parts *tmp)
@@ -739,13 +741,6 @@ static int order_parts(struct search *s, struct parts *l, struct parts *tmp)
 	return 0;
 }
 
-/* Whether combination a comes before b in the order of resident bytes,
- * then need. */
-static bool part_leaner(const struct part *a, const struct part *b)
-{
-	return a->res != b->res ? a->res < b->res : a->trans < b->trans;
-}
-
 /* Rule 2: keep the combinations no other ties or beats on every axis, in
  * the order of resident bytes, need, then place in l.  In that order a
  * combination can only be beaten by one before it, or by one that ties on
@@ -756,7 +751,8 @@ static bool part_leaner(const struct part *a, const struct part *b)
  * its place, and those after it that it beats go. */
 static int keep_pareto(struct search *s, struct parts *l, struct parts *tmp)
 {
-	int *kept, n = 0, cap = s->nkept;
+	struct axes *kept;
+	int n = 0, cap = s->nkept;
 
 	if (reserve((void **)&s->kept, &cap, l->n, sizeof *s->kept) < 0 ||
 	    reserve((void **)&tmp->v, &tmp->cap, l->n, sizeof *tmp->v) < 0)
@@ -769,25 +765,30 @@ static int keep_pareto(struct search *s, struct parts *l, struct parts *tmp)
 		/* after every kept one that ties on both: those came first */
 		while (lo < hi) {
 			int mid = (lo + hi) / 2;
-			if (part_leaner(q, &l->v[kept[mid]]))
+			if (q->res != kept[mid].res ? q->res < kept[mid].res : q->trans < kept[mid].trans)
 				hi = mid;
 			else
 				lo = mid + 1;
 		}
-		for (k = lo - 1; k >= 0 && !part_dominates(&l->v[kept[k]], q); k--)
-			;
+		/* those before have no more resident bytes */
+		for (k = lo - 1; k >= 0; k--)
+			if (kept[k].trans <= q->trans && kept[k].ti <= q->ti && kept[k].tt <= q->tt)
+				break;
 		if (k >= 0)
 			continue;
-		k = lo;
-		for (int j = lo; j < n; j++)
-			if (!part_dominates(q, &l->v[kept[j]]))
+		/* those after, no fewer */
+		for (k = lo; k < n; k++)
+			if (q->trans <= kept[k].trans && q->ti <= kept[k].ti && q->tt <= kept[k].tt)
+				break;
+		for (int j = k; j < n; j++)
+			if (!(q->trans <= kept[j].trans && q->ti <= kept[j].ti && q->tt <= kept[j].tt))
 				kept[k++] = kept[j];
 		memmove(kept + lo + 1, kept + lo, sizeof *kept * (size_t)(k - lo));
-		kept[lo] = i;
+		kept[lo] = (struct axes){ q->res, q->trans, q->ti, q->tt, i };
 		n = k + 1;
 	}
 	for (int k = 0; k < n; k++)
-		tmp->v[k] = l->v[kept[k]];
+		tmp->v[k] = l->v[kept[k].i];
 	tmp->n = n;
 	struct parts t = *l;
 	*l = *tmp;
@@ -815,12 +816,8 @@ static double gen_alone(struct search *s, int zi, int i, double res)
  * GRID + 1 resident amounts from 0 to a GPU's bytes: as it never falls when
  * residents grow, the sample at or below a resident amount bounds it from
  * below. */
-static struct gtab *gtab(struct search *s, int zi)
+static void gtab_fill(struct search *s, int zi, struct gtab *t)
 {
-	struct gtab *t = &s->gtabs[zi];
-
-	if (t->done)
-		return t;
 	t->done = true;
 	t->ntp = 0;
 	for (int i = 0; i < MAX_TPS; i++) {
@@ -832,6 +829,14 @@ static struct gtab *gtab(struct search *s, int zi)
 		for (int j = 0; j <= GRID; j++)
 			t->g[i][j] = -1;
 	}
+}
+
+static inline struct gtab *gtab(struct search *s, int zi)
+{
+	struct gtab *t = &s->gtabs[zi];
+
+	if (!t->done)
+		gtab_fill(s, zi, t);
 	return t;
 }
 
