@@ -129,17 +129,24 @@ void model_offload(const struct env *v, int m, struct mcost *out)
 	}
 }
 
-void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+void model_cost_at(const struct env *v, int m, const struct mem_shape *sh,
+		   const struct pconf *home, struct mcost *out)
 {
 	struct pconf kept = *home;
-	struct mem_shape sh;
 
 	kept.offload = false;
-	mem_shape_for(&v->job->models[m].arch, &kept, &sh);
-	model_memory_at(v, m, &sh, &kept, out);
-	model_times_at(v, m, &sh, &kept, out);
+	model_memory_at(v, m, sh, &kept, out);
+	model_times_at(v, m, sh, &kept, out);
 	if (home->offload)
 		model_offload(v, m, out);
+}
+
+void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+{
+	struct mem_shape sh;
+
+	mem_shape_for(&v->job->models[m].arch, home, &sh);
+	model_cost_at(v, m, &sh, home, out);
 }
 
 bool gen_cost(const struct env *v, const struct pconf *gen, double resident,

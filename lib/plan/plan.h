@@ -75,6 +75,10 @@ struct mcost {
 	double trans;       /* the most of those */
 };
 void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out);
+/* model_cost, sh being mem_shape_for (or mem_shape_of) the model's arch
+ * at home. */
+void model_cost_at(const struct env *v, int m, const struct mem_shape *sh,
+		   const struct pconf *home, struct mcost *out);
 /* The parts of model_cost, so a search can cost a configuration once and
  * derive its offloaded twin: memory (mem, res, need, trans) and times
  * (st, t) with the state kept on the GPUs, then what offloading changes. */

@@ -111,6 +111,11 @@ struct ectx {
 	double field[NT];        /* each coefficient's value in struct coef after its step */
 	double check[NT];        /* how far parts_basis's last probe moves each θ */
 	struct coef kcheck[2];   /* k moved so: every coefficient, and all but host_eff */
+	/* each model's shape (mem_shape_for) at the layout it was last costed
+	 * in: records in a row mostly share their plan */
+	struct mem_shape shape[MAX_MODELS];
+	struct pconf shaped[MAX_MODELS];
+	bool have_shape[MAX_MODELS];
 };
 
 /* --- coefficients as θ ------------------------------------------------------- */
@@ -523,6 +528,20 @@ static double mem_pred(const struct mrow *w, const double *m)
 	return w->mc + (m[0] * w->mx + w->md) * (1 + m[2]) + m[1] * GIB;
 }
 
+/* Model m's shape at conf, from c when it has it. */
+static const struct mem_shape *shape_at(struct ectx *c, int m, const struct pconf *conf)
+{
+	const struct pconf *had = &c->shaped[m];
+
+	if (!c->have_shape[m] || had->tp != conf->tp || had->pp != conf->pp ||
+	    (had->zero == ZERO_3) != (conf->zero == ZERO_3)) {
+		mem_shape_for(&c->job.models[m].arch, conf, &c->shape[m]);
+		c->shaped[m] = *conf;
+		c->have_shape[m] = true;
+	}
+	return &c->shape[m];
+}
+
 /* Recompute the memory terms of every row of record ri at k, and each
  * row's time at k, in parts, into t; returns how many rows' previous
  * memory terms disagreed with the model at k. */
@@ -541,7 +560,8 @@ static long rec_memory(struct ectx *c, struct fit *f, long ri, struct stime *t)
 		struct frow *w = &f->rows[r->row0 + i];
 		if (w->stage == STAGE_GEN || have[w->model])
 			continue;
-		model_cost(&v, w->model, &w->conf, &mc[w->model]);
+		model_cost_at(&v, w->model, shape_at(c, w->model, &w->conf), &w->conf,
+			      &mc[w->model]);
 		have[w->model] = true;
 		res[w->pool] += mc[w->model].res;
 	}
