@@ -680,6 +680,30 @@ static bool front_beats(const struct front *f, const double *v)
 	return false;
 }
 
+/* The inference and training times of f's entries whose generation
+ * takes at most g (at most 64 of them: more only make fewer checks cheap),
+ * into beat; returns how many. */
+static int front_under(const struct front *f, double g, double beat[2][64])
+{
+	int n = 0;
+
+	for (int i = 0; i < f->n && n < 64; i++)
+		if (f->v[i].v[STAGE_GEN] <= g) {
+			beat[0][n] = f->v[i].v[STAGE_INF];
+			beat[1][n++] = f->v[i].v[STAGE_TRAIN];
+		}
+	return n;
+}
+
+/* Whether one of n pairs ties or beats (ti, tt). */
+static bool pair_beaten(double beat[2][64], int n, double ti, double tt)
+{
+	for (int i = 0; i < n; i++)
+		if (beat[0][i] <= ti && beat[1][i] <= tt)
+			return true;
+	return false;
+}
+
 /* Add e; with prune, rule 3: unless an entry ties or beats it, and
  * dropping the entries it beats. */
 static int front_add(struct front *f, const struct entry *e, bool prune)
@@ -1008,41 +1032,57 @@ static struct front *front(struct search *s, unsigned items, int zi)
 	if (prune && order_parts(s, &cur, &spare) < 0)
 		s->err = NR_EIO;
 	for (int i = 0; i < cur.n && !s->err; i++) {
-		int last = n ? order[n - 1] : -1;
+		int last = n ? order[n - 1] : -1, nbeat = 0;
 		const struct clist *l = n ? cands(s, last, zi) : NULL;
 		int from = n && twin_at[n - 1] >= 0 ? cur.v[i].pick[order[twin_at[n - 1]]] : 0;
 		double gfix = prune ? pool_gen_lb(s, zi, gen_here, actor_here,
 						  cur.v[i].res + (n ? l->min_res : 0)) : 0;
+		/* gfix bounds the engines' time as well, and costs nothing */
+		double g0 = bound ? MAX(gfix, s->glb[STAGE_GEN]) : gfix;
+		/* beyond(s, gfix, 0, 0, sum) for this combination, but for sum */
+		double base = s->v->k->step_s + MAX(gfix, s->glb[STAGE_GEN]);
+		double split = base + MAX(0, s->glb[STAGE_INF]) + MAX(0, s->glb[STAGE_TRAIN]);
+		double over = s->best * (1 + EPS), sum0 = cur.v[i].ti + cur.v[i].tt;
+		/* the inference and training times of the front's entries whose
+		 * engines take no longer than g0: an entry at (g0, ti, tt) is
+		 * beaten when one of them ties or beats (ti, tt) */
+		double beat[2][64];
 		if (prune) {
-			/* the least any entry of this combination can be */
-			double least[NSTAGES] = { gfix, cur.v[i].ti + (n ? l->min_ti : 0),
+			double least[NSTAGES] = { g0, cur.v[i].ti + (n ? l->min_ti : 0),
 						  cur.v[i].tt + (n ? l->min_tt : 0) };
-			for (int st = 0; bound && st < NSTAGES; st++)
+			for (int st = STAGE_INF; bound && st < NSTAGES; st++)
 				least[st] = MAX(least[st], s->glb[st]);
+			/* the least any entry of this combination can be */
 			if (front_beats(f, least))
 				continue;
+			nbeat = front_under(f, g0, beat);
 		}
 		for (int c = from; c < (n ? ncands(s, l) : 1) && !s->err; c++) {
 			const struct cand *d = n ? &l->v[c] : NULL;
 			const double *mv = d && last == s->actor ? d->mv : NULL;
 			double res = cur.v[i].res + (d ? d->res : 0);
 			double trans = MAX(cur.v[i].trans, d ? d->trans : 0);
-			if (d && bound && beyond(s, gfix, 0, 0, cur.v[i].ti + cur.v[i].tt +
-						 d->t_inf + d->t_train))
-				break;
+			double ti, tt;
 			struct entry e;
+			if (d && bound && MAX(split, base + (sum0 + d->t_inf + d->t_train)) > over)
+				break;
 			if (res + trans > s->cap)
+				continue;
+			ti = cur.v[i].ti + (d ? d->t_inf : 0);
+			tt = cur.v[i].tt + (d ? d->t_train : 0);
+			if (bound) {
+				ti = MAX(ti, s->glb[STAGE_INF]);
+				tt = MAX(tt, s->glb[STAGE_TRAIN]);
+			}
+			if (gen_here && prune && pair_beaten(beat, nbeat, ti, tt))
 				continue;
 			memset(&e, 0, sizeof e);
 			memcpy(e.pick, cur.v[i].pick, sizeof e.pick);
 			if (d)
 				e.pick[last] = (uint16_t)c;
-			e.v[STAGE_INF] = cur.v[i].ti + (d ? d->t_inf : 0);
-			e.v[STAGE_TRAIN] = cur.v[i].tt + (d ? d->t_train : 0);
+			e.v[STAGE_INF] = ti;
+			e.v[STAGE_TRAIN] = tt;
 			e.gen_tp = -1;
-			if (bound)
-				for (int st = STAGE_INF; st < NSTAGES; st++)
-					e.v[st] = MAX(e.v[st], s->glb[st]);
 			if (!gen_here) {
 				if ((!bound || !beyond(s, 0, e.v[STAGE_INF], e.v[STAGE_TRAIN],
 						       e.v[STAGE_INF] + e.v[STAGE_TRAIN])) &&
@@ -1051,10 +1091,6 @@ static struct front *front(struct search *s, unsigned items, int zi)
 				continue;
 			}
 			if (prune) {
-				/* gfix bounds the engines' time as well, and costs nothing */
-				e.v[STAGE_GEN] = bound ? MAX(gfix, s->glb[STAGE_GEN]) : gfix;
-				if (front_beats(f, e.v))
-					continue;
 				e.v[STAGE_GEN] = gen_lb(s, zi, res, mv);
 				if (e.v[STAGE_GEN] == HUGE_VAL || front_beats(f, e.v) ||
 				    (bound && beyond(s, e.v[STAGE_GEN], e.v[STAGE_INF],
@@ -1077,8 +1113,11 @@ static struct front *front(struct search *s, unsigned items, int zi)
 				if (!prune && front_add(f, &e, false) < 0)
 					s->err = NR_EIO;
 			}
-			if (prune && e.gen_tp >= 0 && front_add(f, &e, true) < 0)
-				s->err = NR_EIO;
+			if (prune && e.gen_tp >= 0) {
+				if (front_add(f, &e, true) < 0)
+					s->err = NR_EIO;
+				nbeat = front_under(f, g0, beat);
+			}
 		}
 	}
 	free(cur.v);
