@@ -366,7 +366,7 @@ static int highest(unsigned set)
 /* The lowest coefficient in set, or -1. */
 static int lowest(unsigned set)
 {
-	return highest(set & -set);
+	return set ? __builtin_ctz(set) : -1;
 }
 
 /* row_basis's first try, fewest probes.  Each part of the time is linear
@@ -837,6 +837,12 @@ static bool sampled(long i, long stride)
 	return ((uint64_t)i * 0x9E3779B97F4A7C15ull >> 32 & 0xFFFFFFFFu) < 0x100000000ull / stride;
 }
 
+/* fmax(x, lo) for lo > 0, inline: lo when x is not above it, NaN too. */
+static double floor_at(double x, double lo)
+{
+	return x > lo ? x : lo;
+}
+
 static void *gpass_run(void *arg)
 {
 	struct gpass *g = arg;
@@ -869,7 +875,7 @@ static void *gpass_run(void *arg)
 			const struct mrow *w = &rs->mr[i];
 			if (isnan(rs->peak[i]))
 				continue;
-			pred = fmax(mem_pred(w, th), 1e-300); /* a step too far shows as a misfit */
+			pred = floor_at(mem_pred(w, th), 1e-300); /* a step too far shows as a misfit */
 			r = log(rs->peak[i] / pred);
 			jac[0] = w->mx * (1 + th[2]);
 			jac[1] = GIB;
@@ -883,7 +889,7 @@ static void *gpass_run(void *arg)
 			}
 		} else {
 			const struct trow *w = &rs->tr[i];
-			pred = fmax(row_pred(w, th), 1e-300);
+			pred = floor_at(row_pred(w, th), 1e-300);
 			r = log(rs->y[i] / pred);
 			pred = 1 / pred;
 			for (unsigned set = w->nz & unknowns; set; set &= set - 1) {
@@ -904,17 +910,20 @@ static void *gpass_run(void *arg)
 		ht = newton && u2 < 1 ? wt * (1 - u2) * inv : 0;
 		sse += rs->rw[i] * r * r;
 		used++;
-		for (int a = 0; a < k; a++) {
+		/* a row without curvature adds nothing to h */
+		for (int a = 0; a < k && ht != 0; a++) {
+			double ga = wt * gr[a], gh = ht * gr[a], *na = n + nz[a] * p, *ha = h + nz[a] * p;
+			b[nz[a]] += ga * r;
+			for (int c = 0; c <= a; c++) {
+				na[nz[c]] += ga * gr[c];
+				ha[nz[c]] += gh * gr[c];
+			}
+		}
+		for (int a = 0; a < k && ht == 0; a++) {
 			double ga = wt * gr[a], *na = n + nz[a] * p;
 			b[nz[a]] += ga * r;
 			for (int c = 0; c <= a; c++)
 				na[nz[c]] += ga * gr[c];
-		}
-		/* a row without curvature adds nothing to h */
-		for (int a = 0; a < k && ht != 0; a++) {
-			double gh = ht * gr[a], *ha = h + nz[a] * p;
-			for (int c = 0; c <= a; c++)
-				ha[nz[c]] += gh * gr[c];
 		}
 	}
 	memcpy(g->n, n, sizeof n);
