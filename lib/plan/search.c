@@ -37,7 +37,11 @@
  * pass over each model's two fastest configurations finds a good plan
  * early, whose time then bounds the exact pass.  Among equals the first
  * found is kept (--current then breaks ties among the plans reached by the
- * fewest bytes moved).  --exhaustive drops nothing but what does not fit:
+ * fewest bytes moved), so how a rule is applied never changes what it
+ * keeps or in which order: rule 1 drops neighbours (drop_neighbours) as
+ * they are costed, which is what it would drop later, and a front's
+ * entries are checked against the ones that can beat them, which are the
+ * ones that would.  --exhaustive drops nothing but what does not fit:
  * every partition, size, configuration and engine TP is costed;
  * test_search_diff checks that both agree on random jobs and clusters. */
 #include "plan/search.h"
