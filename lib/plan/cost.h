@@ -47,7 +47,7 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 /* Forward passes over the step's tokens (log-probs, values, rewards). */
 void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c,
 		struct stime *t);
-/* The same, sh being mem_shape_of(a, c->tp, c->pp). */
+/* The same, sh being mem_shape_of(a, c->tp, c->pp) or mem_shape_for(a, c). */
 void cost_train_at(const struct env *v, const struct arch *a, const struct mem_shape *sh,
 		   const struct pconf *c, struct stime *t);
 void cost_infer_at(const struct env *v, const struct arch *a, const struct mem_shape *sh,

@@ -56,6 +56,7 @@ struct mem_shape {
 void mem_shape_of(const struct arch *a, int tp, int pp, struct mem_shape *out);
 /* The shape c's own terms need: the gathered units only under ZeRO-3. */
 void mem_shape_for(const struct arch *a, const struct pconf *c, struct mem_shape *out);
+/* Set sh's micro-batch terms for micro-batches of mb sequences. */
 void mem_shape_batch(const struct job *job, const struct arch *a, int mb, struct mem_shape *sh);
 /* Activation bytes one layer keeps for backward for one micro-batch
  * (before act_factor): e·s·b·(6h + 2gd + 3F)/t with sequence parallelism,
@@ -76,7 +77,7 @@ void mem_train(const struct job *job, const struct arch *a, const struct pconf *
 /* Forward only: weights, one layer's activations, logits. */
 void mem_infer(const struct job *job, const struct arch *a, const struct pconf *c,
 	       const struct coef *k, struct mem *out);
-/* The same, sh being mem_shape_of(a, c->tp, c->pp). */
+/* The same, sh being mem_shape_of(a, c->tp, c->pp) or mem_shape_for(a, c). */
 void mem_train_at(const struct job *job, const struct arch *a, const struct mem_shape *sh,
 		  const struct pconf *c, const struct coef *k, struct mem *out);
 void mem_infer_at(const struct job *job, const struct arch *a, const struct mem_shape *sh,
@@ -153,6 +154,7 @@ void mem_builtin_gen(const struct job *job, const struct arch *a, double seqs, b
  * their weights, each sharded over DP as the ZeRO stage says.  0 when
  * offloaded. */
 double mem_resident(const struct arch *a, const struct pconf *home, bool trainable);
+/* The same, sh as for mem_train_at. */
 double mem_resident_at(const struct arch *a, const struct mem_shape *sh,
 		       const struct pconf *home, bool trainable);
 

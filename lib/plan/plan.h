@@ -83,13 +83,13 @@ void model_cost_at(const struct env *v, int m, const struct mem_shape *sh,
  * derive its offloaded twin: memory (mem, res, need, trans) and times
  * (st, t) with the state kept on the GPUs, then what offloading changes. */
 void model_memory(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
-/* model_memory and model_times, sh being mem_shape_of the model's arch at
- * kept's TP and PP. */
+void model_times(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
+/* The same, sh being mem_shape_of the model's arch at kept's TP and PP (or
+ * mem_shape_for it at kept). */
 void model_memory_at(const struct env *v, int m, const struct mem_shape *sh,
 		     const struct pconf *kept, struct mcost *out);
 void model_times_at(const struct env *v, int m, const struct mem_shape *sh,
 		    const struct pconf *kept, struct mcost *out);
-void model_times(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
 void model_offload(const struct env *v, int m, struct mcost *out);
 /* The trans model_offload would give kept, leaving it as it is. */
 double model_offload_trans(const struct env *v, int m, const struct mcost *kept);
