@@ -97,7 +97,8 @@ struct gtab {
 	double far[MAX_TPS];
 };
 
-/* A combination kept by rule 2: its axes, and its place in the list. */
+/* A configuration or combination kept so far by rule 1 or 2: its axes,
+ * and its place in the list taken from. */
 struct axes {
 	double res, trans, ti, tt;
 	int i;
@@ -384,6 +385,15 @@ static bool gen_conf(const struct search *s, int i, int z, struct pconf *g)
 	return t <= z && tp_ok(s, a, t, z) && pin_ok(&s->sp->gen, g);
 }
 
+/* Whether a's moves into the engines tie or beat b's at every TP. */
+static bool moves_le(const struct cand *a, const struct cand *b)
+{
+	for (int i = 0; i < MAX_TPS; i++)
+		if (a->mv[i] > b->mv[i])
+			return false;
+	return true;
+}
+
 static bool cand_dominates(const struct cand *a, const struct cand *b, bool mv)
 {
 	if (a->t_inf > b->t_inf || a->t_train > b->t_train || a->res > b->res ||
@@ -448,11 +458,6 @@ static int reserve_keys(struct search *s, int n)
 	return 0;
 }
 
-static double time_sum(const struct cand *c)
-{
-	return c->t_inf + c->t_train;
-}
-
 /* Copy all's configurations into l, fastest first; the fast search only
  * those no other ties or beats on every axis (rule 1).  Taken in order of
  * resident bytes and need, a configuration can only be beaten by one
@@ -461,38 +466,41 @@ static double time_sum(const struct cand *c)
 static int keep_fastest(struct search *s, const struct clist *all, struct clist *l, bool prune,
 			bool mv)
 {
-	struct cand *kept = malloc(sizeof *kept * (size_t)(all->n ? all->n : 1));
+	/* the axes of those kept, in the order taken: all before a newcomer
+	 * have no more resident bytes */
+	struct axes *kept;
 	struct key *keys;
-	int n = 0;
+	int n = 0, cap = s->nkept;
 
-	if (!kept || reserve_keys(s, all->n) < 0) {
-		free(kept);
+	if (reserve((void **)&s->kept, &cap, all->n, sizeof *s->kept) < 0 ||
+	    reserve_keys(s, all->n) < 0)
 		return -1;
-	}
+	s->nkept = cap;
+	kept = s->kept;
 	keys = s->keys;
 	for (int i = 0; i < all->n; i++)
 		keys[i] = (struct key){ all->v[i].res, all->v[i].trans, i };
 	sort_keys(keys, all->n, s->tmpkeys);
 	for (int i = 0; i < all->n; i++) {
 		const struct cand *c = &all->v[keys[i].i];
-		bool beaten = false;
-		for (int k = n - 1; k >= 0 && prune && !beaten; k--)
-			beaten = cand_dominates(&kept[k], c, mv);
-		if (!beaten)
-			kept[n++] = *c;
+		int k = n - 1;
+		for (; k >= 0 && prune; k--)
+			if (kept[k].trans <= c->trans && kept[k].ti <= c->t_inf &&
+			    kept[k].tt <= c->t_train && (!mv || moves_le(&all->v[kept[k].i], c)))
+				break;
+		if (prune && k >= 0)
+			continue;
+		kept[n++] = (struct axes){ c->res, c->trans, c->t_inf, c->t_train, keys[i].i };
 	}
 	for (int i = 0; i < n; i++)
-		keys[i] = (struct key){ time_sum(&kept[i]), kept[i].res, i };
+		keys[i] = (struct key){ kept[i].ti + kept[i].tt, kept[i].res, i };
 	sort_keys(keys, n, s->tmpkeys);
 	l->v = malloc(sizeof *l->v * (size_t)(n ? n : 1));
-	if (!l->v) {
-		free(kept);
+	if (!l->v)
 		return -1;
-	}
 	for (int i = 0; i < n; i++)
-		l->v[i] = kept[keys[i].i];
+		l->v[i] = all->v[kept[keys[i].i].i];
 	l->n = l->cap = n;
-	free(kept);
 	return 0;
 }
 
