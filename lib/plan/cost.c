@@ -22,10 +22,16 @@ static double peak(const struct env *v)
 	return v->cl->gpu.tflops * 1e12;
 }
 
-/* Forward FLOPs per token at context s: 2N plus causal attention. */
+/* Forward FLOPs per token at context s: 2N plus causal attention, N the
+ * model's parameters. */
+static double fwd_flops_n(const struct arch *a, double n, double s)
+{
+	return 2.0 * n + 2.0 * a->layers * (double)a->hidden * s;
+}
+
 static double fwd_flops(const struct arch *a, double s)
 {
-	return 2.0 * arch_params(a) + 2.0 * a->layers * (double)a->hidden * s;
+	return fwd_flops_n(a, arch_params(a), s);
 }
 
 static bool builtin(const struct env *v)
@@ -76,19 +82,27 @@ static void total(struct stime *t)
 	t->total = t->compute + t->comm + t->bubble + t->overhead + t->move;
 }
 
-void cost_train(const struct env *v, const struct arch *a, const struct pconf *c,
-		struct stime *t)
+enum recompute cost_rc(enum recompute rc)
+{
+	return rc == RC_FULL ? RC_FULL : RC_NONE;
+}
+
+/* cost_train with p the parameters on a GPU of the worst stage and n the
+ * model's (mem_stage_params, arch_params) */
+static void train_time(const struct env *v, const struct arch *a, const struct pconf *c,
+		       double p, double n, struct stime *t)
 {
 	const struct job *j = v->job;
 	double s = j->prompt_len + j->response.mean;
 	double tokens = (double)job_sequences(j) * s, epochs = j->ppo_epochs;
 	/* backward costs two forwards; full recompute adds a forward and its 2 TP
 	 * all-reduces per layer to the 4 of forward and backward */
-	double passes = c->rc == RC_FULL ? 4 : 3, tp_calls = c->rc == RC_FULL ? 6 : 4;
+	bool redo = cost_rc(c->rc) == RC_FULL;
+	double passes = redo ? 4 : 3, tp_calls = redo ? 6 : 4;
 	long m = job_microbatches(j, c->dp, c->mb);
 	double micro = (double)epochs * j->mini_batches * m;
 	double steps = epochs * j->mini_batches;
-	double p = mem_stage_params(a, c->tp, c->pp), grads = 4.0 * p, weights = a->dtype_bytes * p;
+	double grads = 4.0 * p, weights = a->dtype_bytes * p;
 	double dp_bw = link_bw(v, c->tp * c->dp), step_bytes = 0, micro_bytes = 0;
 
 	/* per optimizer step: ZeRO-0 all-reduces the fp32 gradients; ZeRO-1
@@ -112,7 +126,7 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 		break;
 	}
 	*t = (struct stime){ 0 };
-	t->compute = epochs * tokens * passes * fwd_flops(a, s) /
+	t->compute = epochs * tokens * passes * fwd_flops_n(a, n, s) /
 		     (pconf_gpus(c) * peak(v) * v->k->train_eff);
 	if (builtin(v))
 		t->compute += micro * passes * builtin_pass(v, a, c);
@@ -124,8 +138,22 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 	total(t);
 }
 
-void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c,
+void cost_train(const struct env *v, const struct arch *a, const struct pconf *c,
 		struct stime *t)
+{
+	train_time(v, a, c, mem_stage_params(a, c->tp, c->pp), arch_params(a), t);
+}
+
+void cost_train_at(const struct env *v, const struct arch *a, const struct mem_shape *sh,
+		   const struct pconf *c, struct stime *t)
+{
+	train_time(v, a, c, sh->stage, sh->params, t);
+}
+
+/* cost_infer with p and n as train_time has them; p is read only under
+ * ZeRO-3, and computed then when negative */
+static void infer_time(const struct env *v, const struct arch *a, const struct pconf *c,
+		       double p, double n, struct stime *t)
 {
 	const struct job *j = v->job;
 	double s = j->prompt_len + j->response.mean;
@@ -134,7 +162,7 @@ void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c
 	long m = (per_replica + c->mb - 1) / c->mb;
 
 	*t = (struct stime){ 0 };
-	t->compute = tokens * fwd_flops(a, s) / (pconf_gpus(c) * peak(v) * v->k->infer_eff);
+	t->compute = tokens * fwd_flops_n(a, n, s) / (pconf_gpus(c) * peak(v) * v->k->infer_eff);
 	if (builtin(v))
 		t->compute += (double)m * builtin_pass(v, a, c);
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
@@ -142,10 +170,22 @@ void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c
 		  pp_comm(v, a, c, tokens / c->dp, 1.0);
 	/* ZeRO-3 gathers the weights for every micro-batch's forward */
 	if (c->zero == ZERO_3)
-		t->comm += fmax(0, m * a->dtype_bytes * mem_stage_params(a, c->tp, c->pp) *
+		t->comm += fmax(0, m * a->dtype_bytes * (p < 0 ? mem_stage_params(a, c->tp, c->pp) : p) *
 				   ring(c->dp, 1) / link_bw(v, c->tp * c->dp) - t->compute);
 	t->overhead = (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
 	total(t);
+}
+
+void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c,
+		struct stime *t)
+{
+	infer_time(v, a, c, -1, arch_params(a), t);
+}
+
+void cost_infer_at(const struct env *v, const struct arch *a, const struct mem_shape *sh,
+		   const struct pconf *c, struct stime *t)
+{
+	infer_time(v, a, c, sh->stage, sh->params, t);
 }
 
 bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,

@@ -9,6 +9,7 @@
 #include "doc/cluster.h"
 #include "doc/costdoc.h"
 #include "doc/job.h"
+#include "plan/memory.h"
 #include "plan/pconf.h"
 
 /* What every cost and memory question needs. */
@@ -33,6 +34,12 @@ struct stime {
 double link_bw(const struct env *v, int span);
 double host_bw(const struct env *v);
 
+/* The recompute choice as the time model tells them apart: selective
+ * recompute redoes only what flash attention recomputes anyway, so it takes
+ * the time no recompute takes; full recompute adds a forward pass.  Two
+ * configurations alike but for recompute, alike here, take the same time
+ * in every stage. */
+enum recompute cost_rc(enum recompute rc);
 /* Training: ppo_epochs passes over the step's tokens, with an optimizer
  * step (and DP gradient sync) per mini-batch. */
 void cost_train(const struct env *v, const struct arch *a, const struct pconf *c,
@@ -40,6 +47,11 @@ void cost_train(const struct env *v, const struct arch *a, const struct pconf *c
 /* Forward passes over the step's tokens (log-probs, values, rewards). */
 void cost_infer(const struct env *v, const struct arch *a, const struct pconf *c,
 		struct stime *t);
+/* The same, sh being mem_shape_of(a, c->tp, c->pp) or mem_shape_for(a, c). */
+void cost_train_at(const struct env *v, const struct arch *a, const struct mem_shape *sh,
+		   const struct pconf *c, struct stime *t);
+void cost_infer_at(const struct env *v, const struct arch *a, const struct mem_shape *sh,
+		   const struct pconf *c, struct stime *t);
 /* Generation: prefill plus decode steps, as many as a paged KV pool of
  * kv_bytes per GPU (mem_kv_fill) needs for the batch's length distribution,
  * and never fewer than the longest response.  Returns false when the pool

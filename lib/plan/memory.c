@@ -141,23 +141,74 @@ static double unit_pair(const struct arch *a, int tp, double nl, bool emb, bool 
 	return pair / tp;
 }
 
-static void gathered_stages(const struct arch *a, const struct pconf *c, double *first,
-			    double *last)
+/* The shape without the gathered units unless units is set. */
+static void shape(const struct arch *a, int tp, int pp, bool units, struct mem_shape *out)
 {
-	double nl = stage_layers(a, c->pp), e = a->dtype_bytes;
+	out->tp = tp;
+	out->pp = pp;
+	out->layers = stage_layers(a, pp);
+	stage_params(a, tp, pp, &out->first, &out->last);
+	out->stage = out->first > out->last ? out->first : out->last;
+	out->ufirst = units ? unit_pair(a, tp, out->layers, true, pp == 1) : 0;
+	out->ulast = units ? unit_pair(a, tp, out->layers, pp == 1, true) : 0;
+	out->params = arch_params(a);
+	out->mb = 0;
+}
+
+void mem_shape_of(const struct arch *a, int tp, int pp, struct mem_shape *out)
+{
+	shape(a, tp, pp, true, out);
+}
+
+void mem_shape_for(const struct arch *a, const struct pconf *c, struct mem_shape *out)
+{
+	shape(a, c->tp, c->pp, c->zero == ZERO_3, out);
+}
+
+void mem_shape_batch(const struct job *job, const struct arch *a, int mb, struct mem_shape *sh)
+{
+	double s = job_max_seq(job);
+
+	sh->mb = mb;
+	for (int rc = 0; rc < NRECOMPUTE; rc++)
+		sh->act[rc] = mem_layer_act(a, s, mb, sh->tp, (enum recompute)rc);
+	sh->logits[0] = mem_logits(a, s, mb, sh->tp, false);
+	sh->logits[1] = mem_logits(a, s, mb, sh->tp, true);
+}
+
+/* One layer's activations and the logits of c's micro-batch at the
+ * longest sequence s, from sh when it has them. */
+static double layer_act(const struct arch *a, const struct mem_shape *sh, double s,
+			const struct pconf *c, enum recompute rc)
+{
+	return sh->mb == c->mb ? sh->act[rc] : mem_layer_act(a, s, c->mb, c->tp, rc);
+}
+
+static double batch_logits(const struct arch *a, const struct mem_shape *sh, double s,
+			   const struct pconf *c, bool grad)
+{
+	return sh->mb == c->mb ? sh->logits[grad] : mem_logits(a, s, c->mb, c->tp, grad);
+}
+
+static void gathered_stages(const struct arch *a, const struct mem_shape *sh,
+			    const struct pconf *c, double *first, double *last)
+{
+	double e = a->dtype_bytes;
 
 	*first = *last = 0;
 	if (c->zero != ZERO_3)
 		return;
-	*first = e * unit_pair(a, c->tp, nl, true, c->pp == 1);
-	*last = e * unit_pair(a, c->tp, nl, c->pp == 1, true);
+	*first = e * sh->ufirst;
+	*last = e * sh->ulast;
 }
 
 double mem_gathered(const struct arch *a, const struct pconf *c)
 {
+	struct mem_shape sh;
 	double first, last;
 
-	gathered_stages(a, c, &first, &last);
+	mem_shape_for(a, c, &sh);
+	gathered_stages(a, &sh, c, &first, &last);
 	return fmax(first, last);
 }
 
@@ -179,50 +230,66 @@ static void state_terms(const struct arch *a, const struct pconf *c, double p, d
 	m->adam = 8 * p / pconf_optim_shards(c);
 }
 
-void mem_train(const struct job *job, const struct arch *a, const struct pconf *c,
-	       const struct coef *k, struct mem *out)
+void mem_train_at(const struct job *job, const struct arch *a, const struct mem_shape *sh,
+		  const struct pconf *c, const struct coef *k, struct mem *out)
 {
-	double first, last, gf, gl, s = job_max_seq(job);
-	double lp = stage_layers(a, c->pp);
+	double gf, gl, s = job_max_seq(job);
+	double lp = sh->layers;
 	long m = job_microbatches(job, c->dp, c->mb);
 	double inflight = (double)(m < c->pp ? m : c->pp);
-	double layer = k->act_factor * mem_layer_act(a, s, c->mb, c->tp, c->rc);
+	double layer = k->act_factor * layer_act(a, sh, s, c, c->rc);
 	/* full recompute rebuilds one layer at a time with all its activations */
-	double redo = c->rc == RC_FULL ?
-		k->act_factor * mem_layer_act(a, s, c->mb, c->tp, RC_NONE) : 0;
+	double redo = c->rc == RC_FULL ? k->act_factor * layer_act(a, sh, s, c, RC_NONE) : 0;
 	struct mem f = { 0 }, l = { 0 };
 
-	stage_params(a, c->tp, c->pp, &first, &last);
-	gathered_stages(a, c, &gf, &gl);
-	state_terms(a, c, first, gf, &f);
+	gathered_stages(a, sh, c, &gf, &gl);
+	state_terms(a, c, sh->first, gf, &f);
 	f.act = layer * lp * inflight + redo;
 	if (c->pp == 1)
-		f.logits = mem_logits(a, s, c->mb, c->tp, true);
+		f.logits = batch_logits(a, sh, s, c, true);
 	finish(&f, k);
 	*out = f;
 	if (c->pp == 1)
 		return;
 	/* 1F1B: the last stage has one micro-batch in flight, plus the logits */
-	state_terms(a, c, last, gl, &l);
+	state_terms(a, c, sh->last, gl, &l);
 	l.act = layer * lp + redo;
-	l.logits = mem_logits(a, s, c->mb, c->tp, true);
+	l.logits = batch_logits(a, sh, s, c, true);
 	finish(&l, k);
 	if (l.total > f.total)
 		*out = l;
 }
 
+void mem_train(const struct job *job, const struct arch *a, const struct pconf *c,
+	       const struct coef *k, struct mem *out)
+{
+	struct mem_shape sh;
+
+	mem_shape_for(a, c, &sh);
+	mem_train_at(job, a, &sh, c, k, out);
+}
+
+void mem_infer_at(const struct job *job, const struct arch *a, const struct mem_shape *sh,
+		  const struct pconf *c, const struct coef *k, struct mem *out)
+{
+	double s = job_max_seq(job), gf, gl;
+	struct mem m = { 0 };
+
+	gathered_stages(a, sh, c, &gf, &gl);
+	m.weights = a->dtype_bytes * sh->stage / pconf_weight_shards(c) + fmax(gf, gl);
+	m.act = k->act_factor * layer_act(a, sh, s, c, RC_SELECTIVE);
+	m.logits = batch_logits(a, sh, s, c, false);
+	finish(&m, k);
+	*out = m;
+}
+
 void mem_infer(const struct job *job, const struct arch *a, const struct pconf *c,
 	       const struct coef *k, struct mem *out)
 {
-	double s = job_max_seq(job);
-	struct mem m = { 0 };
+	struct mem_shape sh;
 
-	m.weights = a->dtype_bytes * mem_stage_params(a, c->tp, c->pp) / pconf_weight_shards(c) +
-		    mem_gathered(a, c);
-	m.act = k->act_factor * mem_layer_act(a, s, c->mb, c->tp, RC_SELECTIVE);
-	m.logits = mem_logits(a, s, c->mb, c->tp, false);
-	finish(&m, k);
-	*out = m;
+	mem_shape_for(a, c, &sh);
+	mem_infer_at(job, a, &sh, c, k, out);
 }
 
 void mem_gen_base(const struct arch *a, const struct pconf *c, const struct coef *k,
@@ -288,14 +355,23 @@ double mem_kv_room(const struct job *job, const struct arch *a, int tp, double h
 	return fmax(held * seq_area(job) / job->response.mean, job_max_seq(job)) * per;
 }
 
-double mem_resident(const struct arch *a, const struct pconf *home, bool trainable)
+double mem_resident_at(const struct arch *a, const struct mem_shape *sh,
+		       const struct pconf *home, bool trainable)
 {
-	double p = mem_stage_params(a, home->tp, home->pp);
+	double p = sh->stage;
 	double w = a->dtype_bytes * p / pconf_weight_shards(home);
 
 	if (home->offload)
 		return 0;
 	return trainable ? w + 12 * p / pconf_optim_shards(home) : w;
+}
+
+double mem_resident(const struct arch *a, const struct pconf *home, bool trainable)
+{
+	struct mem_shape sh;
+
+	mem_shape_for(a, home, &sh);
+	return mem_resident_at(a, &sh, home, trainable);
 }
 
 /* --- the built-in engine ------------------------------------------------------ */

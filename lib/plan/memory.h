@@ -34,6 +34,30 @@ struct mem {
 
 /* Parameters held by one GPU of the worst pipeline stage. */
 double mem_stage_params(const struct arch *a, int tp, int pp);
+/* What a layout's TP and PP decide of a model's memory whatever else it
+ * does (its dtype included): the parameters one TP rank holds on the
+ * first and on the last pipeline stage, and the largest two neighbouring
+ * units ZeRO-3 gathers there (see mem_gathered); and, once
+ * mem_shape_batch has set a micro-batch size, the activations and logits
+ * of such a micro-batch.  The functions below compute all that
+ * themselves; their _at twins take it from a caller that weighs many
+ * configurations of one layout. */
+struct mem_shape {
+	int tp, pp;
+	double layers;        /* layers on the worst pipeline stage */
+	double first, last;   /* parameters per TP rank, first and last stage */
+	double stage;         /* the more of the two: mem_stage_params */
+	double ufirst, ulast; /* parameters of the gathered units there */
+	double params;        /* the whole model's: arch_params */
+	int mb;               /* the micro-batch size of what follows; 0 none */
+	double act[NRECOMPUTE]; /* mem_layer_act at the longest sequence */
+	double logits[2];     /* mem_logits there, without and with gradients */
+};
+void mem_shape_of(const struct arch *a, int tp, int pp, struct mem_shape *out);
+/* The shape c's own terms need: the gathered units only under ZeRO-3. */
+void mem_shape_for(const struct arch *a, const struct pconf *c, struct mem_shape *out);
+/* Set sh's micro-batch terms for micro-batches of mb sequences. */
+void mem_shape_batch(const struct job *job, const struct arch *a, int mb, struct mem_shape *sh);
 /* Activation bytes one layer keeps for backward for one micro-batch
  * (before act_factor): e·s·b·(6h + 2gd + 3F)/t with sequence parallelism,
  * plus FlashAttention's fp32 log-sum-exp without recompute; the layer's
@@ -53,6 +77,11 @@ void mem_train(const struct job *job, const struct arch *a, const struct pconf *
 /* Forward only: weights, one layer's activations, logits. */
 void mem_infer(const struct job *job, const struct arch *a, const struct pconf *c,
 	       const struct coef *k, struct mem *out);
+/* The same, sh being mem_shape_of(a, c->tp, c->pp) or mem_shape_for(a, c). */
+void mem_train_at(const struct job *job, const struct arch *a, const struct mem_shape *sh,
+		  const struct pconf *c, const struct coef *k, struct mem *out);
+void mem_infer_at(const struct job *job, const struct arch *a, const struct mem_shape *sh,
+		  const struct pconf *c, const struct coef *k, struct mem *out);
 /* Generation with no KV cache yet: weights and workspace.  The KV pool is
  * whatever the GPU has left; see cost_gen for how it paces decoding. */
 void mem_gen_base(const struct arch *a, const struct pconf *c, const struct coef *k,
@@ -125,6 +154,9 @@ void mem_builtin_gen(const struct job *job, const struct arch *a, double seqs, b
  * their weights, each sharded over DP as the ZeRO stage says.  0 when
  * offloaded. */
 double mem_resident(const struct arch *a, const struct pconf *home, bool trainable);
+/* The same, sh as for mem_train_at. */
+double mem_resident_at(const struct arch *a, const struct mem_shape *sh,
+		       const struct pconf *home, bool trainable);
 
 /* The sequence length memory must hold: prompt plus the longest response. */
 double job_max_seq(const struct job *job);

@@ -22,66 +22,106 @@ bool model_trainable(const struct model *m)
 	return m->stages[STAGE_TRAIN];
 }
 
-void model_memory(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+void model_memory_at(const struct env *v, int m, const struct mem_shape *sh,
+		     const struct pconf *home, struct mcost *out)
 {
 	const struct model *md = &v->job->models[m];
 	bool builtin = v->cl->engine == CLUSTER_ENGINE_BUILTIN;
 	/* the built-in engine holds every model in fp32 */
-	const struct arch f = mem_builtin_arch(&md->arch), *a = builtin ? &f : &md->arch;
-	double weights = mem_resident(a, home, false);
+	struct arch f;
+	const struct arch *a = &md->arch;
+	double weights;
 
+	if (builtin) {
+		f = mem_builtin_arch(&md->arch);
+		a = &f;
+	}
+	weights = mem_resident_at(a, sh, home, false);
 	memset(out, 0, sizeof *out);
 	out->weights = weights;
-	out->res = model_trainable(md) ? mem_resident(a, home, true) : weights;
+	out->res = model_trainable(md) ? mem_resident_at(a, sh, home, true) : weights;
 	if (md->stages[STAGE_INF]) {
 		if (builtin)
 			mem_builtin_infer(v->job, a, home, &out->mem[STAGE_INF]);
 		else
-			mem_infer(v->job, a, home, v->k, &out->mem[STAGE_INF]);
+			mem_infer_at(v->job, a, sh, home, v->k, &out->mem[STAGE_INF]);
 		out->need[STAGE_INF] = out->mem[STAGE_INF].total - weights;
 	}
 	if (model_trainable(md)) {
 		if (builtin)
 			mem_builtin_train(v->job, a, home, &out->mem[STAGE_TRAIN]);
 		else
-			mem_train(v->job, a, home, v->k, &out->mem[STAGE_TRAIN]);
+			mem_train_at(v->job, a, sh, home, v->k, &out->mem[STAGE_TRAIN]);
 		out->need[STAGE_TRAIN] = out->mem[STAGE_TRAIN].total - out->res;
 	}
 	for (int s = 0; s < NSTAGES; s++)
 		out->trans = fmax(out->trans, out->need[s]);
 }
 
-void model_times(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+void model_memory(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+{
+	struct mem_shape sh;
+
+	mem_shape_for(&v->job->models[m].arch, home, &sh);
+	model_memory_at(v, m, &sh, home, out);
+}
+
+void model_times_at(const struct env *v, int m, const struct mem_shape *sh,
+		    const struct pconf *home, struct mcost *out)
 {
 	const struct model *md = &v->job->models[m];
 
 	if (md->stages[STAGE_INF])
-		cost_infer(v, &md->arch, home, &out->st[STAGE_INF]);
+		cost_infer_at(v, &md->arch, sh, home, &out->st[STAGE_INF]);
 	if (model_trainable(md))
-		cost_train(v, &md->arch, home, &out->st[STAGE_TRAIN]);
+		cost_train_at(v, &md->arch, sh, home, &out->st[STAGE_TRAIN]);
 	for (int s = 0; s < NSTAGES; s++)
 		out->t[s] = out->st[s].total;
+}
+
+void model_times(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+{
+	struct mem_shape sh;
+
+	mem_shape_for(&v->job->models[m].arch, home, &sh);
+	model_times_at(v, m, &sh, home, out);
+}
+
+/* What each stage needs when nothing stays between stages: each holds
+ * all it uses.  A frozen model's weights come in for its pass and are
+ * dropped; a trainable model's state goes out after training and comes
+ * back. */
+static void offload_need(const struct model *md, const struct mcost *kept, double *need)
+{
+	memcpy(need, kept->need, sizeof kept->need);
+	if (md->stages[STAGE_INF])
+		need[STAGE_INF] += kept->weights;
+	if (model_trainable(md))
+		need[STAGE_TRAIN] += kept->res;
+}
+
+double model_offload_trans(const struct env *v, int m, const struct mcost *kept)
+{
+	double need[NSTAGES], trans = 0;
+
+	offload_need(&v->job->models[m], kept, need);
+	for (int s = 0; s < NSTAGES; s++)
+		trans = fmax(trans, need[s]);
+	return trans;
 }
 
 void model_offload(const struct env *v, int m, struct mcost *out)
 {
 	const struct model *md = &v->job->models[m];
-	double kept = out->res, weights = out->weights;
+	double kept = out->res;
 
-	/* nothing stays between stages: each stage holds all it uses.  A frozen
-	 * model's weights come in for its pass and are dropped; a trainable
-	 * model's state goes out after training and comes back */
+	offload_need(md, out, out->need);
 	out->res = 0;
 	out->trans = 0;
-	if (md->stages[STAGE_INF]) {
-		out->need[STAGE_INF] += weights;
-		if (!model_trainable(md))
-			out->st[STAGE_INF].move = cost_offload(v, kept) / 2;
-	}
-	if (model_trainable(md)) {
-		out->need[STAGE_TRAIN] += kept;
+	if (md->stages[STAGE_INF] && !model_trainable(md))
+		out->st[STAGE_INF].move = cost_offload(v, kept) / 2;
+	if (model_trainable(md))
 		out->st[STAGE_TRAIN].move = cost_offload(v, kept);
-	}
 	for (int s = 0; s < NSTAGES; s++) {
 		out->st[s].total += out->st[s].move;
 		out->t[s] = out->st[s].total;
@@ -89,15 +129,24 @@ void model_offload(const struct env *v, int m, struct mcost *out)
 	}
 }
 
-void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+void model_cost_at(const struct env *v, int m, const struct mem_shape *sh,
+		   const struct pconf *home, struct mcost *out)
 {
 	struct pconf kept = *home;
 
 	kept.offload = false;
-	model_memory(v, m, &kept, out);
-	model_times(v, m, &kept, out);
+	model_memory_at(v, m, sh, &kept, out);
+	model_times_at(v, m, sh, &kept, out);
 	if (home->offload)
 		model_offload(v, m, out);
+}
+
+void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out)
+{
+	struct mem_shape sh;
+
+	mem_shape_for(&v->job->models[m].arch, home, &sh);
+	model_cost_at(v, m, &sh, home, out);
 }
 
 bool gen_cost(const struct env *v, const struct pconf *gen, double resident,

@@ -75,12 +75,24 @@ struct mcost {
 	double trans;       /* the most of those */
 };
 void model_cost(const struct env *v, int m, const struct pconf *home, struct mcost *out);
+/* model_cost, sh being mem_shape_for (or mem_shape_of) the model's arch
+ * at home. */
+void model_cost_at(const struct env *v, int m, const struct mem_shape *sh,
+		   const struct pconf *home, struct mcost *out);
 /* The parts of model_cost, so a search can cost a configuration once and
  * derive its offloaded twin: memory (mem, res, need, trans) and times
  * (st, t) with the state kept on the GPUs, then what offloading changes. */
 void model_memory(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
 void model_times(const struct env *v, int m, const struct pconf *kept, struct mcost *out);
+/* The same, sh being mem_shape_of the model's arch at kept's TP and PP (or
+ * mem_shape_for it at kept). */
+void model_memory_at(const struct env *v, int m, const struct mem_shape *sh,
+		     const struct pconf *kept, struct mcost *out);
+void model_times_at(const struct env *v, int m, const struct mem_shape *sh,
+		    const struct pconf *kept, struct mcost *out);
 void model_offload(const struct env *v, int m, struct mcost *out);
+/* The trans model_offload would give kept, leaving it as it is. */
+double model_offload_trans(const struct env *v, int m, const struct mcost *kept);
 /* Generation engines in layout gen next to resident bytes of other state;
  * actor_home and same_pool say where the weights come from.  false when
  * not one sequence's KV cache fits. */

@@ -37,7 +37,11 @@
  * pass over each model's two fastest configurations finds a good plan
  * early, whose time then bounds the exact pass.  Among equals the first
  * found is kept (--current then breaks ties among the plans reached by the
- * fewest bytes moved).  --exhaustive drops nothing but what does not fit:
+ * fewest bytes moved), so how a rule is applied never changes what it
+ * keeps or in which order: rule 1 drops neighbours (drop_neighbours) as
+ * they are costed, which is what it would drop later, and a front's
+ * entries are checked against the ones that can beat them, which are the
+ * ones that would.  --exhaustive drops nothing but what does not fit:
  * every partition, size, configuration and engine TP is costed;
  * test_search_diff checks that both agree on random jobs and clusters. */
 #include "plan/search.h"
@@ -93,6 +97,13 @@ struct gtab {
 	double far[MAX_TPS];
 };
 
+/* A configuration or combination kept so far by rule 1 or 2: its axes,
+ * and its place in the list taken from. */
+struct axes {
+	double res, trans, ti, tt;
+	int i;
+};
+
 struct search {
 	const struct env *v;
 	const struct space *sp;
@@ -106,6 +117,8 @@ struct search {
 	struct clist all;      /* every configuration of one, before rule 1 */
 	struct key *keys, *tmpkeys; /* orders, and room to sort them */
 	int nkeys;
+	struct axes *kept;     /* keep_pareto's list */
+	int nkept;
 	struct front *fronts;  /* [item set][size] */
 	struct gtab *gtabs;    /* [size] */
 	int twin[MAX_MODELS];  /* first model with the same candidates */
@@ -372,6 +385,15 @@ static bool gen_conf(const struct search *s, int i, int z, struct pconf *g)
 	return t <= z && tp_ok(s, a, t, z) && pin_ok(&s->sp->gen, g);
 }
 
+/* Whether a's moves into the engines tie or beat b's at every TP. */
+static bool moves_le(const struct cand *a, const struct cand *b)
+{
+	for (int i = 0; i < MAX_TPS; i++)
+		if (a->mv[i] > b->mv[i])
+			return false;
+	return true;
+}
+
 static bool cand_dominates(const struct cand *a, const struct cand *b, bool mv)
 {
 	if (a->t_inf > b->t_inf || a->t_train > b->t_train || a->res > b->res ||
@@ -436,48 +458,89 @@ static int reserve_keys(struct search *s, int n)
 	return 0;
 }
 
-static double time_sum(const struct cand *c)
-{
-	return c->t_inf + c->t_train;
-}
-
 /* Copy all's configurations into l, fastest first; the fast search only
  * those no other ties or beats on every axis (rule 1).  Taken in order of
  * resident bytes and need, a configuration can only be beaten by one
  * before it, or by one that ties on both: keeping it then keeps more.  Of
  * equals the leaner comes first, and is kept. */
-static int keep_fastest(const struct clist *all, struct clist *l, bool prune, bool mv,
-			struct key *keys, struct key *tmp)
+static int keep_fastest(struct search *s, const struct clist *all, struct clist *l, bool prune,
+			bool mv)
 {
-	struct cand *kept = malloc(sizeof *kept * (size_t)(all->n ? all->n : 1));
-	int n = 0;
+	/* the axes of those kept, in the order taken: all before a newcomer
+	 * have no more resident bytes */
+	struct axes *kept;
+	struct key *keys;
+	int n = 0, cap = s->nkept;
 
-	if (!kept)
+	if (reserve((void **)&s->kept, &cap, all->n, sizeof *s->kept) < 0 ||
+	    reserve_keys(s, all->n) < 0)
 		return -1;
+	s->nkept = cap;
+	kept = s->kept;
+	keys = s->keys;
 	for (int i = 0; i < all->n; i++)
 		keys[i] = (struct key){ all->v[i].res, all->v[i].trans, i };
-	sort_keys(keys, all->n, tmp);
+	sort_keys(keys, all->n, s->tmpkeys);
 	for (int i = 0; i < all->n; i++) {
 		const struct cand *c = &all->v[keys[i].i];
-		bool beaten = false;
-		for (int k = n - 1; k >= 0 && prune && !beaten; k--)
-			beaten = cand_dominates(&kept[k], c, mv);
-		if (!beaten)
-			kept[n++] = *c;
+		int k = n - 1;
+		for (; k >= 0 && prune; k--)
+			if (kept[k].trans <= c->trans && kept[k].ti <= c->t_inf &&
+			    kept[k].tt <= c->t_train && (!mv || moves_le(&all->v[kept[k].i], c)))
+				break;
+		if (prune && k >= 0)
+			continue;
+		kept[n++] = (struct axes){ c->res, c->trans, c->t_inf, c->t_train, keys[i].i };
 	}
 	for (int i = 0; i < n; i++)
-		keys[i] = (struct key){ time_sum(&kept[i]), kept[i].res, i };
-	sort_keys(keys, n, tmp);
+		keys[i] = (struct key){ kept[i].ti + kept[i].tt, kept[i].res, i };
+	sort_keys(keys, n, s->tmpkeys);
 	l->v = malloc(sizeof *l->v * (size_t)(n ? n : 1));
-	if (!l->v) {
-		free(kept);
+	if (!l->v)
 		return -1;
-	}
 	for (int i = 0; i < n; i++)
-		l->v[i] = kept[keys[i].i];
+		l->v[i] = all->v[kept[keys[i].i].i];
 	l->n = l->cap = n;
-	free(kept);
 	return 0;
+}
+
+/* Rule 1 early, among the configurations of one layout and micro-batch
+ * size (from first on), between neighbours: no recompute and selective
+ * recompute, which the time model does not tell apart (cost_rc), and two
+ * ZeRO stages in a row.  Of two where one ties or beats the other on
+ * every axis, the other goes now, as keep_fastest would drop it: it drops
+ * what another ties or beats and comes before in its order (resident
+ * bytes, need, then place in all, which for neighbours here is the order
+ * they were made in), and whatever beats what goes here stays to beat
+ * what it would have beaten, so the list keeps the same. */
+static void drop_neighbours(struct clist *all, int first, bool mv)
+{
+	int at[NRECOMPUTE][NZERO_STAGES][2], n = first;
+	bool gone[NRECOMPUTE * NZERO_STAGES * 2] = { false };
+
+	memset(at, -1, sizeof at);
+	for (int i = first; i < all->n; i++)
+		at[all->v[i].c.rc][all->v[i].c.zero][all->v[i].c.offload] = i;
+	for (int i = first; i < all->n; i++) {
+		const struct cand *c = &all->v[i];
+		/* c's neighbours: selective recompute for none; the next ZeRO stage */
+		int nb[2] = { c->c.rc == RC_NONE ? at[RC_SELECTIVE][c->c.zero][c->c.offload] : -1,
+			      c->c.zero + 1 < NZERO_STAGES ?
+			      at[c->c.rc][c->c.zero + 1][c->c.offload] : -1 };
+		for (int k = 0; k < 2; k++) {
+			const struct cand *d = &all->v[nb[k]];
+			if (nb[k] < 0)
+				continue;
+			if (cand_dominates(d, c, mv) && (d->res != c->res || d->trans != c->trans))
+				gone[i - first] = true;
+			else if (cand_dominates(c, d, mv))
+				gone[nb[k] - first] = true;
+		}
+	}
+	for (int i = first; i < all->n; i++)
+		if (!gone[i - first])
+			all->v[n++] = all->v[i];
+	all->n = n;
 }
 
 static int cand_add(struct clist *l, const struct pconf *c, const struct mcost *mc,
@@ -521,6 +584,7 @@ static struct clist *cands(struct search *s, int m, int zi)
 	int z = s->sizes[zi];
 	long seqs = job_sequences(s->v->job);
 	double mv[2][MAX_TPS];
+	struct mem_shape sh;
 
 	if (l->done)
 		return l;
@@ -536,6 +600,7 @@ static struct clist *cands(struct search *s, int m, int zi)
 			if (a->layers % p || z % (t * p))
 				continue;
 			dp = z / (t * p);
+			mem_shape_of(a, t, p, &sh);
 			per = train ? (seqs / s->v->job->mini_batches + dp - 1) / dp :
 				      (seqs + dp - 1) / dp;
 			memset(mv, 0, sizeof mv);
@@ -543,14 +608,20 @@ static struct clist *cands(struct search *s, int m, int zi)
 				moves(s, &(struct pconf){ t, p, dp, 1, RC_NONE,
 							  w ? ZERO_3 : ZERO_0, false }, z, mv[w]);
 			for (int mb = 1; mb <= 8; mb *= 2) {
+				/* the times of this micro-batch size, by what the time
+				 * model reads of a configuration */
+				bool timed[NRECOMPUTE][NZERO_STAGES] = { { false } };
+				struct mcost tm[NRECOMPUTE][NZERO_STAGES];
+				int first = all->n;
 				if (mb > 1 && mb > per)
 					break;
+				mem_shape_batch(s->v->job, a, mb, &sh);
 				for (int rc = train ? 0 : RC_SELECTIVE; rc <= (train ? 2 : RC_SELECTIVE); rc++)
 				for (int zero = ZERO_0; zero <= (dp > 1 ? ZERO_3 : ZERO_0); zero++) {
 					struct pconf kept = { t, p, dp, mb, (enum recompute)rc,
 							      (enum zero_stage)zero, false };
 					struct pconf gone = kept;
-					struct mcost mk, mo;
+					struct mcost mk, mo, *tk = &tm[cost_rc(kept.rc)][zero];
 					bool use_kept, use_gone;
 					if (!train && (zero == ZERO_1 || zero == ZERO_2))
 						continue;
@@ -563,26 +634,33 @@ static struct clist *cands(struct search *s, int m, int zi)
 					if (!use_kept && !use_gone)
 						continue;
 					/* cost once; the offloaded twin follows from it */
-					model_memory(s->v, m, &kept, &mk);
-					mo = mk;
-					model_offload(s->v, m, &mo);
+					model_memory_at(s->v, m, &sh, &kept, &mk);
 					s->st->candidates += use_kept + use_gone;
 					use_kept &= mk.res + mk.trans <= s->cap;
-					use_gone &= mo.trans <= s->cap;
+					use_gone &= model_offload_trans(s->v, m, &mk) <= s->cap;
 					if (!use_kept && !use_gone)
 						continue;
-					model_times(s->v, m, &kept, &mk);
+					if (!timed[cost_rc(kept.rc)][zero]) {
+						struct pconf tc = kept;
+						tc.rc = cost_rc(kept.rc);
+						memset(tk->st, 0, sizeof tk->st);
+						model_times_at(s->v, m, &sh, &tc, tk);
+						timed[cost_rc(kept.rc)][zero] = true;
+					}
+					memcpy(mk.st, tk->st, sizeof mk.st);
+					memcpy(mk.t, tk->t, sizeof mk.t);
 					mo = mk;
 					model_offload(s->v, m, &mo);
 					if ((use_kept && cand_add(all, &kept, &mk, mv[zero == ZERO_3]) < 0) ||
 					    (use_gone && cand_add(all, &gone, &mo, mv[zero == ZERO_3]) < 0))
 						s->err = NR_EIO;
 				}
+				if (!s->exhaustive)
+					drop_neighbours(all, first, actor);
 			}
 		}
 	}
-	if (reserve_keys(s, all->n) < 0 ||
-	    keep_fastest(all, l, !s->exhaustive, actor, s->keys, s->tmpkeys) < 0) {
+	if (keep_fastest(s, all, l, !s->exhaustive, actor) < 0) {
 		s->err = NR_EIO;
 		return l;
 	}
@@ -613,6 +691,30 @@ static bool front_beats(const struct front *f, const double *v)
 {
 	for (int i = 0; i < f->n; i++)
 		if (entry_beats(f->v[i].v, v))
+			return true;
+	return false;
+}
+
+/* The inference and training times of f's entries whose generation
+ * takes at most g (at most 64 of them: more only make fewer checks cheap),
+ * into beat; returns how many. */
+static int front_under(const struct front *f, double g, double beat[2][64])
+{
+	int n = 0;
+
+	for (int i = 0; i < f->n && n < 64; i++)
+		if (f->v[i].v[STAGE_GEN] <= g) {
+			beat[0][n] = f->v[i].v[STAGE_INF];
+			beat[1][n++] = f->v[i].v[STAGE_TRAIN];
+		}
+	return n;
+}
+
+/* Whether one of n pairs ties or beats (ti, tt). */
+static bool pair_beaten(double beat[2][64], int n, double ti, double tt)
+{
+	for (int i = 0; i < n; i++)
+		if (beat[0][i] <= ti && beat[1][i] <= tt)
 			return true;
 	return false;
 }
@@ -655,14 +757,9 @@ static int parts_add(struct parts *l, const struct part *q)
 	return 0;
 }
 
-static bool part_dominates(const struct part *a, const struct part *b)
-{
-	return a->res <= b->res && a->trans <= b->trans && a->ti <= b->ti && a->tt <= b->tt;
-}
-
-/* Put l's combinations in the order of their keys (first, second, index),
- * through the spare list tmp. */
-static int order_parts(struct search *s, struct parts *l, struct parts *tmp, bool by_time)
+/* Put l's combinations in the order of the sum of their times, then
+ * resident bytes, then place in l, through the spare list tmp. */
+static int order_parts(struct search *s, struct parts *l, struct parts *tmp)
 {
 	struct key *k;
 
@@ -671,8 +768,7 @@ static int order_parts(struct search *s, struct parts *l, struct parts *tmp, boo
 	k = s->keys;
 	for (int i = 0; i < l->n; i++) {
 		const struct part *p = &l->v[i];
-		k[i] = by_time ? (struct key){ p->ti + p->tt, p->res, i } :
-				 (struct key){ p->res, p->trans, i };
+		k[i] = (struct key){ p->ti + p->tt, p->res, i };
 	}
 	sort_keys(k, l->n, s->tmpkeys);
 	for (int i = 0; i < l->n; i++)
@@ -684,24 +780,58 @@ static int order_parts(struct search *s, struct parts *l, struct parts *tmp, boo
 	return 0;
 }
 
-/* Rule 2: keep the combinations no other ties or beats on every axis.  In
- * order of resident bytes and need, a combination can only be beaten by
- * one before it, or by one that ties on both: keeping it then only keeps
- * more. */
+/* Rule 2: keep the combinations no other ties or beats on every axis, in
+ * the order of resident bytes, need, then place in l.  In that order a
+ * combination can only be beaten by one before it, or by one that ties on
+ * both and comes after it: keeping it then only keeps more.  They are
+ * taken in l's order into the list of those kept so far, held in that
+ * order: a newcomer goes when one before its place beats it (the lean ones
+ * next to it, which beat it most often, are looked at first), else takes
+ * its place, and those after it that it beats go. */
 static int keep_pareto(struct search *s, struct parts *l, struct parts *tmp)
 {
-	int n = 0;
+	struct axes *kept;
+	int n = 0, cap = s->nkept;
 
-	if (order_parts(s, l, tmp, false) < 0)
+	if (reserve((void **)&s->kept, &cap, l->n, sizeof *s->kept) < 0 ||
+	    reserve((void **)&tmp->v, &tmp->cap, l->n, sizeof *tmp->v) < 0)
 		return -1;
+	s->nkept = cap;
+	kept = s->kept;
 	for (int i = 0; i < l->n; i++) {
-		bool beaten = false;
-		for (int k = n - 1; k >= 0 && !beaten; k--)
-			beaten = part_dominates(&l->v[k], &l->v[i]);
-		if (!beaten)
-			l->v[n++] = l->v[i];
+		const struct part *q = &l->v[i];
+		int lo = 0, hi = n, k;
+		/* after every kept one that ties on both: those came first */
+		while (lo < hi) {
+			int mid = (lo + hi) / 2;
+			if (q->res != kept[mid].res ? q->res < kept[mid].res : q->trans < kept[mid].trans)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		/* those before have no more resident bytes */
+		for (k = lo - 1; k >= 0; k--)
+			if (kept[k].trans <= q->trans && kept[k].ti <= q->ti && kept[k].tt <= q->tt)
+				break;
+		if (k >= 0)
+			continue;
+		/* those after, no fewer */
+		for (k = lo; k < n; k++)
+			if (q->trans <= kept[k].trans && q->ti <= kept[k].ti && q->tt <= kept[k].tt)
+				break;
+		for (int j = k; j < n; j++)
+			if (!(q->trans <= kept[j].trans && q->ti <= kept[j].ti && q->tt <= kept[j].tt))
+				kept[k++] = kept[j];
+		memmove(kept + lo + 1, kept + lo, sizeof *kept * (size_t)(k - lo));
+		kept[lo] = (struct axes){ q->res, q->trans, q->ti, q->tt, i };
+		n = k + 1;
 	}
-	l->n = n;
+	for (int k = 0; k < n; k++)
+		tmp->v[k] = l->v[kept[k].i];
+	tmp->n = n;
+	struct parts t = *l;
+	*l = *tmp;
+	*tmp = t;
 	return 0;
 }
 
@@ -725,12 +855,8 @@ static double gen_alone(struct search *s, int zi, int i, double res)
  * GRID + 1 resident amounts from 0 to a GPU's bytes: as it never falls when
  * residents grow, the sample at or below a resident amount bounds it from
  * below. */
-static struct gtab *gtab(struct search *s, int zi)
+static void gtab_fill(struct search *s, int zi, struct gtab *t)
 {
-	struct gtab *t = &s->gtabs[zi];
-
-	if (t->done)
-		return t;
 	t->done = true;
 	t->ntp = 0;
 	for (int i = 0; i < MAX_TPS; i++) {
@@ -742,6 +868,14 @@ static struct gtab *gtab(struct search *s, int zi)
 		for (int j = 0; j <= GRID; j++)
 			t->g[i][j] = -1;
 	}
+}
+
+static inline struct gtab *gtab(struct search *s, int zi)
+{
+	struct gtab *t = &s->gtabs[zi];
+
+	if (!t->done)
+		gtab_fill(s, zi, t);
 	return t;
 }
 
@@ -910,44 +1044,60 @@ static struct front *front(struct search *s, unsigned items, int zi)
 	}
 	/* the last model (or none): entries, from the fastest combinations on,
 	 * so that the front soon holds entries that beat most of the rest */
-	if (prune && order_parts(s, &cur, &spare, true) < 0)
+	if (prune && order_parts(s, &cur, &spare) < 0)
 		s->err = NR_EIO;
 	for (int i = 0; i < cur.n && !s->err; i++) {
-		int last = n ? order[n - 1] : -1;
+		int last = n ? order[n - 1] : -1, nbeat = 0;
 		const struct clist *l = n ? cands(s, last, zi) : NULL;
 		int from = n && twin_at[n - 1] >= 0 ? cur.v[i].pick[order[twin_at[n - 1]]] : 0;
 		double gfix = prune ? pool_gen_lb(s, zi, gen_here, actor_here,
 						  cur.v[i].res + (n ? l->min_res : 0)) : 0;
+		/* gfix bounds the engines' time as well, and costs nothing */
+		double g0 = bound ? MAX(gfix, s->glb[STAGE_GEN]) : gfix;
+		/* beyond(s, gfix, 0, 0, sum) for this combination, but for sum */
+		double base = s->v->k->step_s + MAX(gfix, s->glb[STAGE_GEN]);
+		double split = base + MAX(0, s->glb[STAGE_INF]) + MAX(0, s->glb[STAGE_TRAIN]);
+		double over = s->best * (1 + EPS), sum0 = cur.v[i].ti + cur.v[i].tt;
+		/* the inference and training times of the front's entries whose
+		 * engines take no longer than g0: an entry at (g0, ti, tt) is
+		 * beaten when one of them ties or beats (ti, tt) */
+		double beat[2][64];
 		if (prune) {
-			/* the least any entry of this combination can be */
-			double least[NSTAGES] = { gfix, cur.v[i].ti + (n ? l->min_ti : 0),
+			double least[NSTAGES] = { g0, cur.v[i].ti + (n ? l->min_ti : 0),
 						  cur.v[i].tt + (n ? l->min_tt : 0) };
-			for (int st = 0; bound && st < NSTAGES; st++)
+			for (int st = STAGE_INF; bound && st < NSTAGES; st++)
 				least[st] = MAX(least[st], s->glb[st]);
+			/* the least any entry of this combination can be */
 			if (front_beats(f, least))
 				continue;
+			nbeat = front_under(f, g0, beat);
 		}
 		for (int c = from; c < (n ? ncands(s, l) : 1) && !s->err; c++) {
 			const struct cand *d = n ? &l->v[c] : NULL;
 			const double *mv = d && last == s->actor ? d->mv : NULL;
 			double res = cur.v[i].res + (d ? d->res : 0);
 			double trans = MAX(cur.v[i].trans, d ? d->trans : 0);
-			if (d && bound && beyond(s, gfix, 0, 0, cur.v[i].ti + cur.v[i].tt +
-						 d->t_inf + d->t_train))
-				break;
+			double ti, tt;
 			struct entry e;
+			if (d && bound && MAX(split, base + (sum0 + d->t_inf + d->t_train)) > over)
+				break;
+			if (res + trans > s->cap)
+				continue;
+			ti = cur.v[i].ti + (d ? d->t_inf : 0);
+			tt = cur.v[i].tt + (d ? d->t_train : 0);
+			if (bound) {
+				ti = MAX(ti, s->glb[STAGE_INF]);
+				tt = MAX(tt, s->glb[STAGE_TRAIN]);
+			}
+			if (gen_here && prune && pair_beaten(beat, nbeat, ti, tt))
+				continue;
 			memset(&e, 0, sizeof e);
 			memcpy(e.pick, cur.v[i].pick, sizeof e.pick);
 			if (d)
 				e.pick[last] = (uint16_t)c;
-			e.v[STAGE_INF] = cur.v[i].ti + (d ? d->t_inf : 0);
-			e.v[STAGE_TRAIN] = cur.v[i].tt + (d ? d->t_train : 0);
+			e.v[STAGE_INF] = ti;
+			e.v[STAGE_TRAIN] = tt;
 			e.gen_tp = -1;
-			if (res + trans > s->cap)
-				continue;
-			if (bound)
-				for (int st = STAGE_INF; st < NSTAGES; st++)
-					e.v[st] = MAX(e.v[st], s->glb[st]);
 			if (!gen_here) {
 				if ((!bound || !beyond(s, 0, e.v[STAGE_INF], e.v[STAGE_TRAIN],
 						       e.v[STAGE_INF] + e.v[STAGE_TRAIN])) &&
@@ -956,10 +1106,6 @@ static struct front *front(struct search *s, unsigned items, int zi)
 				continue;
 			}
 			if (prune) {
-				/* gfix bounds the engines' time as well, and costs nothing */
-				e.v[STAGE_GEN] = bound ? MAX(gfix, s->glb[STAGE_GEN]) : gfix;
-				if (front_beats(f, e.v))
-					continue;
 				e.v[STAGE_GEN] = gen_lb(s, zi, res, mv);
 				if (e.v[STAGE_GEN] == HUGE_VAL || front_beats(f, e.v) ||
 				    (bound && beyond(s, e.v[STAGE_GEN], e.v[STAGE_INF],
@@ -982,8 +1128,11 @@ static struct front *front(struct search *s, unsigned items, int zi)
 				if (!prune && front_add(f, &e, false) < 0)
 					s->err = NR_EIO;
 			}
-			if (prune && e.gen_tp >= 0 && front_add(f, &e, true) < 0)
-				s->err = NR_EIO;
+			if (prune && e.gen_tp >= 0) {
+				if (front_add(f, &e, true) < 0)
+					s->err = NR_EIO;
+				nbeat = front_under(f, g0, beat);
+			}
 		}
 	}
 	free(cur.v);
@@ -1326,6 +1475,7 @@ out:
 	free(s->all.v);
 	free(s->keys);
 	free(s->tmpkeys);
+	free(s->kept);
 	free(s->fronts);
 	free(s->gtabs);
 	free(s->scratch);

@@ -111,6 +111,11 @@ struct ectx {
 	double field[NT];        /* each coefficient's value in struct coef after its step */
 	double check[NT];        /* how far parts_basis's last probe moves each θ */
 	struct coef kcheck[2];   /* k moved so: every coefficient, and all but host_eff */
+	/* each model's shape (mem_shape_for) at the layout it was last costed
+	 * in: records in a row mostly share their plan */
+	struct mem_shape shape[MAX_MODELS];
+	struct pconf shaped[MAX_MODELS];
+	bool have_shape[MAX_MODELS];
 };
 
 /* --- coefficients as θ ------------------------------------------------------- */
@@ -366,7 +371,7 @@ static int highest(unsigned set)
 /* The lowest coefficient in set, or -1. */
 static int lowest(unsigned set)
 {
-	return highest(set & -set);
+	return set ? __builtin_ctz(set) : -1;
 }
 
 /* row_basis's first try, fewest probes.  Each part of the time is linear
@@ -530,6 +535,20 @@ static double mem_pred(const struct mrow *w, const double *m)
 	return w->mc + (m[0] * w->mx + w->md) * (1 + m[2]) + m[1] * GIB;
 }
 
+/* Model m's shape at conf, from c when it has it. */
+static const struct mem_shape *shape_at(struct ectx *c, int m, const struct pconf *conf)
+{
+	const struct pconf *had = &c->shaped[m];
+
+	if (!c->have_shape[m] || had->tp != conf->tp || had->pp != conf->pp ||
+	    (had->zero == ZERO_3) != (conf->zero == ZERO_3)) {
+		mem_shape_for(&c->job.models[m].arch, conf, &c->shape[m]);
+		c->shaped[m] = *conf;
+		c->have_shape[m] = true;
+	}
+	return &c->shape[m];
+}
+
 /* Recompute the memory terms of every row of record ri at k, and each
  * row's time at k, in parts, into t; returns how many rows' previous
  * memory terms disagreed with the model at k. */
@@ -548,7 +567,8 @@ static long rec_memory(struct ectx *c, struct fit *f, long ri, struct stime *t)
 		struct frow *w = &f->rows[r->row0 + i];
 		if (w->stage == STAGE_GEN || have[w->model])
 			continue;
-		model_cost(&v, w->model, &w->conf, &mc[w->model]);
+		model_cost_at(&v, w->model, shape_at(c, w->model, &w->conf), &w->conf,
+			      &mc[w->model]);
 		have[w->model] = true;
 		res[w->pool] += mc[w->model].res;
 	}
@@ -824,6 +844,12 @@ static bool sampled(long i, long stride)
 	return ((uint64_t)i * 0x9E3779B97F4A7C15ull >> 32 & 0xFFFFFFFFu) < 0x100000000ull / stride;
 }
 
+/* fmax(x, lo) for lo > 0, inline: lo when x is not above it, NaN too. */
+static double floor_at(double x, double lo)
+{
+	return x > lo ? x : lo;
+}
+
 static void *gpass_run(void *arg)
 {
 	struct gpass *g = arg;
@@ -856,7 +882,7 @@ static void *gpass_run(void *arg)
 			const struct mrow *w = &rs->mr[i];
 			if (isnan(rs->peak[i]))
 				continue;
-			pred = fmax(mem_pred(w, th), 1e-300); /* a step too far shows as a misfit */
+			pred = floor_at(mem_pred(w, th), 1e-300); /* a step too far shows as a misfit */
 			r = log(rs->peak[i] / pred);
 			jac[0] = w->mx * (1 + th[2]);
 			jac[1] = GIB;
@@ -870,7 +896,7 @@ static void *gpass_run(void *arg)
 			}
 		} else {
 			const struct trow *w = &rs->tr[i];
-			pred = fmax(row_pred(w, th), 1e-300);
+			pred = floor_at(row_pred(w, th), 1e-300);
 			r = log(rs->y[i] / pred);
 			pred = 1 / pred;
 			for (unsigned set = w->nz & unknowns; set; set &= set - 1) {
@@ -891,13 +917,20 @@ static void *gpass_run(void *arg)
 		ht = newton && u2 < 1 ? wt * (1 - u2) * inv : 0;
 		sse += rs->rw[i] * r * r;
 		used++;
-		for (int a = 0; a < k; a++) {
+		/* a row without curvature adds nothing to h */
+		for (int a = 0; a < k && ht != 0; a++) {
 			double ga = wt * gr[a], gh = ht * gr[a], *na = n + nz[a] * p, *ha = h + nz[a] * p;
 			b[nz[a]] += ga * r;
 			for (int c = 0; c <= a; c++) {
 				na[nz[c]] += ga * gr[c];
 				ha[nz[c]] += gh * gr[c];
 			}
+		}
+		for (int a = 0; a < k && ht == 0; a++) {
+			double ga = wt * gr[a], *na = n + nz[a] * p;
+			b[nz[a]] += ga * r;
+			for (int c = 0; c <= a; c++)
+				na[nz[c]] += ga * gr[c];
 		}
 	}
 	memcpy(g->n, n, sizeof n);
