@@ -1283,7 +1283,7 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 {
 	int P = (int)t->job->prompts_per_step, at = 0, rc = NR_OK;
 	struct rl_stats sft = { 0 };
-	double t0 = now(), norm;
+	double t0 = now(), norm = 0;
 
 	t->B = P;
 	t->off[0] = 0;
