@@ -172,7 +172,10 @@ static void replica_share(int s0, int s1, int d, int dp, int *b0, int *b1)
 	*b1 = s0 + (int)((long)(s1 - s0) * (d + 1) / dp);
 }
 
-void trainer_plan_one(const struct job *job, const int *mb, struct plan *p, struct cluster *cl)
+/* A one-GPU plan of job: every model and the generation engines on GPU 0,
+ * TP1·PP1·DP1, micro-batches mb (0: all at once); cl gets a one-GPU
+ * cluster for it. */
+static void plan_one(const struct job *job, const int *mb, struct plan *p, struct cluster *cl)
 {
 	memset(p, 0, sizeof *p);
 	memset(cl, 0, sizeof *cl);
@@ -395,7 +398,7 @@ int trainer_open_one(struct trainer *t, const struct job *job, const char *store
 	int rc = open_common(t, job, e);
 
 	coef_defaults(&k);
-	trainer_plan_one(job, mb, &p, &cl);
+	plan_one(job, mb, &p, &cl);
 	if (rc == NR_OK && (rc = groups_self(&t->own_g, &v, &p, e)) == NR_OK)
 		rc = rank_state_init(&t->own_rs, &v, &t->own_g.rr, e);
 	t->own = rc == NR_OK;

@@ -146,11 +146,6 @@ int trainer_open_one(struct trainer *t, const struct job *job, const char *store
 		     const int *mb, struct err *e);
 void trainer_close(struct trainer *t);
 
-/* A one-GPU plan of job: every model and the generation engines on GPU 0,
- * TP1·PP1·DP1, micro-batches mb (0: all at once); cl gets a one-GPU
- * cluster for it. */
-void trainer_plan_one(const struct job *job, const int *mb, struct plan *p, struct cluster *cl);
-
 /* Run step s: trainer_rollout, then for each PPO epoch and mini-batch k
  * trainer_grads and trainer_apply of the actor and then the critic (or,
  * a warm-up step, the supervised update).  NR_EIO for a non-finite loss
