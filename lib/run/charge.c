@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "state/tgraph.h"
 
@@ -29,9 +30,12 @@ void charge_init(struct charge *ch, bool graph)
 
 void charge_free(struct charge *ch)
 {
-	for (int i = 0; i < CHARGE_MEMO; i++)
+	for (int i = 0; i < ch->n; i++)
 		free(ch->slot[i].key);
-	memset(ch->slot, 0, sizeof ch->slot);
+	free(ch->slot);
+	ch->slot = NULL;
+	ch->n = ch->cap = 0;
+	ch->bytes = 0;
 }
 
 struct key {
@@ -102,21 +106,64 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The slot for a new price: a new one, or the least recently used when
+ * CHARGE_MEMO prices are held; NULL when out of memory. */
+static struct charge_slot *free_slot(struct charge *ch)
+{
+	struct charge_slot *slot;
+
+	if (ch->n < CHARGE_MEMO) {
+		if (ch->n == ch->cap) {
+			int cap = ch->cap ? 2 * ch->cap : 16;
+			struct charge_slot *ns = realloc(ch->slot, (size_t)cap * sizeof *ns);
+			if (!ns)
+				return NULL;
+			ch->slot = ns;
+			ch->cap = cap;
+		}
+		slot = &ch->slot[ch->n++];
+		memset(slot, 0, sizeof *slot);
+		return slot;
+	}
+	slot = &ch->slot[0];
+	for (int i = 1; i < ch->n; i++)
+		if (ch->slot[i].used < slot->used)
+			slot = &ch->slot[i];
+	return slot;
+}
+
+/* Forget the least recently used prices until the keys fit in
+ * CHARGE_MEMO_BYTES with room for one of len bytes more. */
+static void trim(struct charge *ch, size_t len)
+{
+	while (ch->n > 0 && ch->bytes + len > CHARGE_MEMO_BYTES) {
+		int old = 0;
+		for (int i = 1; i < ch->n; i++)
+			if (ch->slot[i].used < ch->slot[old].used)
+				old = i;
+		ch->bytes -= ch->slot[old].len;
+		free(ch->slot[old].key);
+		ch->slot[old] = ch->slot[--ch->n];
+	}
+}
+
 int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 		 const struct plan *b, struct switch_cost *c, struct err *e)
 {
 	struct key k = { 0 };
-	struct charge_slot *slot = &ch->slot[0];
+	struct charge_slot *slot;
 	double t0 = now_s();
+	uint64_t hash;
 
 	ch->priced++;
 	if (!make_key(v, a, b, ch->graph, &k)) {
 		free(k.p);
 		return err_set(e, NR_EIO, "out of memory");
 	}
-	for (int i = 0; i < CHARGE_MEMO; i++) {
+	hash = XXH3_64bits(k.p, k.n);
+	for (int i = 0; i < ch->n; i++) {
 		struct charge_slot *s = &ch->slot[i];
-		if (s->key && s->len == k.n && memcmp(s->key, k.p, k.n) == 0) {
+		if (s->hash == hash && s->len == k.n && memcmp(s->key, k.p, k.n) == 0) {
 			free(k.p);
 			s->used = ++ch->clock;
 			*c = s->cost;
@@ -124,17 +171,18 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 			ch->seconds += now_s() - t0;
 			return NR_OK;
 		}
-		if (s->used < slot->used)
-			slot = s;
 	}
 	charge_transition(v, a, b, ch->graph, c);
 	ch->built += c->graph;
 	ch->by_bound += !c->graph;
+	trim(ch, k.n);
+	if (!(slot = free_slot(ch))) {
+		free(k.p);
+		return err_set(e, NR_EIO, "out of memory");
+	}
+	ch->bytes = ch->bytes - slot->len + k.n;
 	free(slot->key);
-	slot->key = k.p;
-	slot->len = k.n;
-	slot->cost = *c;
-	slot->used = ++ch->clock;
+	*slot = (struct charge_slot){ k.p, k.n, hash, *c, ++ch->clock };
 	ch->seconds += now_s() - t0;
 	return NR_OK;
 }

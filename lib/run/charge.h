@@ -10,7 +10,10 @@
  * charge remembers the prices it made, keyed on everything the graph
  * depends on (both plans' pools, configurations and GPUs, the GPUs up, the
  * headroom, the coefficients), so a switch weighed again at a later
- * boundary costs a lookup.
+ * boundary costs a lookup.  It remembers many: compare's oracle weighs
+ * the same few pairs of plans in every stretch of a trace where the GPUs
+ * are the same, thousands of times in all; beyond CHARGE_MEMO prices or
+ * CHARGE_MEMO_BYTES of keys the least recently used goes.
  *
  * The controller prices its switches with it, a run that follows a plan
  * file too, and so does compare's oracle. */
@@ -22,18 +25,24 @@
 
 #include "plan/decide.h"
 
-#define CHARGE_MEMO 16
+#include <stdint.h>
+
+#define CHARGE_MEMO 4096
+#define CHARGE_MEMO_BYTES ((size_t)64 << 20)
 
 struct charge_slot {
 	unsigned char *key;
 	size_t len;
+	uint64_t hash;       /* of the key, looked at first */
 	struct switch_cost cost;
 	long used;
 };
 
 struct charge {
 	bool graph;          /* price with the transition graph, else the bound */
-	struct charge_slot slot[CHARGE_MEMO];
+	struct charge_slot *slot;
+	int n, cap;
+	size_t bytes;        /* of the keys held */
 	long clock;
 	long priced;         /* prices asked for */
 	long built;          /* of them, graphs built (the rest remembered or bound) */

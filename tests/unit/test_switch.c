@@ -159,6 +159,34 @@ static void test_prices_are_remembered(void)
 	charge_free(&ch);
 }
 
+/* Many prices stay remembered: compare's oracle weighs the same pairs in
+ * every stretch of a trace, between many others. */
+static void test_many_prices_are_remembered(void)
+{
+	static struct plan a, b;
+	struct switch_cost first, again;
+	struct charge ch;
+	struct err e;
+	double group_s;
+
+	setup();
+	group_s = k.comm_group_s;
+	CHECK(search_shaped(&v, tp2, ONE_POOL, &a));
+	CHECK(search_shaped(&v, tp4, ONE_POOL, &b));
+	charge_init(&ch, true);
+	CHECK(charge_price(&ch, &v, &a, &b, &first, &e) == NR_OK);
+	/* forty other conditions, each a price of its own */
+	for (int i = 1; i <= 40; i++) {
+		k.comm_group_s = group_s * (1 + i);
+		CHECK(charge_price(&ch, &v, &a, &b, &again, &e) == NR_OK);
+	}
+	CHECK(ch.built == 41);
+	k.comm_group_s = group_s;
+	CHECK(charge_price(&ch, &v, &a, &b, &again, &e) == NR_OK);
+	CHECK(ch.built == 41 && again.total_s == first.total_s);
+	charge_free(&ch);
+}
+
 int main(void)
 {
 	RUN(test_same_plan_costs_nothing);
@@ -167,5 +195,6 @@ int main(void)
 	RUN(test_store_reads_share_the_store);
 	RUN(test_payback_gates_the_switch);
 	RUN(test_prices_are_remembered);
+	RUN(test_many_prices_are_remembered);
 	return UNIT_END();
 }
