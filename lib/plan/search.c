@@ -29,7 +29,9 @@
  *      themselves and nothing to move) takes in any configuration of any
  *      size, which no plan undercuts; a plan holding a pool at (g, ti, tt)
  *      takes at least step_s + max(g, glb) + max(ti, glb) + max(tt, glb),
- *      and at least step_s + max(g, glb) + ti + tt.
+ *      and at least step_s + max(g, glb) + ti + tt.  In the walk, a pool still
+ *      to come takes at least its least time over the sizes the GPUs left
+ *      can still give it (every other pool to come taking the smallest).
  * Every drop keeps a choice at least as good on every axis, so an optimum
  * survives.  Two exact shortcuts change nothing either: models alike in
  * everything (twins) sharing a pool are combined in one order only, and a
@@ -126,8 +128,8 @@ struct search {
 	bool glb_done;
 	double (*size_lb)[NSTAGES]; /* [item set][size]: stage-time lower bounds */
 	bool *size_lb_done;
-	double lb[1 << MAX_ITEMS][NSTAGES]; /* per item set, over every size */
-	bool lb_done[1 << MAX_ITEMS];
+	double (*upto_lb)[NSTAGES]; /* [item set][size]: the least over sizes up to it */
+	bool upto_done[1 << MAX_ITEMS];
 	int node_free[4096];
 	/* the walk */
 	int npools;
@@ -1168,38 +1170,63 @@ static const double *size_lb(struct search *s, unsigned items, int zi)
 	return lb;
 }
 
+/* Per-stage lower bound of an item set over the sizes up to the zi-th. */
+static const double *upto_lb(struct search *s, unsigned items, int zi)
+{
+	double (*lb)[NSTAGES] = s->upto_lb + items * (unsigned)s->nsizes;
+
+	if (!s->upto_done[items]) {
+		for (int k = 0; k < s->nsizes; k++) {
+			const double *l = size_lb(s, items, k);
+			for (int st = 0; st < NSTAGES; st++)
+				lb[k][st] = k ? MIN(lb[k - 1][st], l[st]) : l[st];
+		}
+		s->upto_done[items] = true;
+	}
+	return lb[zi];
+}
+
 /* Per-stage lower bound of an item set over every size it may take. */
 static const double *set_lb(struct search *s, unsigned items)
 {
-	if (!s->lb_done[items]) {
-		for (int st = 0; st < NSTAGES; st++)
-			s->lb[items][st] = HUGE_VAL;
-		for (int zi = 0; zi < s->nsizes; zi++) {
-			const double *l = size_lb(s, items, zi);
-			for (int st = 0; st < NSTAGES; st++)
-				s->lb[items][st] = fmin(s->lb[items][st], l[st]);
-		}
-		s->lb_done[items] = true;
-	}
-	return s->lb[items];
+	return upto_lb(s, items, s->nsizes - 1);
+}
+
+/* The largest size index at most z GPUs; -1 when none is. */
+static int size_at_most(const struct search *s, int z)
+{
+	int zi = s->nsizes - 1;
+
+	while (zi >= 0 && s->sizes[zi] > z)
+		zi--;
+	return zi;
 }
 
 /* Rule 4: whether the plans below this point of the walk could still beat
- * the best: pools before i as picked, pool i at size zi (or any size when
- * zi < 0), the rest at their best size. */
-static bool promising(struct search *s, int i, int zi, const double *mx)
+ * the best: pools before i as picked, leaving left GPUs; pool i at size zi
+ * (or any size when zi < 0); each pool after it at its best size among
+ * those the GPUs still left can hold, every other pool taking the
+ * smallest size.  No plan below takes sizes outside these, so none is
+ * faster than the bound. */
+static bool promising(struct search *s, int i, int zi, int left, const double *mx)
 {
 	double bound = s->v->k->step_s;
+	int later = s->npools - i - 1, mine, theirs;
 
 	if (s->exhaustive || !s->found)
 		return true;
+	mine = zi >= 0 ? zi : size_at_most(s, left - later * s->sizes[0]);
+	if (mine < 0)
+		return false;
+	theirs = size_at_most(s, left - s->sizes[zi >= 0 ? zi : 0] - (later - 1) * s->sizes[0]);
+	if (later > 0 && theirs < 0)
+		return false;
 	for (int st = 0; st < NSTAGES; st++) {
 		double m = mx[st];
-		if (i < s->npools)
-			m = fmax(m, zi >= 0 ? size_lb(s, s->pools[i], zi)[st] :
-					      set_lb(s, s->pools[i])[st]);
+		m = MAX(m, zi >= 0 ? size_lb(s, s->pools[i], zi)[st] :
+				     upto_lb(s, s->pools[i], mine)[st]);
 		for (int j = i + 1; j < s->npools; j++)
-			m = fmax(m, set_lb(s, s->pools[j])[st]);
+			m = MAX(m, upto_lb(s, s->pools[j], theirs)[st]);
 		bound += m;
 	}
 	return bound <= s->best * (1 + EPS);
@@ -1269,14 +1296,14 @@ static void walk(struct search *s, int i, int left, const double *mx)
 		leaf(s, mx);
 		return;
 	}
-	if (!promising(s, i, -1, mx))
+	if (!promising(s, i, -1, left, mx))
 		return;
 	for (int zi = s->nsizes - 1; zi >= 0; zi--) {
 		int z = s->sizes[zi];
 		struct front *f;
 		if (z > left || (s->sp->npools && s->sp->pool_size[i] && s->sp->pool_size[i] != z))
 			continue;
-		if (!promising(s, i, zi, mx))
+		if (!promising(s, i, zi, left, mx))
 			continue;
 		f = front(s, s->pools[i], zi);
 		s->zi[i] = zi;
@@ -1447,8 +1474,9 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 	s->scratch = malloc(sizeof *s->scratch);
 	s->size_lb = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->size_lb);
 	s->size_lb_done = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, 1);
+	s->upto_lb = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->upto_lb);
 	if (!s->cands || !s->fronts || !s->gtabs || !s->scratch || !s->size_lb ||
-	    !s->size_lb_done) {
+	    !s->size_lb_done || !s->upto_lb) {
 		rc = err_set(e, NR_EIO, "out of memory");
 		goto out;
 	}
@@ -1481,6 +1509,7 @@ out:
 	free(s->scratch);
 	free(s->size_lb);
 	free(s->size_lb_done);
+	free(s->upto_lb);
 	free(s);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
