@@ -5,14 +5,15 @@
  * time in a stage is the sum of its items' times there.  A pool fits when
  * its resident bytes R (summed over its models) plus the largest need T of
  * one of its model-stages on top of them fit a GPU, and its engines, if it
- * has them, find room next to R for one sequence at its longest.  The
- * engines take G(R, tp) + mv(tp): G does not decrease as R grows (less room
- * for the KV cache, never fewer decode steps, none cheaper: cost_gen), and
- * mv moves the actor's weights in, which depends on the actor's home layout
- * when both share the pool.  So a pool's models enter a plan only through R,
- * T, the two sums of their inference and training times, and the actor's mv
- * at each engine TP, and no larger value on any of these axes ever makes a
- * plan fit that did not, or run faster.  The fast search drops:
+ * has them, find room next to R for one sequence at its longest (the
+ * built-in engine, for all it holds).  The engines take G(R, tp) + mv(tp):
+ * G does not decrease as R grows (less room for the KV cache, never fewer
+ * decode steps, none cheaper: cost_gen), and mv moves the actor's weights
+ * in, which depends on the actor's home layout when both share the pool.
+ * So a pool's models enter a plan only through R, T, the two sums of their
+ * inference and training times, and the actor's mv at each engine TP, and
+ * no larger value on any of these axes ever makes a plan fit that did not,
+ * or run faster.  The fast search drops:
  *   1. a configuration of a model at a pool size that another ties or beats
  *      on each axis (resident, need, inference time, training time, and for
  *      the actor the move into engines of each TP);
@@ -1014,9 +1015,10 @@ static int keep_pareto(struct search *s, struct parts *l, struct parts *tmp)
 }
 
 /* The engines at TP 2^i on a pool of size zi next to res resident bytes,
- * without moving the actor in: the seconds, HUGE_VAL when they do not
- * fit. */
-static double gen_alone(struct search *s, int zi, int i, double res)
+ * the actor's among them or not (here), without moving the actor in: the
+ * seconds, HUGE_VAL when they do not fit (the built-in engine, which
+ * holds whole sequences, may not fit where one sequence does). */
+static double gen_alone(struct search *s, int zi, int i, double res, bool here)
 {
 	struct pconf g, away = { 1, 1, 1, 1, RC_SELECTIVE, ZERO_0, false };
 	struct stime st;
@@ -1024,7 +1026,7 @@ static double gen_alone(struct search *s, int zi, int i, double res)
 	double peak;
 
 	if (!gen_conf(s, i, s->sizes[zi], &g) ||
-	    !gen_cost(s->v, &g, res, &away, false, &st, &m, &peak))
+	    !gen_cost(s->v, &g, res, &away, here, &st, &m, &peak) || peak > s->cap)
 		return HUGE_VAL;
 	return st.total - st.move;
 }
@@ -1032,7 +1034,8 @@ static double gen_alone(struct search *s, int zi, int i, double res)
 /* The engines' time without the move, sampled (when first asked for) at
  * GRID + 1 resident amounts from 0 to a GPU's bytes: as it never falls when
  * residents grow, the sample at or below a resident amount bounds it from
- * below. */
+ * below.  The samples take the actor as here, where the engines need the
+ * least. */
 static void gtab_fill(struct search *s, int zi, struct gtab *t)
 {
 	t->done = true;
@@ -1070,7 +1073,7 @@ static double gen_lb(struct search *s, int zi, double res, const double *mv)
 		int i = t->tp[k];
 		double g;
 		if (t->g[i][j] < 0)
-			t->g[i][j] = gen_alone(s, zi, i, s->cap * j / GRID);
+			t->g[i][j] = gen_alone(s, zi, i, s->cap * j / GRID, true);
 		g = t->g[i][j] + (mv ? mv[i] : t->far[i]);
 		best = MIN(best, g);
 	}
@@ -1294,7 +1297,7 @@ static struct front *front(struct search *s, unsigned items, int zi)
 			 * changes nothing but this pool's generation time) */
 			for (int k = 0; k < gtab(s, zi)->ntp; k++) {
 				int t = gtab(s, zi)->tp[k];
-				double g = gen_alone(s, zi, t, res);
+				double g = gen_alone(s, zi, t, res, actor_here);
 				if (g == HUGE_VAL)
 					continue;
 				g += mv ? mv[t] : gtab(s, zi)->far[t];

@@ -1,10 +1,11 @@
 /* The fast search against the exhaustive one on a few hundred random small
  * jobs and clusters (up to 16 GPUs, odd head counts, tight memory, slow
- * links, GPUs down), from a fixed seed: both find the same predicted step
- * time (or both find nothing), and no random pin, which only narrows the
- * space, gives a faster plan than the search without it.  And on such jobs
- * the cost model's floors, by which the search passes over pool sizes
- * without costing them, are below every configuration's times. */
+ * links, GPUs down, either engine), from a fixed seed: both find the same
+ * predicted step time (or both find nothing), the plan found fits, and no
+ * random pin, which only narrows the space, gives a faster plan than the
+ * search without it.  And on such jobs the cost model's floors, by which
+ * the search passes over pool sizes without costing them, are below every
+ * configuration's times. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,6 +67,8 @@ static void random_cluster(void)
 	cl.headroom = between(0, 0.2);
 	for (int g = 0; g < cl.nodes * cl.gpus_per_node; g++)
 		cl.up[g] = pick(10) != 0;
+	/* sometimes the built-in engine: no FSDP, fp32, whole sequences held */
+	cl.engine = pick(5) ? CLUSTER_ENGINE_MEGATRON : CLUSTER_ENGINE_BUILTIN;
 }
 
 /* few: an odd head count and at most three layers */
