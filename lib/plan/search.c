@@ -1625,6 +1625,9 @@ static int explain(struct search *s, struct err *e)
 	const struct cluster *cl = s->v->cl;
 	int top = s->nsizes - 1;
 
+	if (top < 0)
+		return err_set(e, NR_EINFEASIBLE, "no plan fits: none of the cluster's %d GPUs "
+			       "is up", cluster_gpus(cl));
 	for (int m = 0; m < j->nmodels; m++) {
 		double need = HUGE_VAL;
 		struct pconf best = { 0 };
