@@ -87,6 +87,28 @@ enum recompute cost_rc(enum recompute rc)
 	return rc == RC_FULL ? RC_FULL : RC_NONE;
 }
 
+/* The FLOPs' seconds of training on gpus GPUs, passes forward passes'
+ * worth a token, n the model's parameters. */
+static double train_compute(const struct env *v, const struct arch *a, double n, int gpus,
+			    double passes)
+{
+	const struct job *j = v->job;
+	double s = j->prompt_len + j->response.mean;
+	double tokens = (double)job_sequences(j) * s;
+
+	return j->ppo_epochs * tokens * passes * fwd_flops_n(a, n, s) /
+	       (gpus * peak(v) * v->k->train_eff);
+}
+
+static double infer_compute(const struct env *v, const struct arch *a, double n, int gpus)
+{
+	const struct job *j = v->job;
+	double s = j->prompt_len + j->response.mean;
+	double tokens = (double)job_sequences(j) * s;
+
+	return tokens * fwd_flops_n(a, n, s) / (gpus * peak(v) * v->k->infer_eff);
+}
+
 /* cost_train with p the parameters on a GPU of the worst stage and n the
  * model's (mem_stage_params, arch_params) */
 static void train_time(const struct env *v, const struct arch *a, const struct pconf *c,
@@ -126,8 +148,7 @@ static void train_time(const struct env *v, const struct arch *a, const struct p
 		break;
 	}
 	*t = (struct stime){ 0 };
-	t->compute = epochs * tokens * passes * fwd_flops_n(a, n, s) /
-		     (pconf_gpus(c) * peak(v) * v->k->train_eff);
+	t->compute = train_compute(v, a, n, pconf_gpus(c), passes);
 	if (builtin(v))
 		t->compute += micro * passes * builtin_pass(v, a, c);
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
@@ -162,7 +183,7 @@ static void infer_time(const struct env *v, const struct arch *a, const struct p
 	long m = (per_replica + c->mb - 1) / c->mb;
 
 	*t = (struct stime){ 0 };
-	t->compute = tokens * fwd_flops_n(a, n, s) / (pconf_gpus(c) * peak(v) * v->k->infer_eff);
+	t->compute = infer_compute(v, a, n, pconf_gpus(c));
 	if (builtin(v))
 		t->compute += (double)m * builtin_pass(v, a, c);
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
@@ -186,6 +207,28 @@ void cost_infer_at(const struct env *v, const struct arch *a, const struct mem_s
 		   const struct pconf *c, struct stime *t)
 {
 	infer_time(v, a, c, sh->stage, sh->params, t);
+}
+
+/* train_time and infer_time at their least: the FLOPs of as few passes as
+ * any recompute takes, on all the GPUs, and the fixed overheads of one
+ * micro-batch per optimizer step (or pass) on one pipeline stage.  Every
+ * term left out (the built-in engine's weight reads, bubble, communication,
+ * moves) is at least zero, the overheads grow with micro-batches and
+ * stages, and the terms are added as total() adds them, so that rounding
+ * keeps the floor below too. */
+double cost_train_floor(const struct env *v, const struct arch *a, int gpus)
+{
+	const struct job *j = v->job;
+	double steps = j->ppo_epochs * j->mini_batches;
+
+	return train_compute(v, a, arch_params(a), gpus, 3) +
+	       (steps * v->k->microbatch_s + v->k->stage_s);
+}
+
+double cost_infer_floor(const struct env *v, const struct arch *a, int gpus)
+{
+	return infer_compute(v, a, arch_params(a), gpus) +
+	       (v->k->microbatch_s + v->k->stage_s);
 }
 
 bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,

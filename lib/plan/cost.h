@@ -52,6 +52,11 @@ void cost_train_at(const struct env *v, const struct arch *a, const struct mem_s
 		   const struct pconf *c, struct stime *t);
 void cost_infer_at(const struct env *v, const struct arch *a, const struct mem_shape *sh,
 		   const struct pconf *c, struct stime *t);
+/* Lower bounds of cost_train and cost_infer (offload moves included) for
+ * every configuration of a on gpus GPUs: what a search can know of a pool
+ * size without costing its configurations. */
+double cost_train_floor(const struct env *v, const struct arch *a, int gpus);
+double cost_infer_floor(const struct env *v, const struct arch *a, int gpus);
 /* Generation: prefill plus decode steps, as many as a paged KV pool of
  * kv_bytes per GPU (mem_kv_fill) needs for the batch's length distribution,
  * and never fewer than the longest response.  Returns false when the pool

@@ -5,14 +5,15 @@
  * time in a stage is the sum of its items' times there.  A pool fits when
  * its resident bytes R (summed over its models) plus the largest need T of
  * one of its model-stages on top of them fit a GPU, and its engines, if it
- * has them, find room next to R for one sequence at its longest.  The
- * engines take G(R, tp) + mv(tp): G does not decrease as R grows (less room
- * for the KV cache, never fewer decode steps, none cheaper: cost_gen), and
- * mv moves the actor's weights in, which depends on the actor's home layout
- * when both share the pool.  So a pool's models enter a plan only through R,
- * T, the two sums of their inference and training times, and the actor's mv
- * at each engine TP, and no larger value on any of these axes ever makes a
- * plan fit that did not, or run faster.  The fast search drops:
+ * has them, find room next to R for one sequence at its longest (the
+ * built-in engine, for all it holds).  The engines take G(R, tp) + mv(tp):
+ * G does not decrease as R grows (less room for the KV cache, never fewer
+ * decode steps, none cheaper: cost_gen), and mv moves the actor's weights
+ * in, which depends on the actor's home layout when both share the pool.
+ * So a pool's models enter a plan only through R, T, the two sums of their
+ * inference and training times, and the actor's mv at each engine TP, and
+ * no larger value on any of these axes ever makes a plan fit that did not,
+ * or run faster.  The fast search drops:
  *   1. a configuration of a model at a pool size that another ties or beats
  *      on each axis (resident, need, inference time, training time, and for
  *      the actor the move into engines of each TP);
@@ -29,13 +30,27 @@
  *      themselves and nothing to move) takes in any configuration of any
  *      size, which no plan undercuts; a plan holding a pool at (g, ti, tt)
  *      takes at least step_s + max(g, glb) + max(ti, glb) + max(tt, glb),
- *      and at least step_s + max(g, glb) + ti + tt.
+ *      and at least step_s + max(g, glb) + ti + tt; by the same bound, a
+ *      configuration of a model (whose pool takes at least its times) goes
+ *      before its memory is costed.  In the walk, a pool still to come
+ *      takes at least its least time over the sizes the GPUs left can
+ *      still give it (every other pool to come taking the smallest).  A
+ *      model's least time at a size costs the memory of only those of its
+ *      configurations faster than the fastest that fits (offloading only
+ *      adds time: fastest); and a size whose floors (cost_train_floor,
+ *      cost_infer_floor: the FLOPs on all its GPUs and the fixed overheads,
+ *      every other term of the time model being at least zero) are no
+ *      less than a least already found is not costed at all, as a branch
+ *      whose floors alone exceed the best is not.
  * Every drop keeps a choice at least as good on every axis, so an optimum
  * survives.  Two exact shortcuts change nothing either: models alike in
  * everything (twins) sharing a pool are combined in one order only, and a
  * stage time below glb counts as glb (no plan's stage is shorter).  A first
  * pass over each model's two fastest configurations finds a good plan
- * early, whose time then bounds the exact pass.  Among equals the first
+ * early, whose time then bounds the exact pass; a seed over the same space
+ * in the other order (fewest pools first, whose first plans are good)
+ * bounds the first pass in turn, and as a bound drops only what cannot beat
+ * it, the first pass finds what it would unbounded.  Among equals the first
  * found is kept (--current then breaks ties among the plans reached by the
  * fewest bytes moved), so how a rule is applied never changes what it
  * keeps or in which order: rule 1 drops neighbours (drop_neighbours) as
@@ -58,6 +73,7 @@
 #define GRID 64   /* resident amounts the engines' time is sampled at */
 #define EPS 1e-9
 #define FIRST_PASS 2 /* configurations per model and size in the first pass */
+#define FASTEST_PICKS 8 /* fastest(): picks of the fastest left before a sweep */
 /* fmin and fmax are calls where NaN must be honoured; none arises here */
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -73,6 +89,13 @@ struct clist {
 	int n, cap;
 	struct cand *v;         /* by the sum of the two times, fastest first */
 	double min_res, min_trans, min_ti, min_tt;
+};
+
+/* One configuration of a model on a pool size, before it is costed: kept
+ * on the GPUs, and whether the pins allow it and its offloaded twin. */
+struct trial {
+	struct pconf c;
+	bool kept, gone;
 };
 
 /* A combination of a pool's choices and its time in each stage. */
@@ -115,6 +138,12 @@ struct search {
 	double grid_per_byte;  /* GRID / cap */
 	struct clist *cands;   /* [model][size] */
 	struct clist all;      /* every configuration of one, before rule 1 */
+	struct trial *trials;  /* the configurations of one, before costing */
+	int ntrials;
+	double (*ttimes)[2];   /* their times kept on the GPUs */
+	int nttimes;
+	double (*fastest)[2];  /* [model][size]: fastest() */
+	bool *fastest_done;
 	struct key *keys, *tmpkeys; /* orders, and room to sort them */
 	int nkeys;
 	struct axes *kept;     /* keep_pareto's list */
@@ -126,8 +155,11 @@ struct search {
 	bool glb_done;
 	double (*size_lb)[NSTAGES]; /* [item set][size]: stage-time lower bounds */
 	bool *size_lb_done;
-	double lb[1 << MAX_ITEMS][NSTAGES]; /* per item set, over every size */
-	bool lb_done[1 << MAX_ITEMS];
+	double (*upto_lb)[NSTAGES]; /* [item set][size]: the least over sizes up to it */
+	bool *upto_done;
+	double (*floor)[2];    /* [model][size]: its inference and training floors */
+	double (*floor_upto)[NSTAGES]; /* [item set][size]: floors' least up to it */
+	bool floor_done[1 << MAX_ITEMS];
 	int node_free[4096];
 	/* the walk */
 	int npools;
@@ -571,26 +603,22 @@ static void moves(struct search *s, const struct pconf *c, int z, double *mv)
 	}
 }
 
-static struct clist *cands(struct search *s, int m, int zi)
-{
-	struct clist *l, *all;
+static bool bounded(struct search *s);
+static bool beyond(const struct search *s, double g, double ti, double tt, double sum);
 
-	m = s->twin[m];
-	l = &s->cands[m * s->nsizes + zi];
+/* The configurations of model m on a pool of size zi into s->trials, in
+ * the order they are costed (TP, PP, micro-batch size, recompute, ZeRO
+ * stage): each kept on the GPUs, and which of it and its offloaded twin
+ * the pins allow.  Returns how many; -1 out of memory. */
+static int trials(struct search *s, int m, int zi)
+{
 	const struct model *md = &s->v->job->models[m];
 	const struct arch *a = &md->arch;
 	const struct pin *pin = &s->sp->home[m];
-	bool train = model_trainable(md), actor = m == s->actor;
-	int z = s->sizes[zi];
+	bool train = model_trainable(md);
+	int z = s->sizes[zi], n = 0;
 	long seqs = job_sequences(s->v->job);
-	double mv[2][MAX_TPS];
-	struct mem_shape sh;
 
-	if (l->done)
-		return l;
-	l->done = true;
-	all = &s->all;
-	all->n = 0;
 	for (int t = 1; t <= z; t *= 2) {
 		if (!tp_ok(s, a, t, z))
 			continue;
@@ -600,66 +628,217 @@ static struct clist *cands(struct search *s, int m, int zi)
 			if (a->layers % p || z % (t * p))
 				continue;
 			dp = z / (t * p);
-			mem_shape_of(a, t, p, &sh);
 			per = train ? (seqs / s->v->job->mini_batches + dp - 1) / dp :
 				      (seqs + dp - 1) / dp;
-			memset(mv, 0, sizeof mv);
-			for (int w = 0; actor && w < 2; w++)
-				moves(s, &(struct pconf){ t, p, dp, 1, RC_NONE,
-							  w ? ZERO_3 : ZERO_0, false }, z, mv[w]);
-			for (int mb = 1; mb <= 8; mb *= 2) {
-				/* the times of this micro-batch size, by what the time
-				 * model reads of a configuration */
-				bool timed[NRECOMPUTE][NZERO_STAGES] = { { false } };
-				struct mcost tm[NRECOMPUTE][NZERO_STAGES];
-				int first = all->n;
-				if (mb > 1 && mb > per)
-					break;
-				mem_shape_batch(s->v->job, a, mb, &sh);
-				for (int rc = train ? 0 : RC_SELECTIVE; rc <= (train ? 2 : RC_SELECTIVE); rc++)
-				for (int zero = ZERO_0; zero <= (dp > 1 ? ZERO_3 : ZERO_0); zero++) {
-					struct pconf kept = { t, p, dp, mb, (enum recompute)rc,
-							      (enum zero_stage)zero, false };
-					struct pconf gone = kept;
-					struct mcost mk, mo, *tk = &tm[cost_rc(kept.rc)][zero];
-					bool use_kept, use_gone;
-					if (!train && (zero == ZERO_1 || zero == ZERO_2))
-						continue;
-					/* the built-in engine keeps the weights whole across DP */
-					if (zero == ZERO_3 && s->v->cl->engine == CLUSTER_ENGINE_BUILTIN)
-						continue;
-					gone.offload = true;
-					use_kept = pin_ok(pin, &kept);
-					use_gone = pin_ok(pin, &gone);
-					if (!use_kept && !use_gone)
-						continue;
-					/* cost once; the offloaded twin follows from it */
-					model_memory_at(s->v, m, &sh, &kept, &mk);
-					s->st->candidates += use_kept + use_gone;
-					use_kept &= mk.res + mk.trans <= s->cap;
-					use_gone &= model_offload_trans(s->v, m, &mk) <= s->cap;
-					if (!use_kept && !use_gone)
-						continue;
-					if (!timed[cost_rc(kept.rc)][zero]) {
-						struct pconf tc = kept;
-						tc.rc = cost_rc(kept.rc);
-						memset(tk->st, 0, sizeof tk->st);
-						model_times_at(s->v, m, &sh, &tc, tk);
-						timed[cost_rc(kept.rc)][zero] = true;
-					}
-					memcpy(mk.st, tk->st, sizeof mk.st);
-					memcpy(mk.t, tk->t, sizeof mk.t);
-					mo = mk;
-					model_offload(s->v, m, &mo);
-					if ((use_kept && cand_add(all, &kept, &mk, mv[zero == ZERO_3]) < 0) ||
-					    (use_gone && cand_add(all, &gone, &mo, mv[zero == ZERO_3]) < 0))
-						s->err = NR_EIO;
-				}
-				if (!s->exhaustive)
-					drop_neighbours(all, first, actor);
+			for (int mb = 1; mb <= 8 && (mb == 1 || mb <= per); mb *= 2)
+			for (int rc = train ? 0 : RC_SELECTIVE; rc <= (train ? 2 : RC_SELECTIVE); rc++)
+			for (int zero = ZERO_0; zero <= (dp > 1 ? ZERO_3 : ZERO_0); zero++) {
+				struct trial tr = { { t, p, dp, mb, (enum recompute)rc,
+						      (enum zero_stage)zero, false }, false, false };
+				struct pconf gone = tr.c;
+				if (!train && (zero == ZERO_1 || zero == ZERO_2))
+					continue;
+				/* the built-in engine keeps the weights whole across DP */
+				if (zero == ZERO_3 && s->v->cl->engine == CLUSTER_ENGINE_BUILTIN)
+					continue;
+				gone.offload = true;
+				tr.kept = pin_ok(pin, &tr.c);
+				tr.gone = pin_ok(pin, &gone);
+				if (!tr.kept && !tr.gone)
+					continue;
+				if (grow((void **)&s->trials, &s->ntrials, n, sizeof *s->trials) < 0)
+					return -1;
+				s->trials[n++] = tr;
 			}
 		}
 	}
+	return n;
+}
+
+/* The times of c with its state on the GPUs, into tm (only st and t). */
+static void times_of(struct search *s, int m, const struct mem_shape *sh, const struct pconf *c,
+		     struct mcost *tm)
+{
+	struct pconf tc = *c;
+
+	tc.rc = cost_rc(c->rc);
+	memset(tm->st, 0, sizeof tm->st);
+	model_times_at(s->v, m, sh, &tc, tm);
+}
+
+/* A trial's costs kept on the GPUs (mk) and offloaded (mo), tm holding its
+ * times and sh its shape; *kept and *gone say which of the two fit and the
+ * pins allow. */
+static void cost_trial(struct search *s, int m, const struct mem_shape *sh,
+		       const struct trial *tr, const struct mcost *tm, struct mcost *mk,
+		       struct mcost *mo, bool *kept, bool *gone)
+{
+	/* cost once; the offloaded twin follows from it */
+	model_memory_at(s->v, m, sh, &tr->c, mk);
+	s->st->candidates += tr->kept + tr->gone;
+	*kept = tr->kept && mk->res + mk->trans <= s->cap;
+	*gone = tr->gone && model_offload_trans(s->v, m, mk) <= s->cap;
+	memcpy(mk->st, tm->st, sizeof mk->st);
+	memcpy(mk->t, tm->t, sizeof mk->t);
+	if (*gone) {
+		*mo = *mk;
+		model_offload(s->v, m, mo);
+	}
+}
+
+/* The least inference and training times of model m's configurations that
+ * fit a pool of size zi (HUGE_VAL when none does), as its candidate list
+ * would have them (rule 1 never drops the fastest), costing the memory of
+ * as few as it can: a configuration offloaded takes no less time than
+ * kept, so one kept that takes no less than the least found so far cannot
+ * lower it. */
+static const double *fastest(struct search *s, int m, int zi)
+{
+	const struct arch *a;
+	struct mem_shape sh;
+	double *least;
+	int n;
+
+	m = s->twin[m];
+	least = s->fastest[m * s->nsizes + zi];
+	if (s->fastest_done[m * s->nsizes + zi])
+		return least;
+	s->fastest_done[m * s->nsizes + zi] = true;
+	a = &s->v->job->models[m].arch;
+	least[0] = least[1] = HUGE_VAL;
+	memset(&sh, 0, sizeof sh);
+	n = trials(s, m, zi);
+	if (n < 0 || reserve((void **)&s->ttimes, &s->nttimes, n, sizeof *s->ttimes) < 0) {
+		s->err = NR_EIO;
+		return least;
+	}
+	/* every trial's times, kept, computed once for those alike in all the
+	 * time model reads (one layout and micro-batch size, next to each
+	 * other) */
+	for (int i = 0, from = 0; i < n; i++) {
+		const struct pconf *c = &s->trials[i].c, *d = &s->trials[from].c;
+		struct mcost tm;
+		int k = from;
+		if (c->tp != d->tp || c->pp != d->pp || c->mb != d->mb)
+			from = k = i;
+		while (k < i && (s->trials[k].c.zero != c->zero ||
+				 cost_rc(s->trials[k].c.rc) != cost_rc(c->rc)))
+			k++;
+		if (k < i) {
+			s->ttimes[i][0] = s->ttimes[k][0];
+			s->ttimes[i][1] = s->ttimes[k][1];
+			continue;
+		}
+		if (i == 0 || c->tp != s->trials[i - 1].c.tp || c->pp != s->trials[i - 1].c.pp)
+			mem_shape_of(a, c->tp, c->pp, &sh);
+		times_of(s, m, &sh, c, &tm);
+		s->ttimes[i][0] = tm.t[STAGE_INF];
+		s->ttimes[i][1] = tm.t[STAGE_TRAIN];
+	}
+	/* then, for each stage, the memory of the fastest not yet ruled out;
+	 * when many of them do not fit, of every one left in turn, so as not
+	 * to look for the fastest too often */
+	for (int x = 0; x < 2; x++)
+		for (int picks = 0, sweep = 0;; picks++) {
+			int at = -1;
+			struct mcost tm, mk, mo;
+			bool kept, gone;
+			for (int i = picks < FASTEST_PICKS ? 0 : sweep; i < n; i++)
+				if (s->ttimes[i][x] < least[x] &&
+				    (at < 0 || s->ttimes[i][x] < s->ttimes[at][x])) {
+					at = i;
+					if (picks >= FASTEST_PICKS)
+						break;
+				}
+			if (at < 0)
+				break;
+			if (picks >= FASTEST_PICKS)
+				sweep = at + 1;
+			mem_shape_of(a, s->trials[at].c.tp, s->trials[at].c.pp, &sh);
+			mem_shape_batch(s->v->job, a, s->trials[at].c.mb, &sh);
+			times_of(s, m, &sh, &s->trials[at].c, &tm);
+			cost_trial(s, m, &sh, &s->trials[at], &tm, &mk, &mo, &kept, &gone);
+			for (int y = 0; y < 2; y++) {
+				int st = y ? STAGE_TRAIN : STAGE_INF;
+				if (kept)
+					least[y] = MIN(least[y], mk.t[st]);
+				if (gone)
+					least[y] = MIN(least[y], mo.t[st]);
+			}
+			/* costed: out of the running */
+			s->ttimes[at][0] = s->ttimes[at][1] = HUGE_VAL;
+		}
+	return least;
+}
+
+/* Model m's candidates on a pool of size zi, fastest first: with a bound,
+ * only those that could be in a plan that beats the best (bounds only
+ * tighten, so a list made under an earlier bound keeps all a later one
+ * would), and their least resident bytes, need and times then the least
+ * of those. */
+static struct clist *cands(struct search *s, int m, int zi)
+{
+	struct clist *l, *all;
+
+	m = s->twin[m];
+	l = &s->cands[m * s->nsizes + zi];
+	const struct arch *a = &s->v->job->models[m].arch;
+	bool actor = m == s->actor, cut;
+	int z = s->sizes[zi], n, first = 0;
+	double mv[2][MAX_TPS];
+	struct mem_shape sh;
+	/* the times of one layout and micro-batch size, by what the time model
+	 * reads of a configuration */
+	bool timed[NRECOMPUTE][NZERO_STAGES] = { { false } };
+	struct mcost tm[NRECOMPUTE][NZERO_STAGES];
+
+	if (l->done)
+		return l;
+	l->done = true;
+	/* rule 4 for one configuration: it cannot beat the best in any plan
+	 * when with every other stage at its least it would not */
+	cut = bounded(s);
+	all = &s->all;
+	all->n = 0;
+	n = trials(s, m, zi);
+	if (n < 0)
+		s->err = NR_EIO;
+	for (int i = 0; i < n; i++) {
+		const struct trial *tr = &s->trials[i];
+		const struct pconf *c = &tr->c, *last = i ? &s->trials[i - 1].c : NULL;
+		struct pconf gone = *c;
+		struct mcost mk, mo, *tk = &tm[cost_rc(c->rc)][c->zero];
+		bool kept, away;
+		if (!last || c->tp != last->tp || c->pp != last->pp) {
+			mem_shape_of(a, c->tp, c->pp, &sh);
+			memset(mv, 0, sizeof mv);
+			for (int w = 0; actor && w < 2; w++)
+				moves(s, &(struct pconf){ c->tp, c->pp, c->dp, 1, RC_NONE,
+							  w ? ZERO_3 : ZERO_0, false }, z, mv[w]);
+		}
+		if (!last || c->tp != last->tp || c->pp != last->pp || c->mb != last->mb) {
+			if (!s->exhaustive)
+				drop_neighbours(all, first, actor);
+			first = all->n;
+			mem_shape_batch(s->v->job, a, c->mb, &sh);
+			memset(timed, 0, sizeof timed);
+		}
+		if (!timed[cost_rc(c->rc)][c->zero]) {
+			times_of(s, m, &sh, c, tk);
+			timed[cost_rc(c->rc)][c->zero] = true;
+		}
+		/* offloaded, it takes no less */
+		if (cut && beyond(s, 0, tk->t[STAGE_INF], tk->t[STAGE_TRAIN],
+				  tk->t[STAGE_INF] + tk->t[STAGE_TRAIN]))
+			continue;
+		cost_trial(s, m, &sh, tr, tk, &mk, &mo, &kept, &away);
+		gone.offload = true;
+		if ((kept && cand_add(all, c, &mk, mv[c->zero == ZERO_3]) < 0) ||
+		    (away && cand_add(all, &gone, &mo, mv[c->zero == ZERO_3]) < 0))
+			s->err = NR_EIO;
+	}
+	if (!s->exhaustive)
+		drop_neighbours(all, first, actor);
 	if (keep_fastest(s, all, l, !s->exhaustive, actor) < 0) {
 		s->err = NR_EIO;
 		return l;
@@ -836,9 +1015,10 @@ static int keep_pareto(struct search *s, struct parts *l, struct parts *tmp)
 }
 
 /* The engines at TP 2^i on a pool of size zi next to res resident bytes,
- * without moving the actor in: the seconds, HUGE_VAL when they do not
- * fit. */
-static double gen_alone(struct search *s, int zi, int i, double res)
+ * the actor's among them or not (here), without moving the actor in: the
+ * seconds, HUGE_VAL when they do not fit (the built-in engine, which
+ * holds whole sequences, may not fit where one sequence does). */
+static double gen_alone(struct search *s, int zi, int i, double res, bool here)
 {
 	struct pconf g, away = { 1, 1, 1, 1, RC_SELECTIVE, ZERO_0, false };
 	struct stime st;
@@ -846,7 +1026,7 @@ static double gen_alone(struct search *s, int zi, int i, double res)
 	double peak;
 
 	if (!gen_conf(s, i, s->sizes[zi], &g) ||
-	    !gen_cost(s->v, &g, res, &away, false, &st, &m, &peak))
+	    !gen_cost(s->v, &g, res, &away, here, &st, &m, &peak) || peak > s->cap)
 		return HUGE_VAL;
 	return st.total - st.move;
 }
@@ -854,7 +1034,8 @@ static double gen_alone(struct search *s, int zi, int i, double res)
 /* The engines' time without the move, sampled (when first asked for) at
  * GRID + 1 resident amounts from 0 to a GPU's bytes: as it never falls when
  * residents grow, the sample at or below a resident amount bounds it from
- * below. */
+ * below.  The samples take the actor as here, where the engines need the
+ * least. */
 static void gtab_fill(struct search *s, int zi, struct gtab *t)
 {
 	t->done = true;
@@ -892,7 +1073,7 @@ static double gen_lb(struct search *s, int zi, double res, const double *mv)
 		int i = t->tp[k];
 		double g;
 		if (t->g[i][j] < 0)
-			t->g[i][j] = gen_alone(s, zi, i, s->cap * j / GRID);
+			t->g[i][j] = gen_alone(s, zi, i, s->cap * j / GRID, true);
 		g = t->g[i][j] + (mv ? mv[i] : t->far[i]);
 		best = MIN(best, g);
 	}
@@ -911,7 +1092,7 @@ static const double *size_lb(struct search *s, unsigned items, int zi);
  * never misses what a later one would keep. */
 static bool bounded(struct search *s)
 {
-	if (s->exhaustive || !s->found)
+	if (s->exhaustive || s->best == HUGE_VAL)
 		return false;
 	if (!s->glb_done) {
 		for (int st = 0; st < NSTAGES; st++)
@@ -954,9 +1135,8 @@ static void rests(struct search *s, int zi, const int *order, int n, struct rest
 	r[n] = (struct rest){ 0, 0, 0, 0, 0 };
 	for (int k = n - 1; k >= 0; k--) {
 		const struct clist *l = cands(s, order[k], zi);
-		double sum = HUGE_VAL;
-		for (int c = 0; c < l->n; c++)
-			sum = fmin(sum, l->v[c].t_inf + l->v[c].t_train);
+		/* the list comes fastest first */
+		double sum = l->n ? l->v[0].t_inf + l->v[0].t_train : HUGE_VAL;
 		r[k].res = r[k + 1].res + l->min_res;
 		r[k].trans = fmax(r[k + 1].trans, l->min_trans);
 		r[k].ti = r[k + 1].ti + l->min_ti;
@@ -1117,7 +1297,7 @@ static struct front *front(struct search *s, unsigned items, int zi)
 			 * changes nothing but this pool's generation time) */
 			for (int k = 0; k < gtab(s, zi)->ntp; k++) {
 				int t = gtab(s, zi)->tp[k];
-				double g = gen_alone(s, zi, t, res);
+				double g = gen_alone(s, zi, t, res, actor_here);
 				if (g == HUGE_VAL)
 					continue;
 				g += mv ? mv[t] : gtab(s, zi)->far[t];
@@ -1141,9 +1321,17 @@ static struct front *front(struct search *s, unsigned items, int zi)
 	return f;
 }
 
+/* The engines' share of a pool's bounds: with all memory to themselves
+ * and nothing to move. */
+static double gen_alone_lb(struct search *s, unsigned items, int zi)
+{
+	static const double none[MAX_TPS];
+
+	return items & 1u ? gen_lb(s, zi, 0, none) : 0;
+}
+
 /* Per-stage lower bound of an item set on a pool of one size: each model's
- * fastest configuration there, and the engines with all memory to
- * themselves and nothing to move.  Cheap: no combination is formed. */
+ * fastest configuration there, and the engines'. */
 static const double *size_lb(struct search *s, unsigned items, int zi)
 {
 	double *lb = s->size_lb[items * (unsigned)s->nsizes + (unsigned)zi];
@@ -1154,16 +1342,72 @@ static const double *size_lb(struct search *s, unsigned items, int zi)
 	for (int st = 0; st < NSTAGES; st++)
 		lb[st] = 0;
 	for (int m = 0; m < s->v->job->nmodels; m++) {
-		const struct clist *l;
+		const double *least;
 		if (!(items & (1u << (1 + m))))
 			continue;
-		l = cands(s, m, zi);
-		lb[STAGE_INF] += l->min_ti;
-		lb[STAGE_TRAIN] += l->min_tt;
+		least = fastest(s, m, zi);
+		lb[STAGE_INF] += least[0];
+		lb[STAGE_TRAIN] += least[1];
 	}
-	if (items & 1u) {
-		static const double none[MAX_TPS];
-		lb[STAGE_GEN] = gen_lb(s, zi, 0, none);
+	lb[STAGE_GEN] = gen_alone_lb(s, items, zi);
+	return lb;
+}
+
+/* A weaker bound than size_lb that costs no configuration: each model's
+ * floor (cost_infer_floor, cost_train_floor), and the engines'. */
+static void size_floor(struct search *s, unsigned items, int zi, double *lb)
+{
+	for (int st = 0; st < NSTAGES; st++)
+		lb[st] = 0;
+	for (int m = 0; m < s->v->job->nmodels; m++)
+		if (items & (1u << (1 + m))) {
+			lb[STAGE_INF] += s->floor[m * s->nsizes + zi][0];
+			lb[STAGE_TRAIN] += s->floor[m * s->nsizes + zi][1];
+		}
+	lb[STAGE_GEN] = gen_alone_lb(s, items, zi);
+}
+
+/* size_floor's least over the sizes up to the zi-th. */
+static const double *floor_upto(struct search *s, unsigned items, int zi)
+{
+	double (*lb)[NSTAGES] = s->floor_upto + items * (unsigned)s->nsizes;
+
+	if (!s->floor_done[items]) {
+		for (int k = 0; k < s->nsizes; k++) {
+			size_floor(s, items, k, lb[k]);
+			for (int st = 0; k && st < NSTAGES; st++)
+				lb[k][st] = MIN(lb[k - 1][st], lb[k][st]);
+		}
+		s->floor_done[items] = true;
+	}
+	return lb[zi];
+}
+
+/* size_lb's least over the sizes up to the zi-th.  A size whose floor is
+ * no less in any stage than the least found so far cannot lower it, and
+ * its configurations are not costed: from the largest size down, as the
+ * floors grow when sizes shrink. */
+static const double *upto_lb(struct search *s, unsigned items, int zi)
+{
+	size_t at = items * (size_t)s->nsizes + (size_t)zi;
+	double *lb = s->upto_lb[at];
+
+	if (s->upto_done[at])
+		return lb;
+	s->upto_done[at] = true;
+	for (int st = 0; st < NSTAGES; st++)
+		lb[st] = HUGE_VAL;
+	for (int k = zi; k >= 0; k--) {
+		double f[NSTAGES];
+		bool lower = false;
+		size_floor(s, items, k, f);
+		for (int st = 0; st < NSTAGES; st++)
+			lower |= f[st] < lb[st];
+		if (!lower)
+			continue;
+		const double *l = size_lb(s, items, k);
+		for (int st = 0; st < NSTAGES; st++)
+			lb[st] = MIN(lb[st], l[st]);
 	}
 	return lb;
 }
@@ -1171,38 +1415,66 @@ static const double *size_lb(struct search *s, unsigned items, int zi)
 /* Per-stage lower bound of an item set over every size it may take. */
 static const double *set_lb(struct search *s, unsigned items)
 {
-	if (!s->lb_done[items]) {
-		for (int st = 0; st < NSTAGES; st++)
-			s->lb[items][st] = HUGE_VAL;
-		for (int zi = 0; zi < s->nsizes; zi++) {
-			const double *l = size_lb(s, items, zi);
-			for (int st = 0; st < NSTAGES; st++)
-				s->lb[items][st] = fmin(s->lb[items][st], l[st]);
-		}
-		s->lb_done[items] = true;
-	}
-	return s->lb[items];
+	return upto_lb(s, items, s->nsizes - 1);
 }
 
-/* Rule 4: whether the plans below this point of the walk could still beat
- * the best: pools before i as picked, pool i at size zi (or any size when
- * zi < 0), the rest at their best size. */
-static bool promising(struct search *s, int i, int zi, const double *mx)
+/* The largest size index at most z GPUs; -1 when none is. */
+static int size_at_most(const struct search *s, int z)
+{
+	int zi = s->nsizes - 1;
+
+	while (zi >= 0 && s->sizes[zi] > z)
+		zi--;
+	return zi;
+}
+
+/* Whether a plan could beat the best with pools before i as picked (their
+ * stage times mx), pool i at least at here, and each pool after it at
+ * least at its bound over the sizes up to the theirs-th, by upto. */
+static bool under_best(struct search *s, int i, int theirs, const double *mx,
+		       const double *here,
+		       const double *(*upto)(struct search *, unsigned, int))
 {
 	double bound = s->v->k->step_s;
 
-	if (s->exhaustive || !s->found)
-		return true;
 	for (int st = 0; st < NSTAGES; st++) {
-		double m = mx[st];
-		if (i < s->npools)
-			m = fmax(m, zi >= 0 ? size_lb(s, s->pools[i], zi)[st] :
-					      set_lb(s, s->pools[i])[st]);
+		double m = MAX(mx[st], here[st]);
 		for (int j = i + 1; j < s->npools; j++)
-			m = fmax(m, set_lb(s, s->pools[j])[st]);
+			m = MAX(m, upto(s, s->pools[j], theirs)[st]);
 		bound += m;
 	}
 	return bound <= s->best * (1 + EPS);
+}
+
+/* Rule 4: whether the plans below this point of the walk could still beat
+ * the best: pools before i as picked, leaving left GPUs; pool i at size zi
+ * (or any size when zi < 0); each pool after it at its best size among
+ * those the GPUs still left can hold, every other pool taking the
+ * smallest size.  No plan below takes sizes outside these, so none is
+ * faster than the bound.  The floors first: when they already exceed the
+ * best, no configuration need be costed. */
+static bool promising(struct search *s, int i, int zi, int left, const double *mx)
+{
+	int later = s->npools - i - 1, mine, theirs;
+	double here[NSTAGES];
+
+	if (s->exhaustive || s->best == HUGE_VAL)
+		return true;
+	mine = zi >= 0 ? zi : size_at_most(s, left - later * s->sizes[0]);
+	if (mine < 0)
+		return false;
+	theirs = size_at_most(s, left - s->sizes[zi >= 0 ? zi : 0] - (later - 1) * s->sizes[0]);
+	if (later > 0 && theirs < 0)
+		return false;
+	if (zi >= 0)
+		size_floor(s, s->pools[i], zi, here);
+	else
+		memcpy(here, floor_upto(s, s->pools[i], mine), sizeof here);
+	if (!under_best(s, i, theirs, mx, here, floor_upto))
+		return false;
+	memcpy(here, zi >= 0 ? size_lb(s, s->pools[i], zi) : upto_lb(s, s->pools[i], mine),
+	       sizeof here);
+	return under_best(s, i, theirs, mx, here, upto_lb);
 }
 
 /* --- the walk over pools, sizes and front entries --------------------------- */
@@ -1233,7 +1505,7 @@ static void leaf(struct search *s, const double *mx)
 	for (int st = 0; st < NSTAGES; st++)
 		obj += mx[st];
 	s->st->leaves++;
-	if (s->found && obj > s->best * (1 + EPS))
+	if (obj > s->best * (1 + EPS))
 		return;
 	for (int i = 0; i < s->npools; i++)
 		size[i] = s->sizes[s->zi[i]];
@@ -1269,14 +1541,14 @@ static void walk(struct search *s, int i, int left, const double *mx)
 		leaf(s, mx);
 		return;
 	}
-	if (!promising(s, i, -1, mx))
+	if (!promising(s, i, -1, left, mx))
 		return;
 	for (int zi = s->nsizes - 1; zi >= 0; zi--) {
 		int z = s->sizes[zi];
 		struct front *f;
 		if (z > left || (s->sp->npools && s->sp->pool_size[i] && s->sp->pool_size[i] != z))
 			continue;
-		if (!promising(s, i, zi, mx))
+		if (!promising(s, i, zi, left, mx))
 			continue;
 		f = front(s, s->pools[i], zi);
 		s->zi[i] = zi;
@@ -1313,7 +1585,7 @@ static void partitions(struct search *s, int item, int *block, int nblocks, int 
 }
 
 /* One pass over the space: the layout's pools, or every partition. */
-static void pass(struct search *s, int *block)
+static void pass(struct search *s, int *block, bool fewest)
 {
 	const struct cluster *cl = s->v->cl;
 
@@ -1324,10 +1596,8 @@ static void pass(struct search *s, int *block)
 		walk(s, 0, cluster_gpus_up(cl), (const double[NSTAGES]){ 0 });
 		return;
 	}
-	/* most pools first: their fronts are cheap (one model each) and give a
-	 * good bound before the crowded pools are costed */
-	for (int want = s->nitems; want >= 1; want--)
-		partitions(s, 0, block, 0, want, cluster_gpus_up(cl));
+	for (int k = 0; k < s->nitems; k++)
+		partitions(s, 0, block, 0, fewest ? k + 1 : s->nitems - k, cluster_gpus_up(cl));
 }
 
 static void forget_fronts(struct search *s)
@@ -1355,6 +1625,9 @@ static int explain(struct search *s, struct err *e)
 	const struct cluster *cl = s->v->cl;
 	int top = s->nsizes - 1;
 
+	if (top < 0)
+		return err_set(e, NR_EINFEASIBLE, "no plan fits: none of the cluster's %d GPUs "
+			       "is up", cluster_gpus(cl));
 	for (int m = 0; m < j->nmodels; m++) {
 		double need = HUGE_VAL;
 		struct pconf best = { 0 };
@@ -1427,6 +1700,7 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 	s->st = st;
 	s->current = current;
 	s->out = best;
+	s->best = HUGE_VAL;
 	make_sizes(s);
 	/* models alike in architecture, stages and pins share their candidates */
 	for (int m = 0; m < v->job->nmodels; m++) {
@@ -1447,21 +1721,42 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 	s->scratch = malloc(sizeof *s->scratch);
 	s->size_lb = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->size_lb);
 	s->size_lb_done = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, 1);
+	s->upto_lb = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->upto_lb);
+	s->upto_done = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, 1);
+	s->floor = calloc((size_t)v->job->nmodels * (size_t)s->nsizes, sizeof *s->floor);
+	s->fastest = calloc((size_t)v->job->nmodels * (size_t)s->nsizes, sizeof *s->fastest);
+	s->fastest_done = calloc((size_t)v->job->nmodels * (size_t)s->nsizes, 1);
+	s->floor_upto = calloc(((size_t)1 << s->nitems) * (size_t)s->nsizes, sizeof *s->floor_upto);
 	if (!s->cands || !s->fronts || !s->gtabs || !s->scratch || !s->size_lb ||
-	    !s->size_lb_done) {
+	    !s->size_lb_done || !s->upto_lb || !s->upto_done || !s->floor || !s->floor_upto ||
+	    !s->fastest || !s->fastest_done) {
 		rc = err_set(e, NR_EIO, "out of memory");
 		goto out;
 	}
+	for (int m = 0; m < v->job->nmodels; m++)
+		for (int zi = 0; zi < s->nsizes; zi++) {
+			const struct model *md = &v->job->models[m];
+			double *f = s->floor[m * s->nsizes + zi];
+			f[0] = md->stages[STAGE_INF] ? cost_infer_floor(v, &md->arch, s->sizes[zi]) : 0;
+			f[1] = model_trainable(md) ? cost_train_floor(v, &md->arch, s->sizes[zi]) : 0;
+		}
 	if (!exhaustive) {
 		/* a first pass over each model's few fastest configurations finds
 		 * a plan close to the best cheaply, whose time then bounds the
-		 * exact pass from its start */
+		 * exact pass from its start.  The pass goes most pools first
+		 * (their fronts are cheap); a seed, fewest pools first, finds
+		 * its time sooner, to bound it.  Of the seed only that time is
+		 * kept: among equals, the pass keeps the first it finds */
 		s->limit = FIRST_PASS;
-		pass(s, block);
+		if (!sp->npools) {
+			pass(s, block, true);
+			s->found = false;
+		}
+		pass(s, block, false);
 		forget_fronts(s);
 		s->limit = 0;
 	}
-	pass(s, block);
+	pass(s, block, false);
 	if (s->err)
 		rc = err_set(e, NR_EIO, "out of memory");
 	else if (!s->found)
@@ -1481,6 +1776,14 @@ out:
 	free(s->scratch);
 	free(s->size_lb);
 	free(s->size_lb_done);
+	free(s->upto_lb);
+	free(s->upto_done);
+	free(s->floor);
+	free(s->floor_upto);
+	free(s->fastest);
+	free(s->fastest_done);
+	free(s->trials);
+	free(s->ttimes);
 	free(s);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);

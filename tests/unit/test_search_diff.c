@@ -1,8 +1,11 @@
 /* The fast search against the exhaustive one on a few hundred random small
  * jobs and clusters (up to 16 GPUs, odd head counts, tight memory, slow
- * links, GPUs down), from a fixed seed: both find the same predicted step
- * time (or both find nothing), and no random pin, which only narrows the
- * space, gives a faster plan than the search without it. */
+ * links, GPUs down, either engine), from a fixed seed: both find the same
+ * predicted step time (or both find nothing), the plan found fits, and no
+ * random pin, which only narrows the space, gives a faster plan than the
+ * search without it.  And on such jobs the cost model's floors, by which
+ * the search passes over pool sizes without costing them, are below every
+ * configuration's times. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 
 #define CASES 300
 #define PINS 2
+#define FLOOR_CASES 40
 
 static struct job job;
 static struct cluster cl;
@@ -63,6 +67,8 @@ static void random_cluster(void)
 	cl.headroom = between(0, 0.2);
 	for (int g = 0; g < cl.nodes * cl.gpus_per_node; g++)
 		cl.up[g] = pick(10) != 0;
+	/* sometimes the built-in engine: no FSDP, fp32, whole sequences held */
+	cl.engine = pick(5) ? CLUSTER_ENGINE_MEGATRON : CLUSTER_ENGINE_BUILTIN;
 }
 
 /* few: an odd head count and at most three layers */
@@ -210,8 +216,51 @@ static void test_fast_equals_exhaustive_and_no_pin_beats_it(void)
 	CHECK(narrowed > 0);
 }
 
+/* Every configuration of every model on 1 to 16 GPUs, whatever its TP,
+ * PP, micro-batch size, recompute, ZeRO stage and offload. */
+static void test_floors_under_every_configuration(void)
+{
+	long checked = 0, over = 0;
+
+	for (int c = 0; c < FLOOR_CASES; c++) {
+		random_job();
+		random_cluster();
+		random_coefficients();
+		for (int m = 0; m < job.nmodels; m++) {
+			const struct model *md = &job.models[m];
+			for (int z = 1; z <= 16; z++) {
+				double fi = md->stages[STAGE_INF] ? cost_infer_floor(&v, &md->arch, z) : 0;
+				double ft = model_trainable(md) ? cost_train_floor(&v, &md->arch, z) : 0;
+				for (int t = 1; t <= z; t++)
+				for (int p = 1; p <= md->arch.layers && t * p <= z; p++)
+				for (int mb = 1; mb <= 8 && z % (t * p) == 0; mb *= 4)
+				for (int rc = 0; rc < NRECOMPUTE; rc++)
+				for (int zero = 0; zero < NZERO_STAGES; zero++)
+				for (int off = 0; off < 2; off++) {
+					struct pconf conf = { t, p, z / (t * p), mb, (enum recompute)rc,
+							      (enum zero_stage)zero, off };
+					struct mcost mc;
+					model_cost(&v, m, &conf, &mc);
+					checked++;
+					if (mc.t[STAGE_INF] >= fi && mc.t[STAGE_TRAIN] >= ft)
+						continue;
+					if (!over++)
+						printf("#   case %d: %s tp%d pp%d dp%d mb%d takes %.9g s "
+						       "and %.9g s, floors %.9g s and %.9g s\n", c,
+						       md->name, t, p, z / (t * p), mb, mc.t[STAGE_INF],
+						       mc.t[STAGE_TRAIN], fi, ft);
+				}
+			}
+		}
+	}
+	printf("#   %ld configurations, %ld under a floor\n", checked, over);
+	CHECK(over == 0);
+	CHECK(checked > 0);
+}
+
 int main(void)
 {
 	RUN(test_fast_equals_exhaustive_and_no_pin_beats_it);
+	RUN(test_floors_under_every_configuration);
 	return UNIT_END();
 }
