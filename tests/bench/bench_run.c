@@ -350,26 +350,55 @@ static void speed_verl(const void *arg)
 	speed(arg, LAYOUT_VERL);
 }
 
-int main(void)
+static bool wanted(int argc, char **argv, const char *part)
+{
+	if (argc < 2)
+		return true;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], part) == 0)
+			return true;
+	return false;
+}
+
+/* With no arguments every part; else the parts named: latency, growth,
+ * throughput, speed. */
+int main(int argc, char **argv)
 {
 	static const char *const clusters[] = { "examples/clusters/h100-8x8.json",
 						"examples/clusters/h100-8x8-degraded.json",
 						"examples/clusters/h200-4x8.json",
 						"examples/clusters/a100-16x8.json",
 						"examples/clusters/h100-128x8.json", NULL };
+	static const char *const parts[] = { "latency", "growth", "throughput", "speed", NULL };
 
-	limited("latency on helios-h100-8x8", 120, true, latency_8x8, NULL);
-	limited("latency on helios-h100-128x8", 180, true, latency_128x8, NULL);
-	limited("growth to 1024 GPUs", 60, true, growth_run, NULL);
-	limited("throughput", 120, true, throughput_run, clusters);
-	limited("speed, no events", 60, true, speed_run, NULL);
-	limited("speed on grow-h100-128x8", 60, true, speed_run,
-		"examples/traces/grow-h100-128x8.jsonl");
-	limited("speed of verl on grow-h100-128x8", 120, true, speed_verl,
-		"examples/traces/grow-h100-128x8.jsonl");
-	graph = false;
-	speed("examples/traces/grow-h100-128x8.jsonl", LAYOUT_ADAPTIVE);
-	speed("examples/traces/grow-h100-128x8.jsonl", LAYOUT_VERL);
+	for (int i = 1; i < argc; i++) {
+		int p = 0;
+
+		while (parts[p] && strcmp(argv[i], parts[p]) != 0)
+			p++;
+		if (!parts[p]) {
+			fprintf(stderr, "usage: bench_run [latency] [growth] [throughput] [speed]\n");
+			return 2;
+		}
+	}
+	if (wanted(argc, argv, "latency")) {
+		limited("latency on helios-h100-8x8", 120, true, latency_8x8, NULL);
+		limited("latency on helios-h100-128x8", 180, true, latency_128x8, NULL);
+	}
+	if (wanted(argc, argv, "growth"))
+		limited("growth to 1024 GPUs", 60, true, growth_run, NULL);
+	if (wanted(argc, argv, "throughput"))
+		limited("throughput", 120, true, throughput_run, clusters);
+	if (wanted(argc, argv, "speed")) {
+		limited("speed, no events", 60, true, speed_run, NULL);
+		limited("speed on grow-h100-128x8", 60, true, speed_run,
+			"examples/traces/grow-h100-128x8.jsonl");
+		limited("speed of verl on grow-h100-128x8", 120, true, speed_verl,
+			"examples/traces/grow-h100-128x8.jsonl");
+		graph = false;
+		speed("examples/traces/grow-h100-128x8.jsonl", LAYOUT_ADAPTIVE);
+		speed("examples/traces/grow-h100-128x8.jsonl", LAYOUT_VERL);
+	}
 	ctl_free(&ctl);
 	run_free(&run);
 	return 0;
