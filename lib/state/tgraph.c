@@ -160,6 +160,9 @@ struct ctx {
 	struct bucket *bk;
 	struct src_ent *ent;
 	struct src_ref *ref;
+	int *entof, *entof0;       /* entof[entof0[l] + i]: piece i of A list l's entry, or -1 */
+	int *same_for;             /* per A list: the list of B it was last compared with… */
+	bool *same;                /* …and whether they hold the same pieces */
 	int **upg, **uppos, *nup;  /* per A list: its holders that are up, and their positions */
 	int **upnode, *nupnode;    /* per A list: the nodes of those holders */
 	double *load;              /* per port: seconds routed through it */
@@ -170,10 +173,11 @@ struct ctx {
 	int aoffcap;
 	struct reachc *rc;         /* per A list, for the destination in hand */
 	int stamp;
-	int *otab, omask, nopen;   /* open edges of the destination segment in hand */
+	int *otab, omask, nopen;   /* open edges of the destination segment in hand, */
+	int open0;                 /* made from edge open0 on */
 	int *oused, ousedcap;
 	/* relays of the destination list in hand (relay_prepare) */
-	int *rbuf, rbufcap;        /* holds the next three */
+	int *rbuf, rbufcap;        /* holds rnode, rlead, rstamp and rwhole */
 	int *rnode;                /* per holder: its node's index in the list */
 	int *rlead;                /* per node of the list: its first holder; then the count */
 	int rnodes;
@@ -182,6 +186,7 @@ struct ctx {
 	int *rrun, rruncap;        /* per piece: its run, whose tree starts from node run % nodes */
 	int *rmap;                 /* per node of the cluster: its index in the list, -1 */
 	int *rstamp, rtick;        /* per node of the list: the atom last counted */
+	int *rwhole;               /* per node of the list: the piece it holds all of */
 	int64_t relay_max;         /* bytes of a run, beyond its first piece */
 };
 
@@ -209,6 +214,15 @@ static int cmp_raw(const void *pa, const void *pb)
 			return a->box->ext[d] < b->box->ext[d] ? -1 : 1;
 	}
 	return a->list != b->list ? (a->list < b->list ? -1 : 1) : 0;
+}
+
+/* Lists come in (pp, dp, tp) order, and so, most often, do their boxes. */
+static bool sorted(const struct raw *r, int n)
+{
+	for (int i = 1; i < n; i++)
+		if (cmp_raw(&r[i - 1], &r[i]) > 0)
+			return false;
+	return true;
 }
 
 /* The dimension along which a bucket's boxes are cut into the most
@@ -239,8 +253,15 @@ static int build_index(struct ctx *c, struct err *e)
 	struct raw *raw;
 	int n = 0, nent = 0, *count;
 
-	for (int l = 0; l < g->na; l++)
+	c->entof0 = malloc((size_t)(g->na + 1) * sizeof *c->entof0);
+	for (int l = 0; c->entof0 && l < g->na; l++) {
+		c->entof0[l] = n;
 		n += (int)g->lists[l].l->npieces;
+	}
+	c->entof = malloc((size_t)(n ? n : 1) * sizeof *c->entof);
+	if (!c->entof0 || !c->entof)
+		return err_set(e, NR_EIO, "out of memory");
+	memset(c->entof, -1, (size_t)(n ? n : 1) * sizeof *c->entof);
 	raw = malloc((size_t)(n ? n : 1) * sizeof *raw);
 	c->ent = malloc((size_t)(n ? n : 1) * sizeof *c->ent);
 	c->ref = malloc((size_t)(n ? n : 1) * sizeof *c->ref);
@@ -301,7 +322,8 @@ static int build_index(struct ctx *c, struct err *e)
 		c->bk[b].dim = dim;
 		for (int i = lo; i < hi; i++)
 			raw[i].key = raw[i].box->ndim ? raw[i].box->off[dim] : 0;
-		qsort(raw + lo, (size_t)(hi - lo), sizeof *raw, cmp_raw);
+		if (!sorted(raw + lo, hi - lo))
+			qsort(raw + lo, (size_t)(hi - lo), sizeof *raw, cmp_raw);
 		c->bk[b].ent0 = nent;
 		for (int i = lo; i < hi; i++) {
 			if (i == lo || !box_eq(raw[i].box, &c->ent[nent - 1].box)) {
@@ -312,6 +334,7 @@ static int build_index(struct ctx *c, struct err *e)
 			}
 			c->ref[i] = (struct src_ref){ raw[i].list, raw[i].piece };
 			c->ent[nent - 1].nref++;
+			c->entof[c->entof0[raw[i].list] + raw[i].piece] = nent - 1;
 		}
 		c->bk[b].nent = nent - c->bk[b].ent0;
 	}
@@ -392,13 +415,22 @@ static int atoms_of(struct ctx *c, int bucket0, const struct box *D)
 			const struct src_ent *en = &c->ent[b->ent0 + i];
 			int n2 = 0;
 
-			if (D->ndim && en->box.off[b->dim] >= D->off[b->dim] + D->ext[b->dim])
+			if (nrem == 0 ||
+			    (D->ndim && en->box.off[b->dim] >= D->off[b->dim] + D->ext[b->dim]))
 				break;
 			if (!box_intersect(&en->box, D, NULL))
 				continue;
 			for (int k = 0; k < nrem; k++) {
 				struct box x;
 
+				if (box_contains(&en->box, &c->rem[k].box)) {
+					/* the common case: all of it, nothing left */
+					if (grow(&c->at, &c->atcap, ncov + 1, sizeof *c->at))
+						return -1;
+					c->at[ncov] = c->rem[k];
+					c->at[ncov++].ent[s] = b->ent0 + i;
+					continue;
+				}
 				if (!box_intersect(&c->rem[k].box, &en->box, &x)) {
 					if (grow(&c->rem2, &c->rem2cap, n2 + 1, sizeof *c->rem2))
 						return -1;
@@ -525,6 +557,16 @@ static int cmp_choice(const void *pa, const void *pb)
 	return a->atom - b->atom;
 }
 
+/* Atoms cut from blocks of a sharded source often come in their holders'
+ * order already. */
+static bool choices_sorted(const struct choice *ch, int n)
+{
+	for (int i = 1; i < n; i++)
+		if (cmp_choice(&ch[i - 1], &ch[i]) > 0)
+			return false;
+	return true;
+}
+
 static void remember(int *a, int x)
 {
 	int i;
@@ -555,7 +597,19 @@ static struct choice choose(struct ctx *c, const struct dinst *di, const struct 
 {
 	struct choice ch = { -1, false, -1, -1, -1, TG_STORE, -1, -1 };
 	double best_load = HUGE_VAL;
-	int best_r = -1, best_p = -1;
+	int best_r = -1, best_p = -1, holders = 0, e = a->ent[0] >= 0 ? a->ent[0] : a->ent[1];
+
+	/* one list holds it, on one GPU that is up: nothing to choose */
+	if (e >= 0 && (a->ent[0] < 0 || a->ent[1] < 0) && c->ent[e].nref == 1) {
+		struct reachc *rc = reach_of(c, c->ref[c->ent[e].ref0].list, di);
+
+		if (rc->hi - rc->lo == 1) {
+			ch.link = rc->link;
+			best_r = c->ent[e].ref0;
+			best_p = rc->lo;
+			goto found;
+		}
+	}
 
 	for (int pass = 0; pass < 4; pass++) {
 		for (int s = 0; s < NSLOTS; s++) {
@@ -570,8 +624,15 @@ static struct choice choose(struct ctx *c, const struct dinst *di, const struct 
 				bool sh = c->g->lists[l].u->host;
 
 				if (pass == 0) {
-					if (rc->link < ch.link)
+					if (rc->link < ch.link) {
 						ch.link = rc->link;
+						holders = 0;
+					}
+					if (rc->link == ch.link) {
+						holders += rc->hi - rc->lo;
+						best_r = r;
+						best_p = rc->lo;
+					}
 					continue;
 				}
 				if (rc->link != ch.link)
@@ -613,6 +674,8 @@ static struct choice choose(struct ctx *c, const struct dinst *di, const struct 
 		}
 		if (ch.link == TG_STORE)
 			return ch;
+		if (holders == 1)
+			goto found; /* the one nearest holder, whatever the passes say */
 	}
 found:
 	{
@@ -655,6 +718,7 @@ static void open_clear(struct ctx *c)
 	for (int k = 0; k < c->nopen; k++)
 		c->otab[c->oused[k]] = -1;
 	c->nopen = 0;
+	c->open0 = c->g->nedges;
 }
 
 /* The slot of the open edge from (src, sh, list, sseg), or the empty slot
@@ -711,6 +775,17 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 	c->load[rt.sport] += bytes / rt.bw;
 	if (rt.dport != rt.sport)
 		c->load[rt.dport] += bytes / rt.bw;
+	/* the open edge is most often the last one made */
+	ed = &g->edges[g->nedges - 1];
+	if (whole && g->nedges > c->open0 && ed->whole && ed->src == ch->src &&
+	    ed->src_host == ch->sh && ed->src_list == ch->list &&
+	    read_seg(ed) == (ch->rseg >= 0 ? ch->rseg : sseg) && i - ed->first < 64 &&
+	    (ch->rseg < 0 || c->rrun[i] == c->rrun[ed->first])) {
+		ed->count = i - ed->first + 1;
+		ed->mask |= (uint64_t)1 << (i - ed->first);
+		ed->bytes += bytes;
+		return 0;
+	}
 	if (whole) {
 		if ((slot = open_slot(c, ch->src, ch->sh, ch->list, ch->rseg >= 0 ? ch->rseg : sseg)) < 0)
 			return -1;
@@ -741,31 +816,117 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 	return 0;
 }
 
-/* Whether destination di keeps piece i of list dl in place: A holds the
- * same box, with the same reserved length, in the same model-stage and
- * memory, on the same GPU.  Marks the source segment's bytes as kept. */
-static bool keep(struct ctx *c, const struct dinst *di, int dl, int i,
-		 const struct atom *at, int nat)
+static bool pieces_alike(const struct piece *a, const struct piece *b)
 {
-	struct tgraph *g = c->g;
+	return a->tensor == b->tensor && box_eq(&a->box, &b->box) &&
+	       a->local_off == b->local_off && a->local_len == b->local_len && a->copy == b->copy;
+}
+
+/* Whether two lists hold the same pieces, laid out alike. */
+static bool same_pieces(const struct emu_list *a, const struct emu_list *b)
+{
+	if (a->npieces != b->npieces)
+		return false;
+	for (size_t i = 0; a->pieces != b->pieces && i < a->npieces; i++)
+		if (!pieces_alike(&a->pieces[i], &b->pieces[i]))
+			return false;
+	return true;
+}
+
+/* The reference of the A list that keeps piece i of list dl in place for
+ * destination di, or -1: A holds the same box, with the same reserved
+ * length, in the same model-stage and memory, on the same GPU, the *k-th
+ * of the list's up holders. */
+static int keeper(const struct ctx *c, const struct dinst *di, int dl, int i,
+		  const struct atom *at, int nat, int *k)
+{
+	const struct tgraph *g = c->g;
 	const struct tg_list *tl = &g->lists[dl];
 	const struct piece *p = &tl->l->pieces[i];
 	int s = tl->u->item == ITEM_GEN, en;
 
 	/* an entry of its own tiling that is exactly the piece holds every atom */
 	if (nat < 1 || (en = at[0].ent[s]) < 0 || !box_eq(&c->ent[en].box, &p->box))
-		return false;
+		return -1;
 	for (int r = c->ent[en].ref0; r < c->ent[en].ref0 + c->ent[en].nref; r++) {
-		int l = c->ref[r].list, k = lower_bound(c->upg[l], c->nup[l], di->dst);
+		int l = c->ref[r].list;
 		const struct tg_list *sl = &g->lists[l];
 		const struct piece *q = &sl->l->pieces[c->ref[r].piece];
 
-		if (sl->u->item != tl->u->item || sl->u->host != di->dh ||
-		    q->local_len != p->local_len || k == c->nup[l] || c->upg[l][k] != di->dst)
+		*k = lower_bound(c->upg[l], c->nup[l], di->dst);
+		if (sl->u->item == tl->u->item && sl->u->host == di->dh &&
+		    q->local_len == p->local_len && *k < c->nup[l] && c->upg[l][*k] == di->dst)
+			return r;
+	}
+	return -1;
+}
+
+/* Mark piece i of list dl kept in place by destination j, from piece q of
+ * A list l on its k-th up holder. */
+static void mark_kept(struct ctx *c, int dl, int j, int i, int l, int k, int q)
+{
+	struct tgraph *g = c->g;
+	const struct tg_list *tl = &g->lists[dl], *sl = &g->lists[l];
+
+	g->dseg[tl->seg0 + j * tl->nseg + tl->seg_of[i]].kept +=
+		tl->l->pieces[i].local_len * tl->u->elem_bytes[tl->l->kind];
+	g->sseg[sseg_of(g, l, c->uppos[l][k], q)].kept +=
+		sl->l->pieces[q].local_len * sl->u->elem_bytes[sl->l->kind];
+}
+
+/* Whether destination j of list dl keeps piece i in place (keeper). */
+static bool keep(struct ctx *c, const struct dinst *di, int dl, int j, int i,
+		 const struct atom *at, int nat)
+{
+	int k, r = keeper(c, di, dl, i, at, nat, &k);
+
+	if (r < 0)
+		return false;
+	mark_kept(c, dl, j, i, c->ref[r].list, k, c->ref[r].piece);
+	return true;
+}
+
+/* Whether destination j of list dl keeps all of it in place: the A list
+ * that keeps its first piece holds the same pieces (the layout has not
+ * changed), and so keeps every one, as keep would find piece by piece. */
+static bool keep_all(struct ctx *c, const struct dinst *di, int dl, int j)
+{
+	const struct tg_list *tl = &c->g->lists[dl];
+	int i = 0, k, r, l;
+
+	while (i < (int)tl->l->npieces && c->aoff[i + 1] == c->aoff[i])
+		i++;
+	if (i == (int)tl->l->npieces ||
+	    (r = keeper(c, di, dl, i, c->lat + c->aoff[i], c->aoff[i + 1] - c->aoff[i], &k)) < 0 ||
+	    c->ref[r].piece != i)
+		return false;
+	l = c->ref[r].list;
+	if (c->same_for[l] != dl) {
+		c->same_for[l] = dl;
+		c->same[l] = same_pieces(c->g->lists[l].l, tl->l);
+	}
+	if (!c->same[l])
+		return false;
+	for (; i < (int)tl->l->npieces; i++)
+		if (c->aoff[i + 1] > c->aoff[i])
+			mark_kept(c, dl, j, i, l, k, i);
+	return true;
+}
+
+/* The holder of all of piece p (its atoms at) from an entry of one tiling
+ * that holds all of it; false when no entry does or none is up. */
+static bool whole_choice(struct ctx *c, const struct dinst *di, const struct piece *p,
+			 const struct atom *at, struct choice *w)
+{
+	for (int s = 0; s < NSLOTS; s++) {
+		struct atom all = { .box = p->box };
+
+		if (at[0].ent[s] < 0 || !box_contains(&c->ent[at[0].ent[s]].box, &p->box))
 			continue;
-		g->sseg[sseg_of(g, l, c->uppos[l][k], c->ref[r].piece)].kept +=
-			q->local_len * sl->u->elem_bytes[sl->l->kind];
-		return true;
+		for (int k = 0; k < NSLOTS; k++)
+			all.ent[k] = k == s ? at[0].ent[s] : -1;
+		*w = choose(c, di, &all);
+		return w->src >= 0;
 	}
 	return false;
 }
@@ -778,25 +939,15 @@ static void whole_holder(struct ctx *c, const struct dinst *di, const struct pie
 			 const struct atom *at, struct choice *ch, int nat)
 {
 	enum tg_link nearest = TG_STORE;
-	struct atom all = { .box = p->box };
+	struct choice w;
 
 	for (int a = 0; a < nat; a++)
 		nearest = ch[a].link < nearest ? ch[a].link : nearest;
-	for (int s = 0; s < NSLOTS; s++) {
-		struct choice w;
-
-		if (at[0].ent[s] < 0 || !box_contains(&c->ent[at[0].ent[s]].box, &p->box))
-			continue;
-		for (int k = 0; k < NSLOTS; k++)
-			all.ent[k] = k == s ? at[0].ent[s] : -1;
-		w = choose(c, di, &all);
-		if (w.src < 0 || w.link > nearest)
-			return;
-		for (int a = 0; a < nat; a++) {
-			ch[a] = w;
-			ch[a].atom = a;
-		}
+	if (!whole_choice(c, di, p, at, &w) || w.link > nearest)
 		return;
+	for (int a = 0; a < nat; a++) {
+		ch[a] = w;
+		ch[a].atom = a;
 	}
 }
 
@@ -810,15 +961,17 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 	int n = l->ngpus, np = (int)l->npieces, nodes = 0;
 	int64_t bytes = 0;
 
-	if (grow(&c->rbuf, &c->rbufcap, 3 * n + 1, sizeof *c->rbuf))
+	if (grow(&c->rbuf, &c->rbufcap, 4 * n + 1, sizeof *c->rbuf))
 		return -1;
 	c->rnode = c->rbuf;
 	c->rlead = c->rbuf + n;
 	c->rstamp = c->rbuf + 2 * n + 1;
+	c->rwhole = c->rbuf + 3 * n + 1;
 	for (int j = 0; j < n; j++) {
 		if (j == 0 || l->gpus[j] / c->gpn != l->gpus[j - 1] / c->gpn) {
 			c->rlead[nodes] = j;
 			c->rmap[l->gpus[j] / c->gpn] = nodes;
+			c->rwhole[nodes] = -1;
 			c->rstamp[nodes++] = -1;
 		}
 		c->rnode[j] = nodes - 1;
@@ -846,20 +999,40 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 	}
 	memset(c->ron, 0, (size_t)np * (size_t)nodes * sizeof *c->ron);
 	for (int i = 0; i < np; i++) {
-		int nat = c->aoff[i + 1] - c->aoff[i];
+		int nat = c->aoff[i + 1] - c->aoff[i], w = -1, wheld = 0, wt = ++c->rtick;
+		const struct atom *at = &c->lat[c->aoff[i]];
 
+		/* an entry holding all of the piece holds every atom on its
+		 * nodes: counted once, not once an atom */
 		c->rheld[i] = INT_MAX;
+		for (int s = 0; s < NSLOTS && nat > 0 && w < 0; s++)
+			if (at[0].ent[s] >= 0 &&
+			    box_contains(&c->ent[at[0].ent[s]].box, &l->pieces[i].box))
+				w = at[0].ent[s];
+		if (w >= 0)
+			for (int r = c->ent[w].ref0; r < c->ent[w].ref0 + c->ent[w].nref; r++) {
+				int sl = c->ref[r].list;
+
+				wheld += c->nup[sl];
+				for (int p = 0; p < c->nupnode[sl]; p++) {
+					int k = c->rmap[c->upnode[sl][p]];
+
+					if (k >= 0 && c->rwhole[k] != wt) {
+						c->rwhole[k] = wt;
+						c->ron[i * nodes + k] = nat;
+					}
+				}
+			}
 		for (int a = 0; a < nat; a++) {
-			const struct atom *at = &c->lat[c->aoff[i] + a];
-			int held = 0;
+			int held = wheld;
 
 			c->rtick++;
 			for (int s = 0; s < NSLOTS; s++) {
 				const struct src_ent *en;
 
-				if (at->ent[s] < 0)
+				if (at[a].ent[s] < 0 || at[a].ent[s] == w)
 					continue;
-				en = &c->ent[at->ent[s]];
+				en = &c->ent[at[a].ent[s]];
 				for (int r = en->ref0; r < en->ref0 + en->nref; r++) {
 					int sl = c->ref[r].list;
 
@@ -867,7 +1040,8 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 					for (int p = 0; p < c->nupnode[sl]; p++) {
 						int k = c->rmap[c->upnode[sl][p]];
 
-						if (k >= 0 && c->rstamp[k] != c->rtick) {
+						if (k >= 0 && c->rwhole[k] != wt &&
+						    c->rstamp[k] != c->rtick) {
 							c->rstamp[k] = c->rtick;
 							c->ron[i * nodes + k]++;
 						}
@@ -916,6 +1090,40 @@ static int relay_parent(const struct ctx *c, int j, int i, int nat)
 	return relay_holder(c, p, run, ps > 2 ? 1 + (k - 1) % 2 : ps - 1);
 }
 
+/* The one atom of piece p, without a search, when in every tiling s that
+ * holds its tensor p lies inside the piece of the same tensor that A list
+ * hint[2 s] holds (the boxes of one tiling meet only if equal, so no
+ * other entry meets p); false when not.  Pieces in a row most often lie
+ * inside pieces of the same lists, in a row too: hint[2 s + 1] is the
+ * piece the last one lay in. */
+static bool atom_by_hint(struct ctx *c, int bucket0, const struct piece *p, int *hint,
+			 struct atom *at)
+{
+	for (int s = 0; s < NSLOTS; s++) {
+		const struct tg_list *sl;
+		const struct piece *q;
+
+		at->ent[s] = -1;
+		if (c->bk[bucket0 + s].nent == 0)
+			continue;
+		if (hint[2 * s] < 0)
+			return false;
+		sl = &c->g->lists[hint[2 * s]];
+		/* the next piece of the hint first: both lists go in tensor order */
+		q = hint[2 * s + 1] + 1 < (int)sl->l->npieces ? &sl->l->pieces[hint[2 * s + 1] + 1]
+							      : NULL;
+		if (!q || q->tensor != p->tensor)
+			q = tgraph_find_piece(sl, p->tensor);
+		if (bucket_of(c, sl->u, sl->l->kind, p->tensor) != bucket0 + s || !q ||
+		    !box_contains(&q->box, &p->box) ||
+		    (at->ent[s] = c->entof[c->entof0[hint[2 * s]] + (int)(q - sl->l->pieces)]) < 0)
+			return false;
+		hint[2 * s + 1] = (int)(q - sl->l->pieces);
+	}
+	at->box = p->box;
+	return true;
+}
+
 /* Every holder of destination list dl: keep, or take each atom of each
  * piece from its holder.  A list's atoms are cut once for all its
  * holders. */
@@ -924,7 +1132,7 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 	struct tgraph *g = c->g;
 	const struct tg_list *tl = &g->lists[dl];
 	const struct emu_list *l = tl->l;
-	int eb = tl->u->elem_bytes[l->kind], nlat = 0;
+	int eb = tl->u->elem_bytes[l->kind], nlat = 0, hint[2 * NSLOTS] = { -1, -1, -1, -1 };
 	struct choice *ch = NULL;
 	int chcap = 0;
 	bool relays = l->ngpus > 1 && !tl->u->host;
@@ -933,15 +1141,28 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 		return -1;
 	for (size_t i = 0; i < l->npieces; i++) {
 		const struct piece *p = &l->pieces[i];
-		int nat = 0;
+		int nat = 0, b0 = bucket_of(c, tl->u, l->kind, p->tensor) / NSLOTS * NSLOTS;
 
 		c->aoff[i] = nlat;
-		if (box_volume(&p->box) > 0 &&
-		    ((nat = atoms_of(c, bucket_of(c, tl->u, l->kind, p->tensor) / NSLOTS * NSLOTS,
-				     &p->box)) < 0 ||
-		     grow(&c->lat, &c->latcap, nlat + nat, sizeof *c->lat)))
+		if (box_volume(&p->box) == 0)
+			continue;
+		if (grow(&c->lat, &c->latcap, nlat + 1, sizeof *c->lat))
+			return -1;
+		if (atom_by_hint(c, b0, p, hint, &c->lat[nlat])) {
+			nlat++;
+			continue;
+		}
+		if ((nat = atoms_of(c, b0, &p->box)) < 0 ||
+		    grow(&c->lat, &c->latcap, nlat + nat, sizeof *c->lat))
 			return -1;
 		memcpy(c->lat + nlat, c->at, (size_t)nat * sizeof *c->lat);
+		for (int s = 0; s < NSLOTS && nat > 0; s++)
+			if (c->at[0].ent[s] >= 0) {
+				const struct src_ref *r = &c->ref[c->ent[c->at[0].ent[s]].ref0];
+
+				hint[2 * s] = r->list;
+				hint[2 * s + 1] = r->piece;
+			}
 		nlat += nat;
 	}
 	c->aoff[l->npieces] = nlat;
@@ -949,9 +1170,12 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 		return -1;
 	for (int j = 0; j < l->ngpus; j++) {
 		int cur = -1, par;
+		struct choice w;
 
 		di->dst = l->gpus[j];
 		di->dh = tl->u->host;
+		if (keep_all(c, di, dl, j))
+			continue;
 		c->stamp++;
 		for (int k = 0; k < RECENT; k++)
 			di->recent[k] = -1;
@@ -967,10 +1191,8 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 				open_clear(c);
 				cur = dseg;
 			}
-			if (keep(c, di, dl, (int)i, at, nat)) {
-				g->dseg[dseg].kept += p->local_len * eb;
+			if (keep(c, di, dl, j, (int)i, at, nat))
 				continue;
-			}
 			if (relays && (par = relay_parent(c, j, (int)i, nat)) >= 0) {
 				struct choice rc = {
 					l->gpus[par], false, dl, (int)i, par,
@@ -979,6 +1201,19 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 				};
 
 				if (add_edge(c, di, dl, dseg, (int)i, &rc, &p->box, true,
+					     box_volume(&p->box) * eb))
+					goto oom;
+				continue;
+			}
+			/* No atom comes from nearer than a holder of the whole
+			 * piece on this GPU, or than any when A holds nothing of
+			 * the piece on this node: whole_holder's answer, without
+			 * choosing a holder for every atom first. */
+			if (nat > 1 && whole_choice(c, di, p, at, &w) &&
+			    (w.link == TG_LOCAL ||
+			     (relays && c->ron[i * c->rnodes + c->rnode[j]] == 0))) {
+				remember(di->recent, w.src * 2 + w.sh);
+				if (add_edge(c, di, dl, dseg, (int)i, &w, &p->box, true,
 					     box_volume(&p->box) * eb))
 					goto oom;
 				continue;
@@ -995,7 +1230,7 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 				whole_holder(c, di, p, at, ch, nat);
 			/* Group the atoms by holder; a holder that gives all it
 			 * shares with the piece gives it as a whole. */
-			if (nat > 1)
+			if (nat > 1 && !choices_sorted(ch, nat))
 				qsort(ch, (size_t)nat, sizeof *ch, cmp_choice);
 			for (int a = 0, b; a < nat; a = b) {
 				int64_t vol = 0;
@@ -1129,7 +1364,7 @@ struct sched {
 	int *busy;                 /* per port: the last round that used it… */
 	double *spent;             /* …and the seconds it was busy in that round */
 	int *live, nlive;          /* ports with active pairs */
-	struct portload *order;
+	struct portload *order;    /* and as many more, to sort them */
 	int64_t *used;
 	bool *alloc, *freed, *staged, *stage_done;
 	int *spend;                /* edges left out of each source segment */
@@ -1381,13 +1616,36 @@ static int stage(struct sched *s)
 	return staged;
 }
 
-static int cmp_load(const void *pa, const void *pb)
+static bool busier(const struct portload *a, const struct portload *b)
 {
-	const struct portload *a = pa, *b = pb;
+	return a->load != b->load ? a->load > b->load : a->port < b->port;
+}
 
-	if (a->load != b->load)
-		return a->load < b->load ? 1 : -1;
-	return a->port - b->port;
+/* Sort o[0, n), the busiest first, by merging runs through tmp: a round
+ * sorts thousands of links, which qsort's calls through a pointer make
+ * a good part of the schedule's time. */
+static void sort_ports(struct portload *o, struct portload *tmp, int n)
+{
+	struct portload *from = o, *to = tmp, *t;
+
+	for (int w = 1; w < n; w *= 2) {
+		for (int lo = 0; lo < n; lo += 2 * w) {
+			int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			int i = lo, j = mid, k = lo;
+
+			while (i < mid && j < hi)
+				to[k++] = busier(&from[j], &from[i]) ? from[j++] : from[i++];
+			while (i < mid)
+				to[k++] = from[i++];
+			while (j < hi)
+				to[k++] = from[j++];
+		}
+		t = from;
+		from = to;
+		to = t;
+	}
+	if (from != o)
+		memcpy(o, from, (size_t)n * sizeof *o);
 }
 
 /* Move up to quota bytes over pair q; completed edges go to s->done.
@@ -1517,7 +1775,7 @@ static int round_once(struct sched *s)
 	g->rounds[r] = (struct tg_round){ 0, 0, 0, g->nmoves, 0, false };
 	for (int i = 0; i < np; i++)
 		s->order[i] = (struct portload){ load[s->live[i]], s->live[i] };
-	qsort(s->order, (size_t)np, sizeof *s->order, cmp_load);
+	sort_ports(s->order, s->order + s->nports, np);
 	for (int i = 0; i < np; i++) {
 		int p = s->order[i].port;
 		struct port *pt = &s->port[p];
@@ -1703,7 +1961,7 @@ static int sched_init(struct sched *s, struct ctx *c)
 	s->busy = malloc((size_t)s->nports * sizeof *s->busy);
 	s->spent = calloc((size_t)s->nports, sizeof *s->spent);
 	s->live = malloc((size_t)s->nports * sizeof *s->live);
-	s->order = malloc((size_t)s->nports * sizeof *s->order);
+	s->order = malloc((size_t)s->nports * 2 * sizeof *s->order);
 	s->used = calloc((size_t)g->ngpus, sizeof *s->used);
 	s->alloc = calloc((size_t)g->ndseg + 1, sizeof *s->alloc);
 	s->freed = calloc((size_t)g->nsseg + 1, sizeof *s->freed);
@@ -1849,6 +2107,10 @@ static void ctx_free(struct ctx *c, int na)
 	free(c->bk);
 	free(c->ent);
 	free(c->ref);
+	free(c->entof);
+	free(c->entof0);
+	free(c->same_for);
+	free(c->same);
 	free(c->load);
 	free(c->at);
 	free(c->rem);
@@ -1935,8 +2197,12 @@ static int up_holders(struct ctx *c)
 	c->rc = calloc((size_t)g->na + 1, sizeof *c->rc);
 	c->upnode = calloc((size_t)g->na + 1, sizeof *c->upnode);
 	c->nupnode = calloc((size_t)g->na + 1, sizeof *c->nupnode);
-	if (!c->upg || !c->uppos || !c->nup || !c->rc || !c->upnode || !c->nupnode)
+	c->same_for = malloc((size_t)(g->na + 1) * sizeof *c->same_for);
+	c->same = calloc((size_t)g->na + 1, sizeof *c->same);
+	if (!c->upg || !c->uppos || !c->nup || !c->rc || !c->upnode || !c->nupnode ||
+	    !c->same_for || !c->same)
 		return -1;
+	memset(c->same_for, -1, (size_t)(g->na + 1) * sizeof *c->same_for);
 	for (int l = 0; l < g->na; l++) {
 		const struct emu_list *el = g->lists[l].l;
 
