@@ -188,6 +188,10 @@ struct ctx {
 	int *rstamp, rtick;        /* per node of the list: the atom last counted */
 	int *rwhole;               /* per node of the list: the piece it holds all of */
 	int64_t relay_max;         /* bytes of a run, beyond its first piece */
+	/* kinds copied from a twin (find_twins) */
+	int *twin;                 /* per list: the list of an earlier kind it copies, -1 */
+	int *ashift;               /* per list of B that copies: its A lists' offset */
+	int *e0;                   /* per list of B and one more: its first edge */
 };
 
 /* The engines hold the actor's weights in the actor's dtype (emu.h), so
@@ -276,8 +280,8 @@ static int build_index(struct ctx *c, struct err *e)
 	for (int l = 0; l < g->na; l++) {
 		const struct tg_list *tl = &g->lists[l];
 
-		if (c->nup[l] == 0)
-			continue; /* every holder is down: nothing to take from it */
+		if (c->nup[l] == 0 || c->twin[l] >= 0)
+			continue; /* every holder is down, or its kind is copied: nothing asks it */
 		for (size_t i = 0; i < tl->l->npieces; i++) {
 			const struct piece *p = &tl->l->pieces[i];
 
@@ -1261,6 +1265,182 @@ oom:
 	return -1;
 }
 
+/* --- twins ------------------------------------------------------------------- */
+
+/* Many lists are laid out alike: Adam's m and v have the master weights'
+ * pieces on the same GPUs, with FSDP the weights too (in half the bytes),
+ * and two frozen models of one shape (reference and reward) the same
+ * pieces.  When two groups of lists (an EMU's lists of one kind) are
+ * alike in A and in B, the later group's edges are the earlier's with the
+ * model, kind, lists and bytes changed: its entries of the index have the
+ * same holders, so every choice is the same but for the holders' loads,
+ * which the earlier group's choices spread already.  The index and the
+ * edges are then built for the one group.  The actor's weights are never
+ * a twin: the engines share their tiling. */
+
+/* Lists alike: the same pieces on the same GPUs in the same memory, cut
+ * into the same segments; in other element bytes only when nothing relays
+ * them (relay runs go by bytes). */
+static bool lists_alike(const struct tg_list *x, const struct tg_list *y)
+{
+	const struct emu_list *a = x->l, *b = y->l;
+
+	if (a->ngpus != b->ngpus || x->u->host != y->u->host || x->nseg != y->nseg ||
+	    memcmp(a->gpus, b->gpus, (size_t)a->ngpus * sizeof *a->gpus) != 0 ||
+	    memcmp(x->seg_first, y->seg_first, (size_t)(x->nseg + 1) * sizeof *x->seg_first) != 0)
+		return false;
+	if (x->u->elem_bytes[a->kind] != y->u->elem_bytes[b->kind] && a->ngpus > 1)
+		return false;
+	return same_pieces(a, b);
+}
+
+/* The groups of one side: the first list of each EMU's kind and their
+ * count. */
+struct groups {
+	int first[MAX_ITEMS][NKINDS], n[MAX_ITEMS][NKINDS];
+};
+
+static void find_groups(const struct tgraph *g, int from, int to, const struct emu_set *s,
+			struct groups *gr)
+{
+	memset(gr->n, 0, sizeof gr->n);
+	for (int l = from; l < to; l++) {
+		int i = (int)(g->lists[l].u - s->u), k = (int)g->lists[l].l->kind;
+
+		if (gr->n[i][k]++ == 0)
+			gr->first[i][k] = l;
+	}
+}
+
+static bool groups_alike(const struct tgraph *g, const struct groups *gr, int i, int k, int i2,
+			 int k2)
+{
+	int n = gr->n[i][k];
+
+	if (n != gr->n[i2][k2])
+		return false;
+	for (int x = 0; x < n; x++)
+		if (!lists_alike(&g->lists[gr->first[i][k] + x], &g->lists[gr->first[i2][k2] + x]))
+			return false;
+	return true;
+}
+
+/* Whether the engines share the tiling of EMU i's kind k. */
+static bool engine_tiled(const struct emu_set *s, int i, int k)
+{
+	const struct emu *gen = &s->u[s->n - 1];
+
+	return s->u[i].item == ITEM_GEN || (k == KIND_WEIGHT && s->u[i].model == gen->model);
+}
+
+/* Which groups of B copy an earlier group's edges, and which lists of A
+ * serve them. */
+static int find_twins(struct ctx *c)
+{
+	struct tgraph *g = c->g;
+	struct groups ga, gb;
+
+	c->twin = malloc((size_t)(g->nlists + 1) * sizeof *c->twin);
+	c->ashift = calloc((size_t)(g->nlists + 1), sizeof *c->ashift);
+	c->e0 = calloc((size_t)(g->nlists - g->na + 1), sizeof *c->e0);
+	if (!c->twin || !c->ashift || !c->e0)
+		return -1;
+	memset(c->twin, -1, (size_t)(g->nlists + 1) * sizeof *c->twin);
+	if (g->a.n != g->b.n || g->b.n < 1)
+		return 0;
+	find_groups(g, 0, g->na, &g->a, &ga);
+	find_groups(g, g->na, g->nlists, &g->b, &gb);
+	for (int i = 0; i < g->b.n; i++)
+		for (int k = 0; k < NKINDS; k++) {
+			if (gb.n[i][k] == 0 || engine_tiled(&g->b, i, k))
+				continue;
+			for (int t = 0; t <= i * NKINDS + k - 1; t++) {
+				int i2 = t / NKINDS, k2 = t % NKINDS;
+
+				if (gb.n[i2][k2] == 0 || engine_tiled(&g->b, i2, k2) ||
+				    c->twin[gb.first[i2][k2]] >= 0 ||
+				    !groups_alike(g, &gb, i, k, i2, k2) ||
+				    ga.n[i][k] != ga.n[i2][k2] ||
+				    (ga.n[i][k] && !groups_alike(g, &ga, i, k, i2, k2)))
+					continue;
+				for (int x = 0; x < gb.n[i][k]; x++) {
+					c->twin[gb.first[i][k] + x] = gb.first[i2][k2] + x;
+					c->ashift[gb.first[i][k] + x] =
+						ga.n[i][k] ? ga.first[i][k] - ga.first[i2][k2] : 0;
+				}
+				for (int x = 0; x < ga.n[i][k]; x++)
+					c->twin[ga.first[i][k] + x] = ga.first[i2][k2] + x;
+				break;
+			}
+		}
+	return 0;
+}
+
+/* Bytes of list l's elements per byte of list t's. */
+static double byte_ratio(const struct tgraph *g, int l, int t)
+{
+	const struct tg_list *x = &g->lists[l], *y = &g->lists[t];
+
+	return (double)x->u->elem_bytes[x->l->kind] / y->u->elem_bytes[y->l->kind];
+}
+
+/* The edges of list dl: its twin's, with its model, kind, lists and
+ * bytes. */
+static int copy_edges(struct ctx *c, int dl)
+{
+	struct tgraph *g = c->g;
+	int from = c->twin[dl], e0 = c->e0[from - g->na], e1 = c->e0[from - g->na + 1];
+	const struct tg_list *tl = &g->lists[dl], *fl = &g->lists[from];
+	int dshift = tl->seg0 - fl->seg0;
+	double ratio = byte_ratio(g, dl, from);
+
+	if (grow(&g->edges, &c->ecap, g->nedges + (e1 - e0), sizeof *g->edges))
+		return -1;
+	for (int x = e0; x < e1; x++) {
+		struct tg_edge *ed = &g->edges[g->nedges++];
+		struct route rt;
+
+		*ed = g->edges[x];
+		ed->model = tl->u->model;
+		ed->kind = tl->l->kind;
+		ed->dst_list = dl;
+		ed->dseg += dshift;
+		ed->bytes = (int64_t)(ed->bytes * ratio);
+		if (ed->rseg >= 0) {
+			ed->src_list += dl - from;
+			ed->rseg += dshift;
+		} else if (ed->src_list >= 0) {
+			int sl = ed->src_list + c->ashift[dl];
+
+			ed->sseg += g->lists[sl].seg0 - g->lists[ed->src_list].seg0;
+			ed->src_list = sl;
+		}
+		rt = route_of(c, ed->src, ed->src_host, ed->dst, ed->dst_host, ed->link);
+		c->load[rt.sport] += ed->bytes / rt.bw;
+		if (rt.dport != rt.sport)
+			c->load[rt.dport] += ed->bytes / rt.bw;
+	}
+	for (int k = 0; k < tl->nseg * tl->l->ngpus; k++)
+		g->dseg[tl->seg0 + k].kept = (int64_t)(g->dseg[fl->seg0 + k].kept * ratio);
+	return 0;
+}
+
+/* A's segments of a copied group keep what its twin's keep. */
+static void copy_kept(struct tgraph *g, const int *twin)
+{
+	for (int l = 0; l < g->na; l++) {
+		const struct tg_list *tl = &g->lists[l];
+		double ratio;
+
+		if (twin[l] < 0)
+			continue;
+		ratio = byte_ratio(g, l, twin[l]);
+		for (int k = 0; k < tl->nseg * tl->l->ngpus; k++)
+			g->sseg[tl->seg0 + k].kept =
+				(int64_t)(g->sseg[g->lists[twin[l]].seg0 + k].kept * ratio);
+	}
+}
+
 /* --- lists and segments ------------------------------------------------------- */
 
 static int add_lists(struct tgraph *g, const struct emu_set *s, int64_t seg_max, int *nseg)
@@ -2124,6 +2304,9 @@ static void ctx_free(struct ctx *c, int na)
 	free(c->rheld);
 	free(c->rrun);
 	free(c->rmap);
+	free(c->twin);
+	free(c->ashift);
+	free(c->e0);
 }
 
 void tgraph_free(struct tgraph *g)
@@ -2270,6 +2453,8 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 		return err_set(e, NR_EIO, "out of memory");
 	fill_segs(g, 0, g->na, g->sseg);
 	fill_segs(g, g->na, g->nlists, g->dseg);
+	if (find_twins(c))
+		return err_set(e, NR_EIO, "out of memory");
 	if ((rc = check_memory(v, g, e)) || (rc = build_index(c, e)))
 		return rc;
 	c->omask = 63;
@@ -2277,9 +2462,13 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 	if (!c->otab || grow(&c->oused, &c->ousedcap, 64, sizeof *c->oused))
 		return err_set(e, NR_EIO, "out of memory");
 	memset(c->otab, -1, 64 * sizeof *c->otab);
-	for (int l = g->na; l < g->nlists; l++)
-		if (list_edges(c, l, &di))
+	for (int l = g->na; l < g->nlists; l++) {
+		c->e0[l - g->na] = g->nedges;
+		if (c->twin[l] >= 0 ? copy_edges(c, l) : list_edges(c, l, &di))
 			return err_set(e, NR_EIO, "out of memory");
+	}
+	c->e0[g->nlists - g->na] = g->nedges;
+	copy_kept(g, c->twin);
 	for (int k = 0; k < g->nsseg; k++)
 		g->sseg[k].bytes -= g->sseg[k].kept;
 	for (int k = 0; k < g->ndseg; k++) {
