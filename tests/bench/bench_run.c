@@ -272,17 +272,20 @@ static void speed(const char *trace, enum plan_layout policy)
 		return;
 	}
 	cpu = cpu_s();
-	if (!simulate(trace ? &ev : NULL, 1000, policy, 1, &s, &wall))
+	if (!simulate(trace ? &ev : NULL, 1000, policy, 1, &s, &wall)) {
+		cpu = cpu_s() - cpu;
 		printf("speed %s, 1000 steps, 1024 GPUs, controller every step, %s, priced by the "
-		       "%s: %.2f s (%.2f s of processor time; target 2 s: %s); %ld decisions, "
+		       "%s: %.2f s, %.2f s of processor time (target 2 s: %s); %ld decisions, "
 		       "%.2f ms each: %ld searches %.2f s, refits %.2f s, %ld switches priced "
-		       "(%ld graphs built, the rest remembered or bound) %.2f s\n",
-		       layout_names[policy], trace ? base(trace) : "no events",
-		       graph ? "graph" : "bound", wall, cpu_s() - cpu,
-		       wall <= 2 ? "met" : "NOT met", ctl.st.replans,
-		       1e3 * ctl.st.seconds / (double)ctl.st.replans, ctl.st.searches,
-		       ctl.st.search_s, ctl.st.refit_s, ctl.st.charged, ctl.st.built,
-		       ctl.st.charge_s);
+		       "(%ld graphs built, the rest remembered or bound) %.2f s, %.2f s of processor "
+		       "time\n", layout_names[policy], trace ? base(trace) : "no events",
+		       graph ? "graph" : "bound", wall, cpu,
+		       wall <= 2 ? "met" : cpu <= 2 ? "met in processor time, not in wall time"
+						     : "NOT met",
+		       ctl.st.replans, 1e3 * ctl.st.seconds / (double)ctl.st.replans,
+		       ctl.st.searches, ctl.st.search_s, ctl.st.refit_s, ctl.st.charged,
+		       ctl.st.built, ctl.st.charge_s, ctl.charge.cpu_seconds);
+	}
 	events_free(&ev);
 }
 
