@@ -1545,8 +1545,6 @@ struct sched {
 	double *spent;             /* …and the seconds it was busy in that round */
 	int *live, nlive;          /* ports with active pairs */
 	struct portload *order;    /* and as many more, to sort them */
-	int norder;                /* links in order… */
-	bool *inorder;             /* …and whether each is */
 	int64_t *used;
 	bool *alloc, *freed, *staged, *stage_done;
 	int *spend;                /* edges left out of each source segment */
@@ -1803,25 +1801,18 @@ static bool busier(const struct portload *a, const struct portload *b)
 	return a->load != b->load ? a->load > b->load : a->port < b->port;
 }
 
-/* Sort o[0, n), the busiest first, by merging its sorted runs through
- * tmp: a round sorts thousands of links that the last round left nearly
- * in order, which this does in a pass or two. */
+/* Sort o[0, n), the busiest first, by merging runs through tmp: a round
+ * sorts thousands of links, which qsort's calls through a pointer make
+ * a good part of the schedule's time. */
 static void sort_ports(struct portload *o, struct portload *tmp, int n)
 {
 	struct portload *from = o, *to = tmp, *t;
-	int runs;
 
-	do {
-		runs = 0;
-		for (int lo = 0, mid, hi; lo < n; lo = hi, runs++) {
-			int i = lo, j, k = lo;
+	for (int w = 1; w < n; w *= 2) {
+		for (int lo = 0; lo < n; lo += 2 * w) {
+			int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			int i = lo, j = mid, k = lo;
 
-			for (mid = lo + 1; mid < n && !busier(&from[mid], &from[mid - 1]); mid++)
-				;
-			for (hi = mid < n ? mid + 1 : n; hi < n && !busier(&from[hi], &from[hi - 1]);
-			     hi++)
-				;
-			j = mid;
 			while (i < mid && j < hi)
 				to[k++] = busier(&from[j], &from[i]) ? from[j++] : from[i++];
 			while (i < mid)
@@ -1832,7 +1823,7 @@ static void sort_ports(struct portload *o, struct portload *tmp, int n)
 		t = from;
 		from = to;
 		to = t;
-	} while (runs > 1);
+	}
 	if (from != o)
 		memcpy(o, from, (size_t)n * sizeof *o);
 }
@@ -1962,22 +1953,8 @@ static int round_once(struct sched *s)
 	if (grow(&g->rounds, &s->rcap, r + 1, sizeof *g->rounds))
 		return -1;
 	g->rounds[r] = (struct tg_round){ 0, 0, 0, g->nmoves, 0, false };
-	/* the links in the last round's order, then those new to it */
-	np = 0;
-	for (int i = 0; i < s->norder; i++) {
-		int p = s->order[i].port;
-
-		if (s->port[p].live >= 0)
-			s->order[np++] = (struct portload){ load[p], p };
-		else
-			s->inorder[p] = false;
-	}
-	for (int i = 0; i < s->nlive; i++)
-		if (!s->inorder[s->live[i]]) {
-			s->inorder[s->live[i]] = true;
-			s->order[np++] = (struct portload){ load[s->live[i]], s->live[i] };
-		}
-	s->norder = np;
+	for (int i = 0; i < np; i++)
+		s->order[i] = (struct portload){ load[s->live[i]], s->live[i] };
 	sort_ports(s->order, s->order + s->nports, np);
 	for (int i = 0; i < np; i++) {
 		int p = s->order[i].port;
@@ -2063,7 +2040,6 @@ static void sched_free(struct sched *s)
 	free(s->spent);
 	free(s->live);
 	free(s->order);
-	free(s->inorder);
 	free(s->used);
 	free(s->alloc);
 	free(s->freed);
@@ -2166,7 +2142,6 @@ static int sched_init(struct sched *s, struct ctx *c)
 	s->spent = calloc((size_t)s->nports, sizeof *s->spent);
 	s->live = malloc((size_t)s->nports * sizeof *s->live);
 	s->order = malloc((size_t)s->nports * 2 * sizeof *s->order);
-	s->inorder = calloc((size_t)s->nports, sizeof *s->inorder);
 	s->used = calloc((size_t)g->ngpus, sizeof *s->used);
 	s->alloc = calloc((size_t)g->ndseg + 1, sizeof *s->alloc);
 	s->freed = calloc((size_t)g->nsseg + 1, sizeof *s->freed);
@@ -2176,7 +2151,7 @@ static int sched_init(struct sched *s, struct ctx *c)
 	s->touch = calloc((size_t)g->ngpus, sizeof *s->touch);
 	s->touched = malloc((size_t)g->ngpus * sizeof *s->touched);
 	key = malloc((size_t)(ne + g->nsseg + g->ndseg + 1) * sizeof *key);
-	if (!s->ew || !s->htab || !s->port || !s->busy || !s->spent || !s->live || !s->order || !s->inorder ||
+	if (!s->ew || !s->htab || !s->port || !s->busy || !s->spent || !s->live || !s->order ||
 	    !s->used ||
 	    !s->alloc || !s->freed || !s->staged || !s->stage_done || !s->spend || !s->touch ||
 	    !s->touched || !key) {
