@@ -172,6 +172,7 @@ struct ctx {
 	int *aoff;                 /* per piece of the list in hand: its atoms in lat */
 	int aoffcap;
 	struct reachc *rc;         /* per A list, for the destination in hand */
+	int *cand;                 /* choose's references of the nearest class (na at most) */
 	int stamp;
 	int *otab, omask, nopen;   /* open edges of the destination segment in hand, */
 	int open0;                 /* made from edge open0 on */
@@ -601,7 +602,7 @@ static struct choice choose(struct ctx *c, const struct dinst *di, const struct 
 {
 	struct choice ch = { -1, false, -1, -1, -1, TG_STORE, -1, -1 };
 	double best_load = HUGE_VAL;
-	int best_r = -1, best_p = -1, holders = 0, e = a->ent[0] >= 0 ? a->ent[0] : a->ent[1];
+	int best_r = -1, best_p = -1, holders = 0, n = 0, e = a->ent[0] >= 0 ? a->ent[0] : a->ent[1];
 
 	/* one list holds it, on one GPU that is up: nothing to choose */
 	if (e >= 0 && (a->ent[0] < 0 || a->ent[1] < 0) && c->ent[e].nref == 1) {
@@ -614,72 +615,67 @@ static struct choice choose(struct ctx *c, const struct dinst *di, const struct 
 			goto found;
 		}
 	}
+	/* the references of the nearest link class, in order */
+	for (int s = 0; s < NSLOTS; s++) {
+		const struct src_ent *en = a->ent[s] >= 0 ? &c->ent[a->ent[s]] : NULL;
 
-	for (int pass = 0; pass < 4; pass++) {
-		for (int s = 0; s < NSLOTS; s++) {
-			const struct src_ent *en;
+		for (int r = en ? en->ref0 : 0; en && r < en->ref0 + en->nref; r++) {
+			struct reachc *rc = reach_of(c, c->ref[r].list, di);
 
-			if (a->ent[s] < 0)
+			if (rc->link < ch.link) {
+				ch.link = rc->link;
+				holders = n = 0;
+			}
+			if (rc->link != ch.link)
 				continue;
-			en = &c->ent[a->ent[s]];
-			for (int r = en->ref0; r < en->ref0 + en->nref; r++) {
-				int l = c->ref[r].list, p;
-				struct reachc *rc = reach_of(c, l, di);
-				bool sh = c->g->lists[l].u->host;
+			c->cand[n++] = r;
+			holders += rc->hi - rc->lo;
+		}
+	}
+	if (ch.link == TG_STORE)
+		return ch;
+	best_r = c->cand[0];
+	best_p = c->rc[c->ref[best_r].list].lo;
+	if (holders == 1)
+		goto found; /* the one nearest holder */
+	for (int k = 0; k < n; k++)
+		if (c->rc[c->ref[c->cand[k]].list].pick >= 0) {
+			best_r = c->cand[k];
+			best_p = c->rc[c->ref[best_r].list].pick;
+			goto found;
+		}
+	for (int k = 0; k < n; k++) {
+		int l = c->ref[c->cand[k]].list;
+		const struct reachc *rc = &c->rc[l];
+		bool sh = c->g->lists[l].u->host;
 
-				if (pass == 0) {
-					if (rc->link < ch.link) {
-						ch.link = rc->link;
-						holders = 0;
-					}
-					if (rc->link == ch.link) {
-						holders += rc->hi - rc->lo;
-						best_r = r;
-						best_p = rc->lo;
-					}
-					continue;
-				}
-				if (rc->link != ch.link)
-					continue;
-				if (pass == 1) {
-					if (rc->pick >= 0) {
-						best_r = r;
-						best_p = rc->pick;
-						goto found;
-					}
-					continue;
-				}
-				if (pass == 2) {
-					for (int i = 0; i < RECENT && di->recent[i] >= 0; i++) {
-						int src = di->recent[i] / 2;
+		for (int i = 0; i < RECENT && di->recent[i] >= 0; i++) {
+			int src = di->recent[i] / 2, p;
 
-						if ((di->recent[i] & 1) != sh)
-							continue;
-						p = lower_bound(c->upg[l], c->nup[l], src);
-						if (p >= rc->lo && p < rc->hi && c->upg[l][p] == src) {
-							best_r = r;
-							best_p = p;
-							goto found;
-						}
-					}
-					continue;
-				}
-				for (p = rc->lo; p < rc->hi; p++) {
-					struct route rt = route_of(c, c->upg[l][p], sh, di->dst, di->dh,
-								   rc->link);
-
-					if (c->load[rt.sport] < best_load) {
-						best_load = c->load[rt.sport];
-						best_r = r;
-						best_p = p;
-					}
-				}
+			if ((di->recent[i] & 1) != sh)
+				continue;
+			p = lower_bound(c->upg[l], c->nup[l], src);
+			if (p >= rc->lo && p < rc->hi && c->upg[l][p] == src) {
+				best_r = c->cand[k];
+				best_p = p;
+				goto found;
 			}
 		}
-		if (ch.link == TG_STORE)
-			return ch;
-		if (holders == 1)
-			goto found; /* the one nearest holder, whatever the passes say */
+	}
+	for (int k = 0; k < n; k++) {
+		int l = c->ref[c->cand[k]].list;
+		const struct reachc *rc = &c->rc[l];
+		bool sh = c->g->lists[l].u->host;
+
+		for (int p = rc->lo; p < rc->hi; p++) {
+			struct route rt = route_of(c, c->upg[l][p], sh, di->dst, di->dh, rc->link);
+
+			if (c->load[rt.sport] < best_load) {
+				best_load = c->load[rt.sport];
+				best_r = c->cand[k];
+				best_p = p;
+			}
+		}
 	}
 found:
 	{
@@ -2284,6 +2280,7 @@ static void ctx_free(struct ctx *c, int na)
 	free(c->nupnode);
 	free(c->nup);
 	free(c->rc);
+	free(c->cand);
 	free(c->bk);
 	free(c->ent);
 	free(c->ref);
@@ -2382,8 +2379,9 @@ static int up_holders(struct ctx *c)
 	c->nupnode = calloc((size_t)g->na + 1, sizeof *c->nupnode);
 	c->same_for = malloc((size_t)(g->na + 1) * sizeof *c->same_for);
 	c->same = calloc((size_t)g->na + 1, sizeof *c->same);
+	c->cand = malloc((size_t)(g->na + 1) * sizeof *c->cand);
 	if (!c->upg || !c->uppos || !c->nup || !c->rc || !c->upnode || !c->nupnode ||
-	    !c->same_for || !c->same)
+	    !c->same_for || !c->same || !c->cand)
 		return -1;
 	memset(c->same_for, -1, (size_t)(g->na + 1) * sizeof *c->same_for);
 	for (int l = 0; l < g->na; l++) {
