@@ -5,9 +5,15 @@
  * engines), with the piece lists that hold it.  The edges: each piece of
  * each B list is cut once into atoms by the source boxes it meets, then
  * every GPU holding the list takes each atom from its cheapest holder, or
- * the whole piece from another holder of the list (a relay).  The
- * schedule: rounds of transfers between allocations and frees, until
- * every edge is done, relays after what they pass on. */
+ * the whole piece from another holder of the list (a relay); a group of
+ * lists laid out like an earlier group copies its edges.  The schedule:
+ * rounds of transfers between allocations and frees, until every edge is
+ * done, relays after what they pass on.
+ *
+ * At a thousand GPUs that is millions of (destination, piece) pairs, so
+ * the common cases go without a search: a piece inside a piece of the list
+ * the last one lay in, a holder with nothing to choose between, a list
+ * kept whole, a region joining the edge made last. */
 #include "state/tgraph.h"
 
 #include <limits.h>

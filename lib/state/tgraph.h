@@ -13,7 +13,12 @@
  * GPU that is up holds it, the state store ("store").  Among equal holders
  * the least loaded is taken, and a destination keeps taking from the holder
  * it took from last, so what one source sends one destination from one
- * segment to another, up to 64 pieces apart, is one edge.
+ * segment to another, up to 64 pieces apart, is one edge.  A piece that
+ * one holder has whole, no further than the nearest holder of any of its
+ * regions, comes whole from it.  Lists laid out alike in A and in B
+ * (Adam's m and v as the master weights, with FSDP the weights too, two
+ * frozen models of one shape) take the same holders, the later kind or
+ * model the earlier's.
  *
  * Relays.  A list B keeps on many GPUs (replicated weights, say) would
  * otherwise have each holder gather every piece A has cut across other
