@@ -157,6 +157,7 @@ struct reachc {
 struct ctx {
 	const struct env *v;
 	struct tgraph *g;
+	bool literal;              /* no shortcut: tgraph_build_literal */
 	int gpn;
 	double bw[TG_NLINKS];
 	int nmodels;
@@ -611,7 +612,7 @@ static struct choice choose(struct ctx *c, const struct dinst *di, const struct 
 	int best_r = -1, best_p = -1, holders = 0, n = 0, e = a->ent[0] >= 0 ? a->ent[0] : a->ent[1];
 
 	/* one list holds it, on one GPU that is up: nothing to choose */
-	if (e >= 0 && (a->ent[0] < 0 || a->ent[1] < 0) && c->ent[e].nref == 1) {
+	if (!c->literal && e >= 0 && (a->ent[0] < 0 || a->ent[1] < 0) && c->ent[e].nref == 1) {
 		struct reachc *rc = reach_of(c, c->ref[c->ent[e].ref0].list, di);
 
 		if (rc->hi - rc->lo == 1) {
@@ -783,7 +784,7 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 		c->load[rt.dport] += bytes / rt.bw;
 	/* the open edge is most often the last one made */
 	ed = &g->edges[g->nedges - 1];
-	if (whole && g->nedges > c->open0 && ed->whole && ed->src == ch->src &&
+	if (!c->literal && whole && g->nedges > c->open0 && ed->whole && ed->src == ch->src &&
 	    ed->src_host == ch->sh && ed->src_list == ch->list &&
 	    read_seg(ed) == (ch->rseg >= 0 ? ch->rseg : sseg) && i - ed->first < 64 &&
 	    (ch->rseg < 0 || c->rrun[i] == c->rrun[ed->first])) {
@@ -1154,7 +1155,7 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 			continue;
 		if (grow(&c->lat, &c->latcap, nlat + 1, sizeof *c->lat))
 			return -1;
-		if (atom_by_hint(c, b0, p, hint, &c->lat[nlat])) {
+		if (!c->literal && atom_by_hint(c, b0, p, hint, &c->lat[nlat])) {
 			nlat++;
 			continue;
 		}
@@ -1180,7 +1181,7 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 
 		di->dst = l->gpus[j];
 		di->dh = tl->u->host;
-		if (keep_all(c, di, dl, j))
+		if (!c->literal && keep_all(c, di, dl, j))
 			continue;
 		c->stamp++;
 		for (int k = 0; k < RECENT; k++)
@@ -1215,7 +1216,7 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 			 * piece on this GPU, or than any when A holds nothing of
 			 * the piece on this node: whole_holder's answer, without
 			 * choosing a holder for every atom first. */
-			if (nat > 1 && whole_choice(c, di, p, at, &w) &&
+			if (!c->literal && nat > 1 && whole_choice(c, di, p, at, &w) &&
 			    (w.link == TG_LOCAL ||
 			     (relays && c->ron[i * c->rnodes + c->rnode[j]] == 0))) {
 				remember(di->recent, w.src * 2 + w.sh);
@@ -1348,7 +1349,7 @@ static int find_twins(struct ctx *c)
 	if (!c->twin || !c->ashift || !c->e0)
 		return -1;
 	memset(c->twin, -1, (size_t)(g->nlists + 1) * sizeof *c->twin);
-	if (g->a.n != g->b.n || g->b.n < 1)
+	if (c->literal || g->a.n != g->b.n || g->b.n < 1)
 		return 0;
 	find_groups(g, 0, g->na, &g->a, &ga);
 	find_groups(g, g->na, g->nlists, &g->b, &gb);
@@ -2482,14 +2483,15 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 	return schedule(c, e);
 }
 
-int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
-		 struct tgraph *g, struct err *e)
+static int build_graph(const struct env *v, const struct plan *a, const struct plan *b,
+		       bool literal, struct tgraph *g, struct err *e)
 {
 	struct ctx c = { 0 };
 	int rc;
 
 	memset(g, 0, sizeof *g);
 	c.g = g;
+	c.literal = literal;
 	if ((rc = emu_build(v, a, &g->a, e)))
 		return err_prefix(e, "the current plan");
 	if ((rc = emu_build(v, b, &g->b, e))) {
@@ -2501,6 +2503,18 @@ int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b
 	if (rc)
 		tgraph_free(g);
 	return rc;
+}
+
+int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
+		 struct tgraph *g, struct err *e)
+{
+	return build_graph(v, a, b, false, g, e);
+}
+
+int tgraph_build_literal(const struct env *v, const struct plan *a, const struct plan *b,
+			 struct tgraph *g, struct err *e)
+{
+	return build_graph(v, a, b, true, g, e);
 }
 
 int tgraph_transition_seconds(const struct env *v, const struct plan *a, const struct plan *b,

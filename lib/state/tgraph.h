@@ -172,6 +172,12 @@ struct tgraph {
  * when a holds more than that on a GPU that is up. */
 int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
 		 struct tgraph *g, struct err *e);
+/* The same graph built as the definition above reads, for tests to hold
+ * the fast paths to: every atom of every piece from a holder chosen for it
+ * alone (then grouped), every list on its own, each step without the
+ * shortcuts that find its answer sooner. */
+int tgraph_build_literal(const struct env *v, const struct plan *a, const struct plan *b,
+			 struct tgraph *g, struct err *e);
 void tgraph_free(struct tgraph *g);
 
 /* The predicted seconds of the switch from a to b (for the switch
