@@ -470,7 +470,8 @@ static int atoms_of(struct ctx *c, int bucket0, const struct box *D)
 		}
 		if (grow(&c->at, &c->atcap, ncov + nrem, sizeof *c->at))
 			return -1;
-		memcpy(c->at + ncov, c->rem, (size_t)nrem * sizeof *c->at);
+		if (nrem > 0) /* c->rem may be the spare that was never allocated */
+			memcpy(c->at + ncov, c->rem, (size_t)nrem * sizeof *c->at);
 		nat = ncov + nrem;
 	}
 	return nat;
@@ -783,7 +784,7 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 	if (rt.dport != rt.sport)
 		c->load[rt.dport] += bytes / rt.bw;
 	/* the open edge is most often the last one made */
-	ed = &g->edges[g->nedges - 1];
+	ed = g->nedges > 0 ? &g->edges[g->nedges - 1] : NULL;
 	if (!c->literal && whole && g->nedges > c->open0 && ed->whole && ed->src == ch->src &&
 	    ed->src_host == ch->sh && ed->src_list == ch->list &&
 	    read_seg(ed) == (ch->rseg >= 0 ? ch->rseg : sseg) && i - ed->first < 64 &&
