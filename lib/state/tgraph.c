@@ -180,6 +180,7 @@ struct ctx {
 	int aoffcap;
 	struct reachc *rc;         /* per A list, for the destination in hand */
 	int *cand;                 /* choose's references of the nearest class (na at most) */
+	bool *held;                /* [item · ngpus + gpu]: A's EMU of item holds state on gpu, up */
 	int stamp;
 	int *otab, omask, nopen;   /* open edges of the destination segment in hand, */
 	int open0;                 /* made from edge open0 on */
@@ -886,9 +887,12 @@ static void mark_kept(struct ctx *c, int dl, int j, int i, int l, int k, int q)
 static bool keep(struct ctx *c, const struct dinst *di, int dl, int j, int i,
 		 const struct atom *at, int nat)
 {
-	int k, r = keeper(c, di, dl, i, at, nat, &k);
+	int k, r;
 
-	if (r < 0)
+	/* nothing of the same model-stage on the GPU: nothing kept there */
+	if (!c->literal && !c->held[c->g->lists[dl].u->item * c->g->ngpus + di->dst])
+		return false;
+	if ((r = keeper(c, di, dl, i, at, nat, &k)) < 0)
 		return false;
 	mark_kept(c, dl, j, i, c->ref[r].list, k, c->ref[r].piece);
 	return true;
@@ -2289,6 +2293,7 @@ static void ctx_free(struct ctx *c, int na)
 	free(c->nup);
 	free(c->rc);
 	free(c->cand);
+	free(c->held);
 	free(c->bk);
 	free(c->ent);
 	free(c->ref);
@@ -2388,9 +2393,14 @@ static int up_holders(struct ctx *c)
 	c->same_for = malloc((size_t)(g->na + 1) * sizeof *c->same_for);
 	c->same = calloc((size_t)g->na + 1, sizeof *c->same);
 	c->cand = malloc((size_t)(g->na + 1) * sizeof *c->cand);
+	c->held = calloc((size_t)MAX_ITEMS * (size_t)g->ngpus, sizeof *c->held);
 	if (!c->upg || !c->uppos || !c->nup || !c->rc || !c->upnode || !c->nupnode ||
-	    !c->same_for || !c->same || !c->cand)
+	    !c->same_for || !c->same || !c->cand || !c->held)
 		return -1;
+	for (int i = 0; i < g->a.n; i++)
+		for (int r = 0; r < g->a.u[i].nranks; r++)
+			if (c->v->cl->up[g->a.u[i].rank_gpu[r]])
+				c->held[g->a.u[i].item * g->ngpus + g->a.u[i].rank_gpu[r]] = true;
 	memset(c->same_for, -1, (size_t)(g->na + 1) * sizeof *c->same_for);
 	for (int l = 0; l < g->na; l++) {
 		const struct emu_list *el = g->lists[l].l;
