@@ -1238,6 +1238,13 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 				if (ch[a].src >= 0)
 					remember(di->recent, ch[a].src * 2 + ch[a].sh);
 			}
+			if (nat == 1 && !c->literal) {
+				/* one atom is the whole piece, from one holder */
+				if (add_edge(c, di, dl, dseg, (int)i, &ch[0], &p->box, true,
+					     box_volume(&p->box) * eb))
+					goto oom;
+				continue;
+			}
 			if (nat > 1)
 				whole_holder(c, di, p, at, ch, nat);
 			/* Group the atoms by holder; a holder that gives all it
