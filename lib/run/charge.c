@@ -98,11 +98,11 @@ static bool make_key(const struct env *v, const struct plan *a, const struct pla
 	return !k->oom;
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -152,7 +152,7 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 {
 	struct key k = { 0 };
 	struct charge_slot *slot;
-	double t0 = now_s();
+	double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	uint64_t hash;
 
 	ch->priced++;
@@ -168,7 +168,8 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 			s->used = ++ch->clock;
 			*c = s->cost;
 			ch->by_bound += !c->graph;
-			ch->seconds += now_s() - t0;
+			ch->seconds += clock_s(CLOCK_MONOTONIC) - t0;
+			ch->cpu_seconds += clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
 			return NR_OK;
 		}
 	}
@@ -183,6 +184,7 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 	ch->bytes = ch->bytes - slot->len + k.n;
 	free(slot->key);
 	*slot = (struct charge_slot){ k.p, k.n, hash, *c, ++ch->clock };
-	ch->seconds += now_s() - t0;
+	ch->seconds += clock_s(CLOCK_MONOTONIC) - t0;
+	ch->cpu_seconds += clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	return NR_OK;
 }

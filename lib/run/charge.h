@@ -48,6 +48,7 @@ struct charge {
 	long built;          /* of them, graphs built (the rest remembered or bound) */
 	long by_bound;       /* of them, by the lower bound */
 	double seconds;      /* spent pricing */
+	double cpu_seconds;  /* of processor time (the machine may be shared) */
 };
 
 void charge_init(struct charge *ch, bool graph);

@@ -29,7 +29,8 @@ int64_t emu_rank_bytes(const struct emu *u, int r)
 static void emu_release(struct emu *u)
 {
 	for (int i = 0; i < u->nlists; i++) {
-		free(u->lists[i].pieces);
+		if (!u->lists[i].shared)
+			free(u->lists[i].pieces);
 		free(u->lists[i].gpus);
 		free(u->lists[i].dps);
 	}
@@ -69,10 +70,16 @@ static int add_lists(struct emu *u, enum state_kind kind, struct err *e)
 {
 	const struct pconf *c = &u->conf;
 	bool split = dp_split(u, kind);
-	int nd = split ? c->dp : 1, base = u->nlists, rc;
+	int nd = split ? c->dp : 1, base = u->nlists, rc, same = -1;
 	/* FSDP's weight blocks are the master weights' blocks: the layout cuts
 	 * every kind it splits across DP alike */
 	enum state_kind as = split && kind == KIND_WEIGHT ? KIND_MASTER : kind;
+
+	/* and every kind it does not split alike too, so kinds split alike
+	 * share the first one's pieces */
+	for (int i = 0; i < base && same < 0; i++)
+		if (dp_split(u, u->lists[i].kind) == split)
+			same = i;
 
 	u->rank_list[kind] = malloc((size_t)u->nranks * sizeof *u->rank_list[kind]);
 	if (!u->rank_list[kind])
@@ -86,9 +93,16 @@ static int add_lists(struct emu *u, enum state_kind kind, struct err *e)
 				l->tp = t;
 				l->pp = p;
 				l->dp = split ? d : -1;
-				rc = layout_pieces(&u->lo, as, t, p, d, &l->pieces, &l->npieces, e);
-				if (rc)
+				if (same >= 0) {
+					const struct emu_list *f = &u->lists[same + (int)(l - &u->lists[base])];
+
+					l->pieces = f->pieces;
+					l->npieces = f->npieces;
+					l->shared = true;
+				} else if ((rc = layout_pieces(&u->lo, as, t, p, d, &l->pieces,
+							       &l->npieces, e))) {
 					return rc;
+				}
 				for (size_t i = 0; i < l->npieces; i++)
 					l->bytes += l->pieces[i].local_len * u->elem_bytes[kind];
 				l->gpus = malloc((size_t)(split ? 1 : c->dp) * sizeof *l->gpus);

@@ -34,6 +34,7 @@ struct emu_list {
 	int dp;                  /* its DP rank, or -1: every DP rank's (copies beyond DP rank 0) */
 	struct piece *pieces;    /* as layout_pieces gives them for DP rank max(dp, 0) */
 	size_t npieces;
+	bool shared;             /* pieces are an earlier kind's, split across DP alike */
 	int64_t bytes;           /* the buffer: local_len × element bytes, summed */
 	int ngpus;
 	int *gpus;               /* the GPUs holding it, increasing */

@@ -212,21 +212,31 @@ struct rank_pieces {
 	int dp, dp_rank;
 };
 
-/* Cut b to dp block dp_rank: along the first dimension with at least dp
- * elements (the largest when none has), block k holding
- * [k E/dp, (k+1) E/dp).  Only the last block keeps the padding tail. */
-static void dp_block(struct box *b, int64_t *tail, int dp, int dp_rank)
+/* Cut b to dp block dp_rank, block k holding [k E/dp, (k+1) E/dp) of one
+ * dimension: the largest that TP does not split (tp_dim, -1 when TP splits
+ * none), the first of the largest, so that it is the same whatever the TP
+ * and DP sizes and the blocks of two layouts nest, and ranks next to each
+ * other, TP ranks first, hold blocks next to each other; when b has fewer
+ * than dp elements there, its first dimension with at least dp (its
+ * largest when none has).  Only the last block keeps the padding tail. */
+static void dp_block(struct box *b, int64_t *tail, int dp, int dp_rank, int tp_dim)
 {
-	int s = 0;
+	int s = -1;
 	int64_t ext, lo, hi;
 
-	while (s < b->ndim && b->ext[s] < dp)
-		s++;
-	if (s == b->ndim) {
+	for (int k = 0; k < b->ndim; k++)
+		if (k != tp_dim && (s < 0 || b->ext[k] > b->ext[s]))
+			s = k;
+	if (s < 0 || b->ext[s] < dp) {
 		s = 0;
-		for (int k = 1; k < b->ndim; k++)
-			if (b->ext[k] > b->ext[s])
-				s = k;
+		while (s < b->ndim && b->ext[s] < dp)
+			s++;
+		if (s == b->ndim) {
+			s = 0;
+			for (int k = 1; k < b->ndim; k++)
+				if (b->ext[k] > b->ext[s])
+					s = k;
+		}
 	}
 	ext = b->ext[s];
 	lo = ext * dp_rank / dp;
@@ -237,15 +247,16 @@ static void dp_block(struct box *b, int64_t *tail, int dp, int dp_rank)
 		*tail = 0;
 }
 
-/* Append the rank's part of tensor: box of the TP rank, then tail
- * padding elements. */
-static void add(struct rank_pieces *rp, int tensor, struct box box, int64_t tail, bool copy)
+/* Append the rank's part of tensor: box of the TP rank (split along
+ * tp_dim, -1 for none), then tail padding elements. */
+static void add(struct rank_pieces *rp, int tensor, struct box box, int tp_dim, int64_t tail,
+		bool copy)
 {
 	struct piece *p;
 	int64_t len;
 
 	if (rp->sharded)
-		dp_block(&box, &tail, rp->dp, rp->dp_rank);
+		dp_block(&box, &tail, rp->dp, rp->dp_rank, tp_dim);
 	else
 		copy = copy || rp->dp_rank > 0;
 	len = box_volume(&box) + tail;
@@ -292,7 +303,7 @@ static void add_vocab(struct rank_pieces *rp, const struct layout *lo, int tenso
 
 	b.off[0] = lo_row;
 	b.ext[0] = hi_row - lo_row;
-	add(rp, tensor, b, (rows - b.ext[0]) * t->shape[1], copy);
+	add(rp, tensor, b, 0, (rows - b.ext[0]) * t->shape[1], copy);
 }
 
 int layout_pieces(const struct layout *lo, enum state_kind kind, int tp_rank, int pp_rank,
@@ -333,17 +344,18 @@ int layout_pieces(const struct layout *lo, enum state_kind kind, int tp_rank, in
 			if (at < 0)
 				continue;
 			if (split_dim[k] < 0)
-				add(&rp, at, whole(&t[at]), 0, r > 0);
+				add(&rp, at, whole(&t[at]), -1, 0, r > 0);
 			else
-				add(&rp, at, block(&t[at], split_dim[k], tp, r), 0, false);
+				add(&rp, at, block(&t[at], split_dim[k], tp, r), split_dim[k], 0,
+				    false);
 		}
 	}
 	if (pp_rank == lo->pp - 1) {
 		int fn = layout_final_norm_index(a), out = layout_output_index(a);
 
-		add(&rp, fn, whole(&t[fn]), 0, r > 0);
+		add(&rp, fn, whole(&t[fn]), -1, 0, r > 0);
 		if (a->score_head)
-			add(&rp, out, whole(&t[out]), 0, r > 0);
+			add(&rp, out, whole(&t[out]), -1, 0, r > 0);
 		else if (!a->tied)
 			add_vocab(&rp, lo, out, r, false);
 		else if (lo->pp > 1)

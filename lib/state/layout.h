@@ -53,9 +53,15 @@
  * State kinds: the model-dtype weights, and fp32 master weights, Adam m and
  * Adam v in the "fully reshardable" form (same shape and slicing as the
  * weight).  With a distributed optimizer these three are split across the
- * dp ranks: each TP piece is cut into dp near-equal blocks along its first
- * dimension of extent at least dp (its largest when none is), and the
- * padding tail goes with the last block.
+ * dp ranks: each TP piece is cut into dp near-equal blocks along the
+ * tensor's largest dimension that TP does not split (when the piece has
+ * fewer than dp elements there, its first dimension with at least dp, or
+ * its largest), and the padding tail goes with the last block.  The
+ * dimension is the tensor's whatever the TP and DP sizes, so the blocks of
+ * two layouts nest: a switch that doubles DP, halves TP, or both, moves
+ * each block from at most two, not from every rank of the old layout; and
+ * as DP ranks come after TP ranks, ranks next to each other hold blocks
+ * next to each other.
  *
  * Every rank keeps each kind in one buffer: its pieces in the order above,
  * each at local_off, each reserving local_len elements (the box's volume

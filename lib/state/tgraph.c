@@ -5,9 +5,15 @@
  * engines), with the piece lists that hold it.  The edges: each piece of
  * each B list is cut once into atoms by the source boxes it meets, then
  * every GPU holding the list takes each atom from its cheapest holder, or
- * the whole piece from another holder of the list (a relay).  The
- * schedule: rounds of transfers between allocations and frees, until
- * every edge is done, relays after what they pass on. */
+ * the whole piece from another holder of the list (a relay); a group of
+ * lists laid out like an earlier group copies its edges.  The schedule:
+ * rounds of transfers between allocations and frees, until every edge is
+ * done, relays after what they pass on.
+ *
+ * At a thousand GPUs that is millions of (destination, piece) pairs, so
+ * the common cases go without a search: a piece inside a piece of the list
+ * the last one lay in, a holder with nothing to choose between, a list
+ * kept whole, a region joining the edge made last. */
 #include "state/tgraph.h"
 
 #include <limits.h>
@@ -151,6 +157,7 @@ struct reachc {
 struct ctx {
 	const struct env *v;
 	struct tgraph *g;
+	bool literal;              /* no shortcut: tgraph_build_literal */
 	int gpn;
 	double bw[TG_NLINKS];
 	int nmodels;
@@ -160,6 +167,9 @@ struct ctx {
 	struct bucket *bk;
 	struct src_ent *ent;
 	struct src_ref *ref;
+	int *entof, *entof0;       /* entof[entof0[l] + i]: piece i of A list l's entry, or -1 */
+	int *same_for;             /* per A list: the list of B it was last compared with… */
+	bool *same;                /* …and whether they hold the same pieces */
 	int **upg, **uppos, *nup;  /* per A list: its holders that are up, and their positions */
 	int **upnode, *nupnode;    /* per A list: the nodes of those holders */
 	double *load;              /* per port: seconds routed through it */
@@ -169,11 +179,14 @@ struct ctx {
 	int *aoff;                 /* per piece of the list in hand: its atoms in lat */
 	int aoffcap;
 	struct reachc *rc;         /* per A list, for the destination in hand */
+	int *cand;                 /* choose's references of the nearest class (na at most) */
+	bool *held;                /* [item · ngpus + gpu]: A's EMU of item holds state on gpu, up */
 	int stamp;
-	int *otab, omask, nopen;   /* open edges of the destination segment in hand */
+	int *otab, omask, nopen;   /* open edges of the destination segment in hand, */
+	int open0;                 /* made from edge open0 on */
 	int *oused, ousedcap;
 	/* relays of the destination list in hand (relay_prepare) */
-	int *rbuf, rbufcap;        /* holds the next three */
+	int *rbuf, rbufcap;        /* holds rnode, rlead, rstamp and rwhole */
 	int *rnode;                /* per holder: its node's index in the list */
 	int *rlead;                /* per node of the list: its first holder; then the count */
 	int rnodes;
@@ -182,7 +195,12 @@ struct ctx {
 	int *rrun, rruncap;        /* per piece: its run, whose tree starts from node run % nodes */
 	int *rmap;                 /* per node of the cluster: its index in the list, -1 */
 	int *rstamp, rtick;        /* per node of the list: the atom last counted */
+	int *rwhole;               /* per node of the list: the piece it holds all of */
 	int64_t relay_max;         /* bytes of a run, beyond its first piece */
+	/* kinds copied from a twin (find_twins) */
+	int *twin;                 /* per list: the list of an earlier kind it copies, -1 */
+	int *ashift;               /* per list of B that copies: its A lists' offset */
+	int *e0;                   /* per list of B and one more: its first edge */
 };
 
 /* The engines hold the actor's weights in the actor's dtype (emu.h), so
@@ -209,6 +227,15 @@ static int cmp_raw(const void *pa, const void *pb)
 			return a->box->ext[d] < b->box->ext[d] ? -1 : 1;
 	}
 	return a->list != b->list ? (a->list < b->list ? -1 : 1) : 0;
+}
+
+/* Lists come in (pp, dp, tp) order, and so, most often, do their boxes. */
+static bool sorted(const struct raw *r, int n)
+{
+	for (int i = 1; i < n; i++)
+		if (cmp_raw(&r[i - 1], &r[i]) > 0)
+			return false;
+	return true;
 }
 
 /* The dimension along which a bucket's boxes are cut into the most
@@ -239,8 +266,15 @@ static int build_index(struct ctx *c, struct err *e)
 	struct raw *raw;
 	int n = 0, nent = 0, *count;
 
-	for (int l = 0; l < g->na; l++)
+	c->entof0 = malloc((size_t)(g->na + 1) * sizeof *c->entof0);
+	for (int l = 0; c->entof0 && l < g->na; l++) {
+		c->entof0[l] = n;
 		n += (int)g->lists[l].l->npieces;
+	}
+	c->entof = malloc((size_t)(n ? n : 1) * sizeof *c->entof);
+	if (!c->entof0 || !c->entof)
+		return err_set(e, NR_EIO, "out of memory");
+	memset(c->entof, -1, (size_t)(n ? n : 1) * sizeof *c->entof);
 	raw = malloc((size_t)(n ? n : 1) * sizeof *raw);
 	c->ent = malloc((size_t)(n ? n : 1) * sizeof *c->ent);
 	c->ref = malloc((size_t)(n ? n : 1) * sizeof *c->ref);
@@ -255,8 +289,8 @@ static int build_index(struct ctx *c, struct err *e)
 	for (int l = 0; l < g->na; l++) {
 		const struct tg_list *tl = &g->lists[l];
 
-		if (c->nup[l] == 0)
-			continue; /* every holder is down: nothing to take from it */
+		if (c->nup[l] == 0 || c->twin[l] >= 0)
+			continue; /* every holder is down, or its kind is copied: nothing asks it */
 		for (size_t i = 0; i < tl->l->npieces; i++) {
 			const struct piece *p = &tl->l->pieces[i];
 
@@ -301,7 +335,8 @@ static int build_index(struct ctx *c, struct err *e)
 		c->bk[b].dim = dim;
 		for (int i = lo; i < hi; i++)
 			raw[i].key = raw[i].box->ndim ? raw[i].box->off[dim] : 0;
-		qsort(raw + lo, (size_t)(hi - lo), sizeof *raw, cmp_raw);
+		if (!sorted(raw + lo, hi - lo))
+			qsort(raw + lo, (size_t)(hi - lo), sizeof *raw, cmp_raw);
 		c->bk[b].ent0 = nent;
 		for (int i = lo; i < hi; i++) {
 			if (i == lo || !box_eq(raw[i].box, &c->ent[nent - 1].box)) {
@@ -312,6 +347,7 @@ static int build_index(struct ctx *c, struct err *e)
 			}
 			c->ref[i] = (struct src_ref){ raw[i].list, raw[i].piece };
 			c->ent[nent - 1].nref++;
+			c->entof[c->entof0[raw[i].list] + raw[i].piece] = nent - 1;
 		}
 		c->bk[b].nent = nent - c->bk[b].ent0;
 	}
@@ -392,13 +428,22 @@ static int atoms_of(struct ctx *c, int bucket0, const struct box *D)
 			const struct src_ent *en = &c->ent[b->ent0 + i];
 			int n2 = 0;
 
-			if (D->ndim && en->box.off[b->dim] >= D->off[b->dim] + D->ext[b->dim])
+			if (nrem == 0 ||
+			    (D->ndim && en->box.off[b->dim] >= D->off[b->dim] + D->ext[b->dim]))
 				break;
 			if (!box_intersect(&en->box, D, NULL))
 				continue;
 			for (int k = 0; k < nrem; k++) {
 				struct box x;
 
+				if (box_contains(&en->box, &c->rem[k].box)) {
+					/* the common case: all of it, nothing left */
+					if (grow(&c->at, &c->atcap, ncov + 1, sizeof *c->at))
+						return -1;
+					c->at[ncov] = c->rem[k];
+					c->at[ncov++].ent[s] = b->ent0 + i;
+					continue;
+				}
 				if (!box_intersect(&c->rem[k].box, &en->box, &x)) {
 					if (grow(&c->rem2, &c->rem2cap, n2 + 1, sizeof *c->rem2))
 						return -1;
@@ -426,7 +471,8 @@ static int atoms_of(struct ctx *c, int bucket0, const struct box *D)
 		}
 		if (grow(&c->at, &c->atcap, ncov + nrem, sizeof *c->at))
 			return -1;
-		memcpy(c->at + ncov, c->rem, (size_t)nrem * sizeof *c->at);
+		if (nrem > 0) /* c->rem may be the spare that was never allocated */
+			memcpy(c->at + ncov, c->rem, (size_t)nrem * sizeof *c->at);
 		nat = ncov + nrem;
 	}
 	return nat;
@@ -525,6 +571,16 @@ static int cmp_choice(const void *pa, const void *pb)
 	return a->atom - b->atom;
 }
 
+/* Atoms cut from blocks of a sharded source often come in their holders'
+ * order already. */
+static bool choices_sorted(const struct choice *ch, int n)
+{
+	for (int i = 1; i < n; i++)
+		if (cmp_choice(&ch[i - 1], &ch[i]) > 0)
+			return false;
+	return true;
+}
+
 static void remember(int *a, int x)
 {
 	int i;
@@ -555,64 +611,80 @@ static struct choice choose(struct ctx *c, const struct dinst *di, const struct 
 {
 	struct choice ch = { -1, false, -1, -1, -1, TG_STORE, -1, -1 };
 	double best_load = HUGE_VAL;
-	int best_r = -1, best_p = -1;
+	int best_r = -1, best_p = -1, holders = 0, n = 0, e = a->ent[0] >= 0 ? a->ent[0] : a->ent[1];
 
-	for (int pass = 0; pass < 4; pass++) {
-		for (int s = 0; s < NSLOTS; s++) {
-			const struct src_ent *en;
+	/* one list holds it, on one GPU that is up: nothing to choose */
+	if (!c->literal && e >= 0 && (a->ent[0] < 0 || a->ent[1] < 0) && c->ent[e].nref == 1) {
+		struct reachc *rc = reach_of(c, c->ref[c->ent[e].ref0].list, di);
 
-			if (a->ent[s] < 0)
+		if (rc->hi - rc->lo == 1) {
+			ch.link = rc->link;
+			best_r = c->ent[e].ref0;
+			best_p = rc->lo;
+			goto found;
+		}
+	}
+	/* the references of the nearest link class, in order */
+	for (int s = 0; s < NSLOTS; s++) {
+		const struct src_ent *en = a->ent[s] >= 0 ? &c->ent[a->ent[s]] : NULL;
+
+		for (int r = en ? en->ref0 : 0; en && r < en->ref0 + en->nref; r++) {
+			struct reachc *rc = reach_of(c, c->ref[r].list, di);
+
+			if (rc->link < ch.link) {
+				ch.link = rc->link;
+				holders = n = 0;
+			}
+			if (rc->link != ch.link)
 				continue;
-			en = &c->ent[a->ent[s]];
-			for (int r = en->ref0; r < en->ref0 + en->nref; r++) {
-				int l = c->ref[r].list, p;
-				struct reachc *rc = reach_of(c, l, di);
-				bool sh = c->g->lists[l].u->host;
+			c->cand[n++] = r;
+			holders += rc->hi - rc->lo;
+		}
+	}
+	if (ch.link == TG_STORE)
+		return ch;
+	best_r = c->cand[0];
+	best_p = c->rc[c->ref[best_r].list].lo;
+	if (holders == 1)
+		goto found; /* the one nearest holder */
+	for (int k = 0; k < n; k++)
+		if (c->rc[c->ref[c->cand[k]].list].pick >= 0) {
+			best_r = c->cand[k];
+			best_p = c->rc[c->ref[best_r].list].pick;
+			goto found;
+		}
+	for (int k = 0; k < n; k++) {
+		int l = c->ref[c->cand[k]].list;
+		const struct reachc *rc = &c->rc[l];
+		bool sh = c->g->lists[l].u->host;
 
-				if (pass == 0) {
-					if (rc->link < ch.link)
-						ch.link = rc->link;
-					continue;
-				}
-				if (rc->link != ch.link)
-					continue;
-				if (pass == 1) {
-					if (rc->pick >= 0) {
-						best_r = r;
-						best_p = rc->pick;
-						goto found;
-					}
-					continue;
-				}
-				if (pass == 2) {
-					for (int i = 0; i < RECENT && di->recent[i] >= 0; i++) {
-						int src = di->recent[i] / 2;
+		for (int i = 0; i < RECENT && di->recent[i] >= 0; i++) {
+			int src = di->recent[i] / 2, p;
 
-						if ((di->recent[i] & 1) != sh)
-							continue;
-						p = lower_bound(c->upg[l], c->nup[l], src);
-						if (p >= rc->lo && p < rc->hi && c->upg[l][p] == src) {
-							best_r = r;
-							best_p = p;
-							goto found;
-						}
-					}
-					continue;
-				}
-				for (p = rc->lo; p < rc->hi; p++) {
-					struct route rt = route_of(c, c->upg[l][p], sh, di->dst, di->dh,
-								   rc->link);
-
-					if (c->load[rt.sport] < best_load) {
-						best_load = c->load[rt.sport];
-						best_r = r;
-						best_p = p;
-					}
-				}
+			if ((di->recent[i] & 1) != sh)
+				continue;
+			p = lower_bound(c->upg[l], c->nup[l], src);
+			if (p >= rc->lo && p < rc->hi && c->upg[l][p] == src) {
+				best_r = c->cand[k];
+				best_p = p;
+				goto found;
 			}
 		}
-		if (ch.link == TG_STORE)
-			return ch;
+	}
+	for (int k = 0; k < n; k++) {
+		int l = c->ref[c->cand[k]].list;
+		const struct reachc *rc = &c->rc[l];
+		bool sh = c->g->lists[l].u->host;
+
+		for (int p = rc->lo; p < rc->hi; p++) {
+			struct route rt = route_of(c, c->upg[l][p], sh, di->dst, di->dh, rc->link);
+
+			if (c->load[rt.sport] < best_load) {
+				best_load = c->load[rt.sport];
+				best_r = c->cand[k];
+				best_p = p;
+			}
+		}
 	}
 found:
 	{
@@ -655,6 +727,7 @@ static void open_clear(struct ctx *c)
 	for (int k = 0; k < c->nopen; k++)
 		c->otab[c->oused[k]] = -1;
 	c->nopen = 0;
+	c->open0 = c->g->nedges;
 }
 
 /* The slot of the open edge from (src, sh, list, sseg), or the empty slot
@@ -711,6 +784,17 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 	c->load[rt.sport] += bytes / rt.bw;
 	if (rt.dport != rt.sport)
 		c->load[rt.dport] += bytes / rt.bw;
+	/* the open edge is most often the last one made */
+	ed = g->nedges > 0 ? &g->edges[g->nedges - 1] : NULL;
+	if (!c->literal && whole && g->nedges > c->open0 && ed->whole && ed->src == ch->src &&
+	    ed->src_host == ch->sh && ed->src_list == ch->list &&
+	    read_seg(ed) == (ch->rseg >= 0 ? ch->rseg : sseg) && i - ed->first < 64 &&
+	    (ch->rseg < 0 || c->rrun[i] == c->rrun[ed->first])) {
+		ed->count = i - ed->first + 1;
+		ed->mask |= (uint64_t)1 << (i - ed->first);
+		ed->bytes += bytes;
+		return 0;
+	}
 	if (whole) {
 		if ((slot = open_slot(c, ch->src, ch->sh, ch->list, ch->rseg >= 0 ? ch->rseg : sseg)) < 0)
 			return -1;
@@ -741,31 +825,120 @@ static int add_edge(struct ctx *c, const struct dinst *di, int dl, int dseg, int
 	return 0;
 }
 
-/* Whether destination di keeps piece i of list dl in place: A holds the
- * same box, with the same reserved length, in the same model-stage and
- * memory, on the same GPU.  Marks the source segment's bytes as kept. */
-static bool keep(struct ctx *c, const struct dinst *di, int dl, int i,
-		 const struct atom *at, int nat)
+static bool pieces_alike(const struct piece *a, const struct piece *b)
 {
-	struct tgraph *g = c->g;
+	return a->tensor == b->tensor && box_eq(&a->box, &b->box) &&
+	       a->local_off == b->local_off && a->local_len == b->local_len && a->copy == b->copy;
+}
+
+/* Whether two lists hold the same pieces, laid out alike. */
+static bool same_pieces(const struct emu_list *a, const struct emu_list *b)
+{
+	if (a->npieces != b->npieces)
+		return false;
+	for (size_t i = 0; a->pieces != b->pieces && i < a->npieces; i++)
+		if (!pieces_alike(&a->pieces[i], &b->pieces[i]))
+			return false;
+	return true;
+}
+
+/* The reference of the A list that keeps piece i of list dl in place for
+ * destination di, or -1: A holds the same box, with the same reserved
+ * length, in the same model-stage and memory, on the same GPU, the *k-th
+ * of the list's up holders. */
+static int keeper(const struct ctx *c, const struct dinst *di, int dl, int i,
+		  const struct atom *at, int nat, int *k)
+{
+	const struct tgraph *g = c->g;
 	const struct tg_list *tl = &g->lists[dl];
 	const struct piece *p = &tl->l->pieces[i];
 	int s = tl->u->item == ITEM_GEN, en;
 
 	/* an entry of its own tiling that is exactly the piece holds every atom */
 	if (nat < 1 || (en = at[0].ent[s]) < 0 || !box_eq(&c->ent[en].box, &p->box))
-		return false;
+		return -1;
 	for (int r = c->ent[en].ref0; r < c->ent[en].ref0 + c->ent[en].nref; r++) {
-		int l = c->ref[r].list, k = lower_bound(c->upg[l], c->nup[l], di->dst);
+		int l = c->ref[r].list;
 		const struct tg_list *sl = &g->lists[l];
 		const struct piece *q = &sl->l->pieces[c->ref[r].piece];
 
-		if (sl->u->item != tl->u->item || sl->u->host != di->dh ||
-		    q->local_len != p->local_len || k == c->nup[l] || c->upg[l][k] != di->dst)
+		*k = lower_bound(c->upg[l], c->nup[l], di->dst);
+		if (sl->u->item == tl->u->item && sl->u->host == di->dh &&
+		    q->local_len == p->local_len && *k < c->nup[l] && c->upg[l][*k] == di->dst)
+			return r;
+	}
+	return -1;
+}
+
+/* Mark piece i of list dl kept in place by destination j, from piece q of
+ * A list l on its k-th up holder. */
+static void mark_kept(struct ctx *c, int dl, int j, int i, int l, int k, int q)
+{
+	struct tgraph *g = c->g;
+	const struct tg_list *tl = &g->lists[dl], *sl = &g->lists[l];
+
+	g->dseg[tl->seg0 + j * tl->nseg + tl->seg_of[i]].kept +=
+		tl->l->pieces[i].local_len * tl->u->elem_bytes[tl->l->kind];
+	g->sseg[sseg_of(g, l, c->uppos[l][k], q)].kept +=
+		sl->l->pieces[q].local_len * sl->u->elem_bytes[sl->l->kind];
+}
+
+/* Whether destination j of list dl keeps piece i in place (keeper). */
+static bool keep(struct ctx *c, const struct dinst *di, int dl, int j, int i,
+		 const struct atom *at, int nat)
+{
+	int k, r;
+
+	/* nothing of the same model-stage on the GPU: nothing kept there */
+	if (!c->literal && !c->held[c->g->lists[dl].u->item * c->g->ngpus + di->dst])
+		return false;
+	if ((r = keeper(c, di, dl, i, at, nat, &k)) < 0)
+		return false;
+	mark_kept(c, dl, j, i, c->ref[r].list, k, c->ref[r].piece);
+	return true;
+}
+
+/* Whether destination j of list dl keeps all of it in place: the A list
+ * that keeps its first piece holds the same pieces (the layout has not
+ * changed), and so keeps every one, as keep would find piece by piece. */
+static bool keep_all(struct ctx *c, const struct dinst *di, int dl, int j)
+{
+	const struct tg_list *tl = &c->g->lists[dl];
+	int i = 0, k, r, l;
+
+	while (i < (int)tl->l->npieces && c->aoff[i + 1] == c->aoff[i])
+		i++;
+	if (i == (int)tl->l->npieces ||
+	    (r = keeper(c, di, dl, i, c->lat + c->aoff[i], c->aoff[i + 1] - c->aoff[i], &k)) < 0 ||
+	    c->ref[r].piece != i)
+		return false;
+	l = c->ref[r].list;
+	if (c->same_for[l] != dl) {
+		c->same_for[l] = dl;
+		c->same[l] = same_pieces(c->g->lists[l].l, tl->l);
+	}
+	if (!c->same[l])
+		return false;
+	for (; i < (int)tl->l->npieces; i++)
+		if (c->aoff[i + 1] > c->aoff[i])
+			mark_kept(c, dl, j, i, l, k, i);
+	return true;
+}
+
+/* The holder of all of piece p (its atoms at) from an entry of one tiling
+ * that holds all of it; false when no entry does or none is up. */
+static bool whole_choice(struct ctx *c, const struct dinst *di, const struct piece *p,
+			 const struct atom *at, struct choice *w)
+{
+	for (int s = 0; s < NSLOTS; s++) {
+		struct atom all = { .box = p->box };
+
+		if (at[0].ent[s] < 0 || !box_contains(&c->ent[at[0].ent[s]].box, &p->box))
 			continue;
-		g->sseg[sseg_of(g, l, c->uppos[l][k], c->ref[r].piece)].kept +=
-			q->local_len * sl->u->elem_bytes[sl->l->kind];
-		return true;
+		for (int k = 0; k < NSLOTS; k++)
+			all.ent[k] = k == s ? at[0].ent[s] : -1;
+		*w = choose(c, di, &all);
+		return w->src >= 0;
 	}
 	return false;
 }
@@ -778,25 +951,15 @@ static void whole_holder(struct ctx *c, const struct dinst *di, const struct pie
 			 const struct atom *at, struct choice *ch, int nat)
 {
 	enum tg_link nearest = TG_STORE;
-	struct atom all = { .box = p->box };
+	struct choice w;
 
 	for (int a = 0; a < nat; a++)
 		nearest = ch[a].link < nearest ? ch[a].link : nearest;
-	for (int s = 0; s < NSLOTS; s++) {
-		struct choice w;
-
-		if (at[0].ent[s] < 0 || !box_contains(&c->ent[at[0].ent[s]].box, &p->box))
-			continue;
-		for (int k = 0; k < NSLOTS; k++)
-			all.ent[k] = k == s ? at[0].ent[s] : -1;
-		w = choose(c, di, &all);
-		if (w.src < 0 || w.link > nearest)
-			return;
-		for (int a = 0; a < nat; a++) {
-			ch[a] = w;
-			ch[a].atom = a;
-		}
+	if (!whole_choice(c, di, p, at, &w) || w.link > nearest)
 		return;
+	for (int a = 0; a < nat; a++) {
+		ch[a] = w;
+		ch[a].atom = a;
 	}
 }
 
@@ -810,15 +973,17 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 	int n = l->ngpus, np = (int)l->npieces, nodes = 0;
 	int64_t bytes = 0;
 
-	if (grow(&c->rbuf, &c->rbufcap, 3 * n + 1, sizeof *c->rbuf))
+	if (grow(&c->rbuf, &c->rbufcap, 4 * n + 1, sizeof *c->rbuf))
 		return -1;
 	c->rnode = c->rbuf;
 	c->rlead = c->rbuf + n;
 	c->rstamp = c->rbuf + 2 * n + 1;
+	c->rwhole = c->rbuf + 3 * n + 1;
 	for (int j = 0; j < n; j++) {
 		if (j == 0 || l->gpus[j] / c->gpn != l->gpus[j - 1] / c->gpn) {
 			c->rlead[nodes] = j;
 			c->rmap[l->gpus[j] / c->gpn] = nodes;
+			c->rwhole[nodes] = -1;
 			c->rstamp[nodes++] = -1;
 		}
 		c->rnode[j] = nodes - 1;
@@ -846,20 +1011,40 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 	}
 	memset(c->ron, 0, (size_t)np * (size_t)nodes * sizeof *c->ron);
 	for (int i = 0; i < np; i++) {
-		int nat = c->aoff[i + 1] - c->aoff[i];
+		int nat = c->aoff[i + 1] - c->aoff[i], w = -1, wheld = 0, wt = ++c->rtick;
+		const struct atom *at = &c->lat[c->aoff[i]];
 
+		/* an entry holding all of the piece holds every atom on its
+		 * nodes: counted once, not once an atom */
 		c->rheld[i] = INT_MAX;
+		for (int s = 0; s < NSLOTS && nat > 0 && w < 0; s++)
+			if (at[0].ent[s] >= 0 &&
+			    box_contains(&c->ent[at[0].ent[s]].box, &l->pieces[i].box))
+				w = at[0].ent[s];
+		if (w >= 0)
+			for (int r = c->ent[w].ref0; r < c->ent[w].ref0 + c->ent[w].nref; r++) {
+				int sl = c->ref[r].list;
+
+				wheld += c->nup[sl];
+				for (int p = 0; p < c->nupnode[sl]; p++) {
+					int k = c->rmap[c->upnode[sl][p]];
+
+					if (k >= 0 && c->rwhole[k] != wt) {
+						c->rwhole[k] = wt;
+						c->ron[i * nodes + k] = nat;
+					}
+				}
+			}
 		for (int a = 0; a < nat; a++) {
-			const struct atom *at = &c->lat[c->aoff[i] + a];
-			int held = 0;
+			int held = wheld;
 
 			c->rtick++;
 			for (int s = 0; s < NSLOTS; s++) {
 				const struct src_ent *en;
 
-				if (at->ent[s] < 0)
+				if (at[a].ent[s] < 0 || at[a].ent[s] == w)
 					continue;
-				en = &c->ent[at->ent[s]];
+				en = &c->ent[at[a].ent[s]];
 				for (int r = en->ref0; r < en->ref0 + en->nref; r++) {
 					int sl = c->ref[r].list;
 
@@ -867,7 +1052,8 @@ static int relay_prepare(struct ctx *c, const struct tg_list *tl)
 					for (int p = 0; p < c->nupnode[sl]; p++) {
 						int k = c->rmap[c->upnode[sl][p]];
 
-						if (k >= 0 && c->rstamp[k] != c->rtick) {
+						if (k >= 0 && c->rwhole[k] != wt &&
+						    c->rstamp[k] != c->rtick) {
 							c->rstamp[k] = c->rtick;
 							c->ron[i * nodes + k]++;
 						}
@@ -916,6 +1102,40 @@ static int relay_parent(const struct ctx *c, int j, int i, int nat)
 	return relay_holder(c, p, run, ps > 2 ? 1 + (k - 1) % 2 : ps - 1);
 }
 
+/* The one atom of piece p, without a search, when in every tiling s that
+ * holds its tensor p lies inside the piece of the same tensor that A list
+ * hint[2 s] holds (the boxes of one tiling meet only if equal, so no
+ * other entry meets p); false when not.  Pieces in a row most often lie
+ * inside pieces of the same lists, in a row too: hint[2 s + 1] is the
+ * piece the last one lay in. */
+static bool atom_by_hint(struct ctx *c, int bucket0, const struct piece *p, int *hint,
+			 struct atom *at)
+{
+	for (int s = 0; s < NSLOTS; s++) {
+		const struct tg_list *sl;
+		const struct piece *q;
+
+		at->ent[s] = -1;
+		if (c->bk[bucket0 + s].nent == 0)
+			continue;
+		if (hint[2 * s] < 0)
+			return false;
+		sl = &c->g->lists[hint[2 * s]];
+		/* the next piece of the hint first: both lists go in tensor order */
+		q = hint[2 * s + 1] + 1 < (int)sl->l->npieces ? &sl->l->pieces[hint[2 * s + 1] + 1]
+							      : NULL;
+		if (!q || q->tensor != p->tensor)
+			q = tgraph_find_piece(sl, p->tensor);
+		if (bucket_of(c, sl->u, sl->l->kind, p->tensor) != bucket0 + s || !q ||
+		    !box_contains(&q->box, &p->box) ||
+		    (at->ent[s] = c->entof[c->entof0[hint[2 * s]] + (int)(q - sl->l->pieces)]) < 0)
+			return false;
+		hint[2 * s + 1] = (int)(q - sl->l->pieces);
+	}
+	at->box = p->box;
+	return true;
+}
+
 /* Every holder of destination list dl: keep, or take each atom of each
  * piece from its holder.  A list's atoms are cut once for all its
  * holders. */
@@ -924,7 +1144,7 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 	struct tgraph *g = c->g;
 	const struct tg_list *tl = &g->lists[dl];
 	const struct emu_list *l = tl->l;
-	int eb = tl->u->elem_bytes[l->kind], nlat = 0;
+	int eb = tl->u->elem_bytes[l->kind], nlat = 0, hint[2 * NSLOTS] = { -1, -1, -1, -1 };
 	struct choice *ch = NULL;
 	int chcap = 0;
 	bool relays = l->ngpus > 1 && !tl->u->host;
@@ -933,15 +1153,28 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 		return -1;
 	for (size_t i = 0; i < l->npieces; i++) {
 		const struct piece *p = &l->pieces[i];
-		int nat = 0;
+		int nat = 0, b0 = bucket_of(c, tl->u, l->kind, p->tensor) / NSLOTS * NSLOTS;
 
 		c->aoff[i] = nlat;
-		if (box_volume(&p->box) > 0 &&
-		    ((nat = atoms_of(c, bucket_of(c, tl->u, l->kind, p->tensor) / NSLOTS * NSLOTS,
-				     &p->box)) < 0 ||
-		     grow(&c->lat, &c->latcap, nlat + nat, sizeof *c->lat)))
+		if (box_volume(&p->box) == 0)
+			continue;
+		if (grow(&c->lat, &c->latcap, nlat + 1, sizeof *c->lat))
+			return -1;
+		if (!c->literal && atom_by_hint(c, b0, p, hint, &c->lat[nlat])) {
+			nlat++;
+			continue;
+		}
+		if ((nat = atoms_of(c, b0, &p->box)) < 0 ||
+		    grow(&c->lat, &c->latcap, nlat + nat, sizeof *c->lat))
 			return -1;
 		memcpy(c->lat + nlat, c->at, (size_t)nat * sizeof *c->lat);
+		for (int s = 0; s < NSLOTS && nat > 0; s++)
+			if (c->at[0].ent[s] >= 0) {
+				const struct src_ref *r = &c->ref[c->ent[c->at[0].ent[s]].ref0];
+
+				hint[2 * s] = r->list;
+				hint[2 * s + 1] = r->piece;
+			}
 		nlat += nat;
 	}
 	c->aoff[l->npieces] = nlat;
@@ -949,9 +1182,12 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 		return -1;
 	for (int j = 0; j < l->ngpus; j++) {
 		int cur = -1, par;
+		struct choice w;
 
 		di->dst = l->gpus[j];
 		di->dh = tl->u->host;
+		if (!c->literal && keep_all(c, di, dl, j))
+			continue;
 		c->stamp++;
 		for (int k = 0; k < RECENT; k++)
 			di->recent[k] = -1;
@@ -967,10 +1203,8 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 				open_clear(c);
 				cur = dseg;
 			}
-			if (keep(c, di, dl, (int)i, at, nat)) {
-				g->dseg[dseg].kept += p->local_len * eb;
+			if (keep(c, di, dl, j, (int)i, at, nat))
 				continue;
-			}
 			if (relays && (par = relay_parent(c, j, (int)i, nat)) >= 0) {
 				struct choice rc = {
 					l->gpus[par], false, dl, (int)i, par,
@@ -983,6 +1217,19 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 					goto oom;
 				continue;
 			}
+			/* No atom comes from nearer than a holder of the whole
+			 * piece on this GPU, or than any when A holds nothing of
+			 * the piece on this node: whole_holder's answer, without
+			 * choosing a holder for every atom first. */
+			if (!c->literal && nat > 1 && whole_choice(c, di, p, at, &w) &&
+			    (w.link == TG_LOCAL ||
+			     (relays && c->ron[i * c->rnodes + c->rnode[j]] == 0))) {
+				remember(di->recent, w.src * 2 + w.sh);
+				if (add_edge(c, di, dl, dseg, (int)i, &w, &p->box, true,
+					     box_volume(&p->box) * eb))
+					goto oom;
+				continue;
+			}
 			if (grow(&ch, &chcap, nat, sizeof *ch))
 				goto oom;
 			for (int a = 0; a < nat; a++) {
@@ -991,11 +1238,18 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 				if (ch[a].src >= 0)
 					remember(di->recent, ch[a].src * 2 + ch[a].sh);
 			}
+			if (nat == 1 && !c->literal) {
+				/* one atom is the whole piece, from one holder */
+				if (add_edge(c, di, dl, dseg, (int)i, &ch[0], &p->box, true,
+					     box_volume(&p->box) * eb))
+					goto oom;
+				continue;
+			}
 			if (nat > 1)
 				whole_holder(c, di, p, at, ch, nat);
 			/* Group the atoms by holder; a holder that gives all it
 			 * shares with the piece gives it as a whole. */
-			if (nat > 1)
+			if (nat > 1 && !choices_sorted(ch, nat))
 				qsort(ch, (size_t)nat, sizeof *ch, cmp_choice);
 			for (int a = 0, b; a < nat; a = b) {
 				int64_t vol = 0;
@@ -1024,6 +1278,182 @@ static int list_edges(struct ctx *c, int dl, struct dinst *di)
 oom:
 	free(ch);
 	return -1;
+}
+
+/* --- twins ------------------------------------------------------------------- */
+
+/* Many lists are laid out alike: Adam's m and v have the master weights'
+ * pieces on the same GPUs, with FSDP the weights too (in half the bytes),
+ * and two frozen models of one shape (reference and reward) the same
+ * pieces.  When two groups of lists (an EMU's lists of one kind) are
+ * alike in A and in B, the later group's edges are the earlier's with the
+ * model, kind, lists and bytes changed: its entries of the index have the
+ * same holders, so every choice is the same but for the holders' loads,
+ * which the earlier group's choices spread already.  The index and the
+ * edges are then built for the one group.  The actor's weights are never
+ * a twin: the engines share their tiling. */
+
+/* Lists alike: the same pieces on the same GPUs in the same memory, cut
+ * into the same segments; in other element bytes only when nothing relays
+ * them (relay runs go by bytes). */
+static bool lists_alike(const struct tg_list *x, const struct tg_list *y)
+{
+	const struct emu_list *a = x->l, *b = y->l;
+
+	if (a->ngpus != b->ngpus || x->u->host != y->u->host || x->nseg != y->nseg ||
+	    memcmp(a->gpus, b->gpus, (size_t)a->ngpus * sizeof *a->gpus) != 0 ||
+	    memcmp(x->seg_first, y->seg_first, (size_t)(x->nseg + 1) * sizeof *x->seg_first) != 0)
+		return false;
+	if (x->u->elem_bytes[a->kind] != y->u->elem_bytes[b->kind] && a->ngpus > 1)
+		return false;
+	return same_pieces(a, b);
+}
+
+/* The groups of one side: the first list of each EMU's kind and their
+ * count. */
+struct groups {
+	int first[MAX_ITEMS][NKINDS], n[MAX_ITEMS][NKINDS];
+};
+
+static void find_groups(const struct tgraph *g, int from, int to, const struct emu_set *s,
+			struct groups *gr)
+{
+	memset(gr->n, 0, sizeof gr->n);
+	for (int l = from; l < to; l++) {
+		int i = (int)(g->lists[l].u - s->u), k = (int)g->lists[l].l->kind;
+
+		if (gr->n[i][k]++ == 0)
+			gr->first[i][k] = l;
+	}
+}
+
+static bool groups_alike(const struct tgraph *g, const struct groups *gr, int i, int k, int i2,
+			 int k2)
+{
+	int n = gr->n[i][k];
+
+	if (n != gr->n[i2][k2])
+		return false;
+	for (int x = 0; x < n; x++)
+		if (!lists_alike(&g->lists[gr->first[i][k] + x], &g->lists[gr->first[i2][k2] + x]))
+			return false;
+	return true;
+}
+
+/* Whether the engines share the tiling of EMU i's kind k. */
+static bool engine_tiled(const struct emu_set *s, int i, int k)
+{
+	const struct emu *gen = &s->u[s->n - 1];
+
+	return s->u[i].item == ITEM_GEN || (k == KIND_WEIGHT && s->u[i].model == gen->model);
+}
+
+/* Which groups of B copy an earlier group's edges, and which lists of A
+ * serve them. */
+static int find_twins(struct ctx *c)
+{
+	struct tgraph *g = c->g;
+	struct groups ga, gb;
+
+	c->twin = malloc((size_t)(g->nlists + 1) * sizeof *c->twin);
+	c->ashift = calloc((size_t)(g->nlists + 1), sizeof *c->ashift);
+	c->e0 = calloc((size_t)(g->nlists - g->na + 1), sizeof *c->e0);
+	if (!c->twin || !c->ashift || !c->e0)
+		return -1;
+	memset(c->twin, -1, (size_t)(g->nlists + 1) * sizeof *c->twin);
+	if (c->literal || g->a.n != g->b.n || g->b.n < 1)
+		return 0;
+	find_groups(g, 0, g->na, &g->a, &ga);
+	find_groups(g, g->na, g->nlists, &g->b, &gb);
+	for (int i = 0; i < g->b.n; i++)
+		for (int k = 0; k < NKINDS; k++) {
+			if (gb.n[i][k] == 0 || engine_tiled(&g->b, i, k))
+				continue;
+			for (int t = 0; t <= i * NKINDS + k - 1; t++) {
+				int i2 = t / NKINDS, k2 = t % NKINDS;
+
+				if (gb.n[i2][k2] == 0 || engine_tiled(&g->b, i2, k2) ||
+				    c->twin[gb.first[i2][k2]] >= 0 ||
+				    !groups_alike(g, &gb, i, k, i2, k2) ||
+				    ga.n[i][k] != ga.n[i2][k2] ||
+				    (ga.n[i][k] && !groups_alike(g, &ga, i, k, i2, k2)))
+					continue;
+				for (int x = 0; x < gb.n[i][k]; x++) {
+					c->twin[gb.first[i][k] + x] = gb.first[i2][k2] + x;
+					c->ashift[gb.first[i][k] + x] =
+						ga.n[i][k] ? ga.first[i][k] - ga.first[i2][k2] : 0;
+				}
+				for (int x = 0; x < ga.n[i][k]; x++)
+					c->twin[ga.first[i][k] + x] = ga.first[i2][k2] + x;
+				break;
+			}
+		}
+	return 0;
+}
+
+/* Bytes of list l's elements per byte of list t's. */
+static double byte_ratio(const struct tgraph *g, int l, int t)
+{
+	const struct tg_list *x = &g->lists[l], *y = &g->lists[t];
+
+	return (double)x->u->elem_bytes[x->l->kind] / y->u->elem_bytes[y->l->kind];
+}
+
+/* The edges of list dl: its twin's, with its model, kind, lists and
+ * bytes. */
+static int copy_edges(struct ctx *c, int dl)
+{
+	struct tgraph *g = c->g;
+	int from = c->twin[dl], e0 = c->e0[from - g->na], e1 = c->e0[from - g->na + 1];
+	const struct tg_list *tl = &g->lists[dl], *fl = &g->lists[from];
+	int dshift = tl->seg0 - fl->seg0;
+	double ratio = byte_ratio(g, dl, from);
+
+	if (grow(&g->edges, &c->ecap, g->nedges + (e1 - e0), sizeof *g->edges))
+		return -1;
+	for (int x = e0; x < e1; x++) {
+		struct tg_edge *ed = &g->edges[g->nedges++];
+		struct route rt;
+
+		*ed = g->edges[x];
+		ed->model = tl->u->model;
+		ed->kind = tl->l->kind;
+		ed->dst_list = dl;
+		ed->dseg += dshift;
+		ed->bytes = (int64_t)(ed->bytes * ratio);
+		if (ed->rseg >= 0) {
+			ed->src_list += dl - from;
+			ed->rseg += dshift;
+		} else if (ed->src_list >= 0) {
+			int sl = ed->src_list + c->ashift[dl];
+
+			ed->sseg += g->lists[sl].seg0 - g->lists[ed->src_list].seg0;
+			ed->src_list = sl;
+		}
+		rt = route_of(c, ed->src, ed->src_host, ed->dst, ed->dst_host, ed->link);
+		c->load[rt.sport] += ed->bytes / rt.bw;
+		if (rt.dport != rt.sport)
+			c->load[rt.dport] += ed->bytes / rt.bw;
+	}
+	for (int k = 0; k < tl->nseg * tl->l->ngpus; k++)
+		g->dseg[tl->seg0 + k].kept = (int64_t)(g->dseg[fl->seg0 + k].kept * ratio);
+	return 0;
+}
+
+/* A's segments of a copied group keep what its twin's keep. */
+static void copy_kept(struct tgraph *g, const int *twin)
+{
+	for (int l = 0; l < g->na; l++) {
+		const struct tg_list *tl = &g->lists[l];
+		double ratio;
+
+		if (twin[l] < 0)
+			continue;
+		ratio = byte_ratio(g, l, twin[l]);
+		for (int k = 0; k < tl->nseg * tl->l->ngpus; k++)
+			g->sseg[tl->seg0 + k].kept =
+				(int64_t)(g->sseg[g->lists[twin[l]].seg0 + k].kept * ratio);
+	}
 }
 
 /* --- lists and segments ------------------------------------------------------- */
@@ -1129,7 +1559,7 @@ struct sched {
 	int *busy;                 /* per port: the last round that used it… */
 	double *spent;             /* …and the seconds it was busy in that round */
 	int *live, nlive;          /* ports with active pairs */
-	struct portload *order;
+	struct portload *order;    /* and as many more, to sort them */
 	int64_t *used;
 	bool *alloc, *freed, *staged, *stage_done;
 	int *spend;                /* edges left out of each source segment */
@@ -1381,13 +1811,36 @@ static int stage(struct sched *s)
 	return staged;
 }
 
-static int cmp_load(const void *pa, const void *pb)
+static bool busier(const struct portload *a, const struct portload *b)
 {
-	const struct portload *a = pa, *b = pb;
+	return a->load != b->load ? a->load > b->load : a->port < b->port;
+}
 
-	if (a->load != b->load)
-		return a->load < b->load ? 1 : -1;
-	return a->port - b->port;
+/* Sort o[0, n), the busiest first, by merging runs through tmp: a round
+ * sorts thousands of links, which qsort's calls through a pointer make
+ * a good part of the schedule's time. */
+static void sort_ports(struct portload *o, struct portload *tmp, int n)
+{
+	struct portload *from = o, *to = tmp, *t;
+
+	for (int w = 1; w < n; w *= 2) {
+		for (int lo = 0; lo < n; lo += 2 * w) {
+			int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			int i = lo, j = mid, k = lo;
+
+			while (i < mid && j < hi)
+				to[k++] = busier(&from[j], &from[i]) ? from[j++] : from[i++];
+			while (i < mid)
+				to[k++] = from[i++];
+			while (j < hi)
+				to[k++] = from[j++];
+		}
+		t = from;
+		from = to;
+		to = t;
+	}
+	if (from != o)
+		memcpy(o, from, (size_t)n * sizeof *o);
 }
 
 /* Move up to quota bytes over pair q; completed edges go to s->done.
@@ -1517,7 +1970,7 @@ static int round_once(struct sched *s)
 	g->rounds[r] = (struct tg_round){ 0, 0, 0, g->nmoves, 0, false };
 	for (int i = 0; i < np; i++)
 		s->order[i] = (struct portload){ load[s->live[i]], s->live[i] };
-	qsort(s->order, (size_t)np, sizeof *s->order, cmp_load);
+	sort_ports(s->order, s->order + s->nports, np);
 	for (int i = 0; i < np; i++) {
 		int p = s->order[i].port;
 		struct port *pt = &s->port[p];
@@ -1703,7 +2156,7 @@ static int sched_init(struct sched *s, struct ctx *c)
 	s->busy = malloc((size_t)s->nports * sizeof *s->busy);
 	s->spent = calloc((size_t)s->nports, sizeof *s->spent);
 	s->live = malloc((size_t)s->nports * sizeof *s->live);
-	s->order = malloc((size_t)s->nports * sizeof *s->order);
+	s->order = malloc((size_t)s->nports * 2 * sizeof *s->order);
 	s->used = calloc((size_t)g->ngpus, sizeof *s->used);
 	s->alloc = calloc((size_t)g->ndseg + 1, sizeof *s->alloc);
 	s->freed = calloc((size_t)g->nsseg + 1, sizeof *s->freed);
@@ -1846,9 +2299,15 @@ static void ctx_free(struct ctx *c, int na)
 	free(c->nupnode);
 	free(c->nup);
 	free(c->rc);
+	free(c->cand);
+	free(c->held);
 	free(c->bk);
 	free(c->ent);
 	free(c->ref);
+	free(c->entof);
+	free(c->entof0);
+	free(c->same_for);
+	free(c->same);
 	free(c->load);
 	free(c->at);
 	free(c->rem);
@@ -1862,6 +2321,9 @@ static void ctx_free(struct ctx *c, int na)
 	free(c->rheld);
 	free(c->rrun);
 	free(c->rmap);
+	free(c->twin);
+	free(c->ashift);
+	free(c->e0);
 }
 
 void tgraph_free(struct tgraph *g)
@@ -1935,8 +2397,18 @@ static int up_holders(struct ctx *c)
 	c->rc = calloc((size_t)g->na + 1, sizeof *c->rc);
 	c->upnode = calloc((size_t)g->na + 1, sizeof *c->upnode);
 	c->nupnode = calloc((size_t)g->na + 1, sizeof *c->nupnode);
-	if (!c->upg || !c->uppos || !c->nup || !c->rc || !c->upnode || !c->nupnode)
+	c->same_for = malloc((size_t)(g->na + 1) * sizeof *c->same_for);
+	c->same = calloc((size_t)g->na + 1, sizeof *c->same);
+	c->cand = malloc((size_t)(g->na + 1) * sizeof *c->cand);
+	c->held = calloc((size_t)MAX_ITEMS * (size_t)g->ngpus, sizeof *c->held);
+	if (!c->upg || !c->uppos || !c->nup || !c->rc || !c->upnode || !c->nupnode ||
+	    !c->same_for || !c->same || !c->cand || !c->held)
 		return -1;
+	for (int i = 0; i < g->a.n; i++)
+		for (int r = 0; r < g->a.u[i].nranks; r++)
+			if (c->v->cl->up[g->a.u[i].rank_gpu[r]])
+				c->held[g->a.u[i].item * g->ngpus + g->a.u[i].rank_gpu[r]] = true;
+	memset(c->same_for, -1, (size_t)(g->na + 1) * sizeof *c->same_for);
 	for (int l = 0; l < g->na; l++) {
 		const struct emu_list *el = g->lists[l].l;
 
@@ -2004,6 +2476,8 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 		return err_set(e, NR_EIO, "out of memory");
 	fill_segs(g, 0, g->na, g->sseg);
 	fill_segs(g, g->na, g->nlists, g->dseg);
+	if (find_twins(c))
+		return err_set(e, NR_EIO, "out of memory");
 	if ((rc = check_memory(v, g, e)) || (rc = build_index(c, e)))
 		return rc;
 	c->omask = 63;
@@ -2011,9 +2485,13 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 	if (!c->otab || grow(&c->oused, &c->ousedcap, 64, sizeof *c->oused))
 		return err_set(e, NR_EIO, "out of memory");
 	memset(c->otab, -1, 64 * sizeof *c->otab);
-	for (int l = g->na; l < g->nlists; l++)
-		if (list_edges(c, l, &di))
+	for (int l = g->na; l < g->nlists; l++) {
+		c->e0[l - g->na] = g->nedges;
+		if (c->twin[l] >= 0 ? copy_edges(c, l) : list_edges(c, l, &di))
 			return err_set(e, NR_EIO, "out of memory");
+	}
+	c->e0[g->nlists - g->na] = g->nedges;
+	copy_kept(g, c->twin);
 	for (int k = 0; k < g->nsseg; k++)
 		g->sseg[k].bytes -= g->sseg[k].kept;
 	for (int k = 0; k < g->ndseg; k++) {
@@ -2023,14 +2501,15 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 	return schedule(c, e);
 }
 
-int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
-		 struct tgraph *g, struct err *e)
+static int build_graph(const struct env *v, const struct plan *a, const struct plan *b,
+		       bool literal, struct tgraph *g, struct err *e)
 {
 	struct ctx c = { 0 };
 	int rc;
 
 	memset(g, 0, sizeof *g);
 	c.g = g;
+	c.literal = literal;
 	if ((rc = emu_build(v, a, &g->a, e)))
 		return err_prefix(e, "the current plan");
 	if ((rc = emu_build(v, b, &g->b, e))) {
@@ -2042,6 +2521,18 @@ int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b
 	if (rc)
 		tgraph_free(g);
 	return rc;
+}
+
+int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
+		 struct tgraph *g, struct err *e)
+{
+	return build_graph(v, a, b, false, g, e);
+}
+
+int tgraph_build_literal(const struct env *v, const struct plan *a, const struct plan *b,
+			 struct tgraph *g, struct err *e)
+{
+	return build_graph(v, a, b, true, g, e);
 }
 
 int tgraph_transition_seconds(const struct env *v, const struct plan *a, const struct plan *b,

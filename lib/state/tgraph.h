@@ -13,7 +13,12 @@
  * GPU that is up holds it, the state store ("store").  Among equal holders
  * the least loaded is taken, and a destination keeps taking from the holder
  * it took from last, so what one source sends one destination from one
- * segment to another, up to 64 pieces apart, is one edge.
+ * segment to another, up to 64 pieces apart, is one edge.  A piece that
+ * one holder has whole, no further than the nearest holder of any of its
+ * regions, comes whole from it.  Lists laid out alike in A and in B
+ * (Adam's m and v as the master weights, with FSDP the weights too, two
+ * frozen models of one shape) take the same holders, the later kind or
+ * model the earlier's.
  *
  * Relays.  A list B keeps on many GPUs (replicated weights, say) would
  * otherwise have each holder gather every piece A has cut across other
@@ -167,6 +172,12 @@ struct tgraph {
  * when a holds more than that on a GPU that is up. */
 int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
 		 struct tgraph *g, struct err *e);
+/* The same graph built as the definition above reads, for tests to hold
+ * the fast paths to: every atom of every piece from a holder chosen for it
+ * alone (then grouped), every list on its own, each step without the
+ * shortcuts that find its answer sooner. */
+int tgraph_build_literal(const struct env *v, const struct plan *a, const struct plan *b,
+			 struct tgraph *g, struct err *e);
 void tgraph_free(struct tgraph *g);
 
 /* The predicted seconds of the switch from a to b (for the switch

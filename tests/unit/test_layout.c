@@ -645,6 +645,73 @@ static void test_reshard_bit_exact(void)
 	reshard(&t, &tp4dp2, &tp2uneven, KIND_WEIGHT);
 }
 
+/* Qwen2's proportions, shrunk: attention biases, 6 query heads per group. */
+static struct arch qwen_small(void)
+{
+	struct arch q = arch_of(2, 48, 12, 2, 64, 301, true);
+
+	q.attn_bias = true;
+	return q;
+}
+
+/* The most blocks of a that one piece of b meets, over every tensor of the
+ * optimizer's state split across DP.  Counted by brute force, from
+ * box_intersect alone. */
+static int most_met(const struct arch *a, const struct cfg *ca, const struct cfg *cb)
+{
+	struct layout la, lb;
+	struct err e = { 0 };
+	int na, nb, most = 0;
+
+	CHECK(layout_init(&la, a, ca->tp, ca->pp, ca->dp, true, NULL, &e) == NR_OK);
+	CHECK(layout_init(&lb, a, cb->tp, cb->pp, cb->dp, true, NULL, &e) == NR_OK);
+	struct rank *ra = collect(&la, KIND_MASTER, &na), *rb = collect(&lb, KIND_MASTER, &nb);
+
+	for (int j = 0; j < nb; j++)
+		for (size_t k = 0; k < rb[j].n; k++) {
+			int met = 0;
+
+			for (int i = 0; i < na; i++) {
+				const struct piece *pa = find(&ra[i], rb[j].p[k].tensor);
+
+				met += pa && !pa->copy && box_intersect(&pa->box, &rb[j].p[k].box, NULL);
+			}
+			most = met > most ? met : most;
+		}
+	release(ra, na);
+	release(rb, nb);
+	layout_free(&la);
+	layout_free(&lb);
+	return most;
+}
+
+/* DP blocks are cut along a dimension of the tensor's own, whatever TP
+ * and DP are: when either grows, each new block lies across at most two
+ * old ones, where cutting along the first dimension with dp elements
+ * made a block at DP 64 meet all 32 blocks at DP 32 of the fused QKV
+ * weight (48 rows, 64 columns). */
+static void test_dp_blocks_nest(void)
+{
+	struct arch a = llama_small(), q = qwen_small();
+	const struct cfg pairs[][2] = {
+		{ { a, 1, 1, 32, true, NULL }, { a, 1, 1, 64, true, NULL } },
+		{ { a, 1, 1, 2, true, NULL }, { a, 1, 1, 48, true, NULL } },
+		{ { a, 1, 1, 8, true, NULL }, { a, 2, 1, 8, true, NULL } },
+		{ { a, 2, 1, 4, true, NULL }, { a, 1, 1, 8, true, NULL } },
+		{ { a, 1, 2, 16, true, NULL }, { a, 2, 2, 32, true, NULL } },
+		{ { q, 1, 1, 12, true, NULL }, { q, 2, 1, 24, true, NULL } },
+	};
+
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		int most = most_met(i < 5 ? &a : &q, &pairs[i][0], &pairs[i][1]);
+
+		CHECK(most <= 2);
+		if (most > 2)
+			printf("#   tp %d dp %d -> tp %d dp %d: a block meets %d\n", pairs[i][0].tp,
+			       pairs[i][0].dp, pairs[i][1].tp, pairs[i][1].dp, most);
+	}
+}
+
 int main(void)
 {
 	RUN(test_tensor_list);
@@ -655,5 +722,6 @@ int main(void)
 	RUN(test_vocab_padding);
 	RUN(test_rejects);
 	RUN(test_reshard_bit_exact);
+	RUN(test_dp_blocks_nest);
 	return UNIT_END();
 }
