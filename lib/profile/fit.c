@@ -220,7 +220,12 @@ static void use_batch(struct ectx *c, const struct frec *r)
 
 /* Generation as gen_cost computes it, with the concurrency the record
  * observed: gen_cost derives concurrency from the room left for the KV
- * cache, so give it a resident amount that leaves room for exactly that. */
+ * cache, so give it a resident amount that leaves room for exactly that.
+ * An engine that holds all its sequences at once needs a pool of one
+ * longest sequence and no more, and gen_cost refuses a pool an ulp short
+ * of it (predicting nothing): the room comes back as GPU bytes less the
+ * resident and base, which loses its last bits, so ask for a part in 10⁹
+ * more than the room, far below anything a time or peak shows. */
 static void gen_eval(const struct ectx *c, const struct frow *w, const struct coef *k,
 		     struct stime *t, struct mem *m, double *peak)
 {
@@ -230,7 +235,8 @@ static void gen_eval(const struct ectx *c, const struct frow *w, const struct co
 	double fake;
 
 	mem_gen_base(a, &w->conf, k, &base);
-	fake = cluster_gpu_bytes(c->cl) - base.total - mem_kv_room(&c->job, a, w->conf.tp, w->conc, k);
+	fake = cluster_gpu_bytes(c->cl) - base.total -
+	       mem_kv_room(&c->job, a, w->conf.tp, w->conc, k) * (1 + 1e-9);
 	gen_cost(&v, &w->conf, fake, &w->home, w->same_pool, t, m, peak);
 	*peak += w->resident - fake;
 }
