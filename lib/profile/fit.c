@@ -1010,6 +1010,10 @@ struct gfit {
 	long rows;               /* measurements in the last pass */
 	double ndata[MAXP * MAXP]; /* data-only normal matrix of the last pass */
 	int iters;
+	/* the largest step of the last gfit_run, in tenths of the unknown's
+	 * standard error (or parts in 10⁹ of its value, when more; HUGE_VAL
+	 * when it dropped one back to its prior) */
+	double moved;
 	/* a parameter held at its prior moves those it correlates with: what
 	 * its prior's uncertainty adds to their variance, and the partner each
 	 * absorbed (1 + its index; 0 none) */
@@ -1082,6 +1086,7 @@ static void gfit_solve(struct fit *f, struct gfit *q, bool mem, const struct row
 			big = fmax(big, fabs(d[a]) / tol);
 		}
 		q->iters++;
+		q->moved = fmax(q->moved, big);
 		if (g.robust && big < 1)
 			break;
 		if (!g.robust && (big < 1e2 || it >= 10)) {
@@ -1467,17 +1472,23 @@ static void set_coef(struct fit_result *out, int j, double value, double se, boo
 
 /* Solve on the sample of a large fit first (when it has one), then on
  * every row from there; drop what the records cannot determine, and solve
- * again. */
+ * again.  warm: q is at the solution of rows that have since changed
+ * little (a re-check moved a few to another piece): Newton steps on every
+ * row from there, at its robust scale. */
 static void gfit_run(struct fit *f, struct gfit *q, bool mem, const struct rowset *sample,
-		     int n, int first, char why[][200])
+		     bool warm, int n, int first, char why[][200])
 {
 	const struct rowset all = { f->tr, f->y, f->mr, f->peak, f->rw, f->nrows, false };
 
-	do {
-		if (sample->n)
+	q->moved = 0;
+	for (;;) {
+		if (sample->n && !warm)
 			gfit_solve(f, q, mem, sample, false);
-		gfit_solve(f, q, mem, &all, sample->n > 0);
-	} while (gfit_drop(q, n, first, why));
+		gfit_solve(f, q, mem, &all, warm || sample->n > 0);
+		if (!gfit_drop(q, n, first, why))
+			break;
+		q->moved = HUGE_VAL; /* one went back to its prior: the rest move with it */
+	}
 }
 
 /* One of the two fits: the time coefficients (0 .. NT-1) or the memory
@@ -1488,6 +1499,7 @@ struct part {
 	double th[NT], unit[NT], lo[NT], hi[NT], prior[NT], lambda[NT];
 	char why[NT][200];
 	long rows;               /* measurements it fits */
+	bool solved;             /* q is at a solution, of the rows as they were */
 	struct gfit q;
 	struct rowset sample;    /* one in rows / SAMPLE + 1 of them; none when that is 1 */
 	struct trow *str;        /* the sample's rows, measurements and weights */
@@ -1575,11 +1587,14 @@ static bool part_sample(const struct fit *f, struct part *pt)
 	return true;
 }
 
+/* The first solve of a part starts from its prior; the next, after a
+ * re-check, from where the last ended. */
 static bool part_solve(struct fit *f, struct part *pt)
 {
-	if (!part_sample(f, pt))
+	if (!pt->solved && !part_sample(f, pt))
 		return false;
-	gfit_run(f, &pt->q, pt->mem, &pt->sample, pt->n, pt->first, pt->why);
+	gfit_run(f, &pt->q, pt->mem, &pt->sample, pt->solved, pt->n, pt->first, pt->why);
+	pt->solved = true;
 	return true;
 }
 
@@ -1641,13 +1656,22 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 	part_init(f, &pt[0], false, decay, out);
 	part_init(f, &pt[1], true, decay, out);
 	for (int pass = 0; pass < MAX_PASSES; pass++) {
-		for (int i = 0; ok && i < 2; i++)
+		bool settled = pass > 0;
+		for (int i = 0; ok && i < 2; i++) {
 			if (changed[i])
 				ok = part_solve(f, &pt[i]);
+			settled &= !changed[i] || pt[i].q.moved < 1;
+		}
 		if (!ok)
 			break;
 		part_coef(&pt[0], &k);
 		part_coef(&pt[1], &k);
+		/* solving again with the rows that changed piece moved no
+		 * coefficient by a tenth of its standard error: the fit is where
+		 * it was, and a row that would change piece now sits where its
+		 * pieces meet, predicting the same on either */
+		if (settled)
+			break;
 		for_records(f, PASS_CHECK, &k, changed);
 		if (!changed[0] && !changed[1])
 			break;
