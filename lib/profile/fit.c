@@ -1024,10 +1024,11 @@ struct gfit {
 /* Iteratively reweighted Gauss-Newton: plain least squares first (unless
  * robust), so that the robust weights start from a fit every row has had
  * its say in, then Cauchy weights at the median-based scale of the
- * previous pass, until the step is negligible.  No step more than doubles
- * an unknown; a least-squares step that makes the fit worse is halved. */
+ * previous pass, until the step is negligible (or, one_step, after the
+ * first robust step: the caller checks).  No step more than doubles an
+ * unknown; a least-squares step that makes the fit worse is halved. */
 static void gfit_solve(struct fit *f, struct gfit *q, bool mem, const struct rowset *rs,
-		       bool robust)
+		       bool robust, bool one_step)
 {
 	struct gpass g = { .rs = rs, .scratch = f->scratch, .mem = mem, .th = q->th,
 			   .idx = q->idx, .unit = q->unit, .p = q->p, .robust = robust, .scale = 1 };
@@ -1087,7 +1088,7 @@ static void gfit_solve(struct fit *f, struct gfit *q, bool mem, const struct row
 		}
 		q->iters++;
 		q->moved = fmax(q->moved, big);
-		if (g.robust && big < 1)
+		if (g.robust && (big < 1 || one_step))
 			break;
 		if (!g.robust && (big < 1e2 || it >= 10)) {
 			g.robust = true;
@@ -1472,9 +1473,13 @@ static void set_coef(struct fit_result *out, int j, double value, double se, boo
 
 /* Solve on the sample of a large fit first (when it has one), then on
  * every row from there; drop what the records cannot determine, and solve
- * again.  warm: q is at the solution of rows that have since changed
- * little (a re-check moved a few to another piece): Newton steps on every
- * row from there, at its robust scale. */
+ * again.  From the sample, one Newton step on every row lands within a
+ * small part of a standard error (Newton converges fast once that near):
+ * the re-check of the pieces that follows, and the solve after it, take
+ * the place of a pass that would only confirm it.  warm: q is at the
+ * solution of rows that have since changed little (a re-check moved a few
+ * to another piece): Newton steps on every row from there, at its robust
+ * scale, until they are negligible. */
 static void gfit_run(struct fit *f, struct gfit *q, bool mem, const struct rowset *sample,
 		     bool warm, int n, int first, char why[][200])
 {
@@ -1483,8 +1488,8 @@ static void gfit_run(struct fit *f, struct gfit *q, bool mem, const struct rowse
 	q->moved = 0;
 	for (;;) {
 		if (sample->n && !warm)
-			gfit_solve(f, q, mem, sample, false);
-		gfit_solve(f, q, mem, &all, warm || sample->n > 0);
+			gfit_solve(f, q, mem, sample, false, false);
+		gfit_solve(f, q, mem, &all, warm || sample->n > 0, !warm && sample->n > 0);
 		if (!gfit_drop(q, n, first, why))
 			break;
 		q->moved = HUGE_VAL; /* one went back to its prior: the rest move with it */
@@ -1657,10 +1662,12 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 	part_init(f, &pt[1], true, decay, out);
 	for (int pass = 0; pass < MAX_PASSES; pass++) {
 		bool settled = pass > 0;
+		/* a part is solved again when rows changed piece, or when its
+		 * last solve moved it since its pieces were checked */
 		for (int i = 0; ok && i < 2; i++) {
-			if (changed[i])
+			if (changed[i] || pt[i].q.moved >= 1)
 				ok = part_solve(f, &pt[i]);
-			settled &= !changed[i] || pt[i].q.moved < 1;
+			settled &= pt[i].q.moved < 1;
 		}
 		if (!ok)
 			break;
@@ -1673,9 +1680,7 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 		if (settled)
 			break;
 		for_records(f, PASS_CHECK, &k, changed);
-		if (!changed[0] && !changed[1])
-			break;
-		out->repieces++;
+		out->repieces += changed[0] || changed[1];
 	}
 	if (ok) {
 		part_finish(f, &pt[0], decay, out);
