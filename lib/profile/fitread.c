@@ -92,7 +92,10 @@ struct reader {
 	struct taken taken;
 };
 
-#define BLOCK (16 << 20)   /* bytes read and parsed at once */
+/* bytes read and parsed at once: few enough that the block's records, as
+ * parsed (struct step_record, kilobytes each), are still in the cache when
+ * they are taken */
+#define BLOCK (1 << 20)
 #define PARSE_THREADS 8
 
 /* A block of the trace's whole lines, and what parsing them gave. */
@@ -242,10 +245,11 @@ static int add_line(struct block *b, const char *text, size_t len)
 
 /* Fill b after the carried bytes it has, and cut it into lines: the last
  * of them too when the input ends (*end), else the bytes from b->rest
- * on go to the next block. */
+ * on go to the next block.  The lines stop before one longer than
+ * NR_LINE_MAX, ended or not (b->too_long). */
 static int fill_block(struct reader *x, FILE *in, struct block *b, bool *end, struct err *e)
 {
-	size_t cap = BLOCK + NR_LINE_MAX, got, start = 0;
+	size_t cap = BLOCK + NR_LINE_MAX, got, start = 0, len;
 	char *nl;
 
 	b->n = 0;
@@ -254,15 +258,17 @@ static int fill_block(struct reader *x, FILE *in, struct block *b, bool *end, st
 	if (ferror(in))
 		return err_set(e, NR_EIO, "cannot read '%s': %s", shown(x->file), strerror(errno));
 	*end = b->have < cap;
-	while ((nl = memchr(b->buf + start, '\n', b->have - start))) {
-		if (add_line(b, b->buf + start, (size_t)(nl - b->buf - start)))
+	while ((nl = memchr(b->buf + start, '\n', b->have - start)) &&
+	       (len = (size_t)(nl - b->buf) - start) <= NR_LINE_MAX) {
+		if (add_line(b, b->buf + start, len))
 			return err_set(e, NR_EIO, "out of memory");
-		start = (size_t)(nl - b->buf) + 1;
+		start += len + 1;
 	}
-	if (*end && start < b->have && add_line(b, b->buf + start, b->have - start))
+	b->too_long = (nl ? (size_t)(nl - b->buf) : b->have) - start > NR_LINE_MAX;
+	if (!b->too_long && *end && start < b->have &&
+	    add_line(b, b->buf + start, b->have - start))
 		return err_set(e, NR_EIO, "out of memory");
 	b->rest = *end ? b->have : start;
-	b->too_long = !*end && b->have - start >= NR_LINE_MAX;
 	return NR_OK;
 }
 
