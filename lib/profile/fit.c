@@ -1331,17 +1331,14 @@ static bool grow(void **p, long *cap, long need, size_t size)
  * fixed cost, as plan_evaluate composes it. */
 static double stages_sum(const struct frow *rows, int n, const double *t)
 {
-	double total = 0;
+	double pool_t[NSTAGES][MAX_ITEMS] = { { 0 } }, worst[NSTAGES] = { 0 }, total = 0;
 
-	for (int s = 0; s < NSTAGES; s++) {
-		double pool_t[MAX_ITEMS] = { 0 }, worst = 0;
-		for (int i = 0; i < n; i++)
-			if (rows[i].stage == s)
-				pool_t[rows[i].pool] += t[i];
-		for (int p = 0; p < MAX_ITEMS; p++)
-			worst = fmax(worst, pool_t[p]);
-		total += worst;
-	}
+	for (int i = 0; i < n; i++)
+		pool_t[rows[i].stage][rows[i].pool] += t[i];
+	for (int i = 0; i < n; i++)
+		worst[rows[i].stage] = fmax(worst[rows[i].stage], pool_t[rows[i].stage][rows[i].pool]);
+	for (int s = 0; s < NSTAGES; s++)
+		total += worst[s];
 	return total;
 }
 
@@ -1743,7 +1740,9 @@ static void fit_step(struct step_fit *s)
 		}
 		th = fmin(hi, fmax(lo, num / sw));
 		s->iterations++;
-		if (fabs(th - old) <= 1e-12 * fmax(1, fabs(th)) && it >= 2)
+		/* a step within a hundredth of the standard error changes nothing
+		 * the data can tell */
+		if (fabs(th - old) <= 0.01 * scale / sqrt(sw) && it >= 2)
 			break;
 	}
 	if (n > 1)
@@ -2036,8 +2035,9 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	for_records(f, PASS_PREPARE, &f->k, changed);
 	for (long i = 0; i < f->nrecs; i++)
 		wrec[i] = rec_weight(&f->recs[i], last, o->half_life);
-	for (long i = 0; i < f->nrows; i++)
-		f->rw[i] = f->recs[f->rows[i].rec].held ? 0 : wrec[f->rows[i].rec];
+	for (long i = 0; i < f->nrecs; i++)
+		for (int j = 0; j < f->recs[i].nrows; j++)
+			f->rw[f->recs[i].row0 + j] = f->recs[i].held ? 0 : wrec[i];
 	if (o->half_life > 0 && f->prior.last_step >= 0 && last > f->prior.last_step)
 		decay = pow(0.5, (double)(last - f->prior.last_step) / o->half_life);
 	step = (struct step_fit){ f, wrec, decay, step_scratch, out, 0 };
