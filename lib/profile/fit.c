@@ -1012,8 +1012,10 @@ struct gfit {
 	int iters;
 	/* the largest step of the last gfit_run, in tenths of the unknown's
 	 * standard error (or parts in 10⁹ of its value, when more; HUGE_VAL
-	 * when it dropped one back to its prior) */
+	 * when it dropped one back to its prior); and whether it stopped after
+	 * one step on every row, before a step was negligible */
 	double moved;
+	bool cut;
 	/* a parameter held at its prior moves those it correlates with: what
 	 * its prior's uncertainty adds to their variance, and the partner each
 	 * absorbed (1 + its index; 0 none) */
@@ -1088,6 +1090,7 @@ static void gfit_solve(struct fit *f, struct gfit *q, bool mem, const struct row
 		}
 		q->iters++;
 		q->moved = fmax(q->moved, big);
+		q->cut = g.robust && big >= 1 && one_step;
 		if (g.robust && (big < 1 || one_step))
 			break;
 		if (!g.robust && (big < 1e2 || it >= 10)) {
@@ -1660,10 +1663,11 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 	for (int pass = 0; pass < MAX_PASSES; pass++) {
 		bool settled = pass > 0;
 		/* a part is solved again when rows changed piece, or when its
-		 * last solve moved it since its pieces were checked */
+		 * last solve stopped short */
 		for (int i = 0; ok && i < 2; i++) {
-			if (changed[i] || pt[i].q.moved >= 1)
-				ok = part_solve(f, &pt[i]);
+			if (!changed[i] && !pt[i].q.cut)
+				continue;
+			ok = part_solve(f, &pt[i]);
 			settled &= pt[i].q.moved < 1;
 		}
 		if (!ok)
