@@ -1693,18 +1693,23 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 	return ok;
 }
 
-/* step_s: a Cauchy-weighted location fit to the records' step times less
- * their stages', on a thread of its own beside fit_model (it shares none
- * of their state: scratch is its own, and it counts its iterations apart). */
+/* step_s and then the switch coefficients, on a thread of their own
+ * beside fit_model: they share none of its state (scratch is their own,
+ * they count their iterations apart, and they set only their own
+ * coefficients in out). */
 struct step_fit {
 	const struct fit *f;
+	const struct fit_opts *o;
 	const double *wrec;
 	double decay;
-	double *scratch;         /* room for a residual per record */
-	struct fit_result *out;  /* only c[C_STEP] and k.step_s are its to set */
+	long last;               /* the newest step of a record or a switch */
+	double *scratch;         /* room for a residual per record and per switch */
+	struct fit_result *out;  /* only c[C_STEP], c[C_SWITCH ..], their k and switches */
 	int iterations;
 };
 
+/* step_s: a Cauchy-weighted location fit to the records' step times less
+ * their stages'. */
 static void fit_step(struct step_fit *s)
 {
 	const struct fit *f = s->f;
@@ -1766,12 +1771,6 @@ static void fit_step(struct step_fit *s)
 	set_coef(out, C_STEP, th, scale / sqrt(sw), true, "");
 }
 
-static void *fit_step_run(void *arg)
-{
-	fit_step(arg);
-	return NULL;
-}
-
 /* --- the switch coefficients ------------------------------------------------ */
 
 /* θ of switch coefficient j (of C_SWITCH + j): seconds, or for store_gbps
@@ -1797,12 +1796,12 @@ static double switch_prior_se(const struct fit_prior *pr, int j)
  * moving state plus the switch's parts, bounded and anchored by the prior
  * as the time fit is; a coefficient the switches do not exercise, or
  * determine to worse than FIT_MAX_RSE, keeps its prior. */
-static void fit_switches(struct fit *f, const struct fit_opts *o, long last, double decay,
-			 struct fit_result *out)
+static void fit_switches(const struct fit *f, const struct fit_opts *o, long last,
+			 double decay, double *absr, struct fit_result *out)
 {
 	static const double lo[NSWITCH] = { 0, 0, 0, 1e-5 }, hi[NSWITCH] = { 3600, 600, 3600, 1e3 };
 	double th[NSWITCH], prior[NSWITCH], unit[NSWITCH], lam[NSWITCH], nd[NSWITCH * NSWITCH];
-	double *absr = f->scratch, scale = 1;
+	double scale = 1;
 	bool use[NSWITCH] = { false };
 	char why[NSWITCH][200];
 	long rows = 0;
@@ -1930,6 +1929,18 @@ static void fit_switches(struct fit *f, const struct fit_opts *o, long last, dou
 	out->switches = rows;
 }
 
+static void fit_side(struct step_fit *s)
+{
+	fit_step(s);
+	fit_switches(s->f, s->o, s->last, s->decay, s->scratch, s->out);
+}
+
+static void *fit_side_run(void *arg)
+{
+	fit_side(arg);
+	return NULL;
+}
+
 /* Quality: relative errors of fitted and held-out times, step times and
  * peaks, at the fitted coefficients. */
 static void fit_quality(struct fit *f, struct fit_result *out)
@@ -1989,7 +2000,7 @@ static void fit_quality(struct fit *f, struct fit_result *out)
 int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, struct err *e)
 {
 	double *wrec, *step_scratch, decay = 1;
-	long last = -1, first = -1, changed[2];
+	long last = -1, first = -1, last_sw, changed[2];
 	struct step_fit step;
 	pthread_t tid;
 	bool ok, started;
@@ -2020,7 +2031,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 			       "(--holdout): nothing left to fit" : "no step record with status "
 			       "\"ok\": nothing to fit");
 	wrec = malloc(sizeof *wrec * (size_t)f->nrecs);
-	step_scratch = malloc(sizeof *step_scratch * (size_t)f->nrecs);
+	step_scratch = malloc(sizeof *step_scratch * (size_t)(f->nrecs + f->nsw + 1));
 	free(f->scratch);
 	free(f->rw);
 	free(f->tr);
@@ -2044,21 +2055,21 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 			f->rw[f->recs[i].row0 + j] = f->recs[i].held ? 0 : wrec[i];
 	if (o->half_life > 0 && f->prior.last_step >= 0 && last > f->prior.last_step)
 		decay = pow(0.5, (double)(last - f->prior.last_step) / o->half_life);
-	step = (struct step_fit){ f, wrec, decay, step_scratch, out, 0 };
-	started = pthread_create(&tid, NULL, fit_step_run, &step) == 0;
+	last_sw = last;
+	for (long i = 0; i < f->nsw; i++)
+		last_sw = f->sw[i].step > last_sw ? f->sw[i].step : last_sw;
+	step = (struct step_fit){ f, o, wrec, decay, last_sw, step_scratch, out, 0 };
+	started = pthread_create(&tid, NULL, fit_side_run, &step) == 0;
 	ok = fit_model(f, decay, out);
 	if (started)
 		pthread_join(tid, NULL);
 	else
-		fit_step(&step); /* no thread to be had: do it here */
+		fit_side(&step); /* no thread to be had: do it here */
 	out->iterations += step.iterations;
 	free(wrec);
 	free(step_scratch);
 	if (!ok)
 		return err_set(e, NR_EIO, "out of memory");
-	for (long i = 0; i < f->nsw; i++)
-		last = f->sw[i].step > last ? f->sw[i].step : last;
-	fit_switches(f, o, last, decay, out);
 	fit_quality(f, out);
 	return NR_OK;
 }
