@@ -241,22 +241,37 @@ static void gen_eval(const struct ectx *c, const struct frow *w, const struct co
 	*peak += w->resident - fake;
 }
 
+/* Whether c holds model m's shape at conf. */
+static bool has_shape(const struct ectx *c, int m, const struct pconf *conf)
+{
+	const struct pconf *had = &c->shaped[m];
+
+	return c->have_shape[m] && had->tp == conf->tp && had->pp == conf->pp &&
+	       (had->zero == ZERO_3) == (conf->zero == ZERO_3);
+}
+
 /* A row's time at k from the cost functions alone, in its parts: without
  * what offloading adds (they do not look at offload), and for generation
  * without gen_cost's memory accounting.  Cheap, for probing; row_basis
- * checks it against row_time. */
+ * checks it against row_time.  The model's shape is c's when c has it
+ * (rec_memory left it there). */
 static void fast_parts(const struct ectx *c, const struct frow *w, const struct coef *k,
 		       struct stime *t)
 {
 	const struct env v = { &c->job, c->cl, k };
 	const struct arch *a = &c->job.models[w->model].arch;
+	const struct mem_shape *sh = has_shape(c, w->model, &w->conf) ? &c->shape[w->model] : NULL;
 
 	if (w->stage == STAGE_GEN) {
 		cost_gen(&v, a, &w->conf, mem_kv_room(&c->job, a, w->conf.tp, w->conc, k), t);
 		t->move = cost_move(&v, a, &w->home, &w->conf, w->same_pool);
 		t->total += t->move;
+	} else if (w->stage == STAGE_TRAIN && sh) {
+		cost_train_at(&v, a, sh, &w->conf, t);
 	} else if (w->stage == STAGE_TRAIN) {
 		cost_train(&v, a, &w->conf, t);
+	} else if (sh) {
+		cost_infer_at(&v, a, sh, &w->conf, t);
 	} else {
 		cost_infer(&v, a, &w->conf, t);
 	}
@@ -544,10 +559,7 @@ static double mem_pred(const struct mrow *w, const double *m)
 /* Model m's shape at conf, from c when it has it. */
 static const struct mem_shape *shape_at(struct ectx *c, int m, const struct pconf *conf)
 {
-	const struct pconf *had = &c->shaped[m];
-
-	if (!c->have_shape[m] || had->tp != conf->tp || had->pp != conf->pp ||
-	    (had->zero == ZERO_3) != (conf->zero == ZERO_3)) {
+	if (!has_shape(c, m, conf)) {
 		mem_shape_for(&c->job.models[m].arch, conf, &c->shape[m]);
 		c->shaped[m] = *conf;
 		c->have_shape[m] = true;
