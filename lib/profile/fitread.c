@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,59 +158,69 @@ static int take_block(struct reader *x, struct block *b, struct err *e)
 	return rc;
 }
 
-struct part {
-	struct reader *x;
-	struct block *b;
-	long lo, hi;
-};
-
-static void *parse_part(void *arg)
+/* Parse lines lo .. hi of b; the line numbers are fixed later, with the
+ * messages. */
+static void parse_lines(struct reader *x, struct block *b, long lo, long hi)
 {
-	struct part *p = arg;
-	struct reader *x = p->x;
-	struct block *b = p->b;
 	struct err e;
 
-	for (long i = p->lo; i < p->hi; i++) {
+	for (long i = lo; i < hi; i++) {
 		bool blank = true;
 		for (size_t k = 0; k < b->len[i] && blank; k++)
 			blank = strchr(" \t\r", b->text[i][k]) != NULL;
-		/* the line number is fixed later, with the message */
 		b->rc[i] = blank ? -1 : steprec_parse(x->file, 0, b->text[i], b->len[i], x->job,
 						       x->cl, &b->rec[i], NULL, &e);
 		if (blank)
 			b->len[i] = 0;
 	}
-	return NULL;
 }
 
-/* A block's lines being parsed on every core. */
+#define PARSE_CHUNK 32     /* lines a thread parses at a time */
+
+/* A block's lines being parsed on every core: each thread takes the next
+ * PARSE_CHUNK lines no thread has taken, until there are none. */
 struct parsing {
-	struct part part[PARSE_THREADS];
+	struct reader *x;
+	struct block *b;
+	atomic_long next;
 	pthread_t tid[PARSE_THREADS];
 	bool started[PARSE_THREADS];
 	int nt;
 };
 
+static void parse_some(struct parsing *ps)
+{
+	long i;
+
+	while ((i = atomic_fetch_add(&ps->next, PARSE_CHUNK)) < ps->b->n)
+		parse_lines(ps->x, ps->b, i, i + PARSE_CHUNK < ps->b->n ? i + PARSE_CHUNK : ps->b->n);
+}
+
+static void *parse_run(void *arg)
+{
+	parse_some(arg);
+	return NULL;
+}
+
 /* Start parsing b's lines on threads of their own, one a core, so that
- * the caller can take the block before while they do; without threads to
- * be had (one core, few lines), parse them here. */
+ * the caller can take the block before while they do. */
 static void parse_start(struct parsing *ps, struct reader *x, struct block *b)
 {
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
-	ps->nt = b->n < 1024 || cores < 2 ? 1 : cores > PARSE_THREADS ? PARSE_THREADS : (int)cores;
-	for (int t = 0; t < ps->nt; t++) {
-		ps->part[t] = (struct part){ x, b, b->n * t / ps->nt, b->n * (t + 1) / ps->nt };
-		ps->started[t] = ps->nt > 1 &&
-				 pthread_create(&ps->tid[t], NULL, parse_part, &ps->part[t]) == 0;
-		if (!ps->started[t])
-			parse_part(&ps->part[t]);
-	}
+	ps->x = x;
+	ps->b = b;
+	atomic_init(&ps->next, 0);
+	ps->nt = b->n < 1024 || cores < 2 ? 0 : cores > PARSE_THREADS ? PARSE_THREADS : (int)cores;
+	for (int t = 0; t < ps->nt; t++)
+		ps->started[t] = pthread_create(&ps->tid[t], NULL, parse_run, ps) == 0;
 }
 
-static void parse_join(struct parsing *ps)
+/* Parse what the threads have not taken yet (all of it without threads),
+ * and wait for them. */
+static void parse_finish(struct parsing *ps)
 {
+	parse_some(ps);
 	for (int t = 0; t < ps->nt; t++)
 		if (ps->started[t])
 			pthread_join(ps->tid[t], NULL);
@@ -320,7 +331,7 @@ int fit_read_trace(struct fit *f, const char *file, const struct job *job,
 			memcpy(next->buf, now->buf + now->rest, next->have);
 			rc2 = fill_block(&x, in, next, &end, e);
 		}
-		parse_join(&ps);
+		parse_finish(&ps);
 		pending = true;
 		if (rc == NR_OK && rc2 != NR_OK) {
 			/* the lines before the failed read come first */
