@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1224,10 +1225,15 @@ static bool gfit_drop(struct gfit *q, int n, int first, char why[][200])
  * counts the fitted rows whose time (0) or peak (1) was off its piece. */
 enum pass { PASS_PREPARE, PASS_CHECK };
 
+#define REC_CHUNK 64     /* records a thread takes at a time */
+
+/* One thread's part of a pass: the next REC_CHUNK records no thread has
+ * taken, until there are none. */
 struct chunk {
 	struct fit *f;
 	enum pass pass;
-	long lo, hi, changed[2];
+	atomic_long *next;       /* the first record no thread has taken */
+	long changed[2];
 	struct ectx c;
 };
 
@@ -1235,42 +1241,50 @@ static void *run_chunk(void *arg)
 {
 	struct chunk *ch = arg;
 	struct fit *f = ch->f;
+	long lo;
 
-	for (long ri = ch->lo; ri < ch->hi; ri++) {
-		struct frec *r = &f->recs[ri];
-		struct stime t[STEPREC_MAX_MS];
-		long n = rec_memory(&ch->c, f, ri, t);
-		ch->changed[1] += r->held ? 0 : n;
-		for (int i = 0; i < r->nrows; i++) {
-			struct trow *tw = &f->tr[r->row0 + i];
-			if (ch->pass == PASS_CHECK) {
-				if (fabs(t[i].total - row_pred(tw, ch->c.th)) <= 1e-7 * t[i].total)
-					continue;
-				ch->changed[0] += !r->held;
+	while ((lo = atomic_fetch_add(ch->next, REC_CHUNK)) < f->nrecs) {
+		long hi = lo + REC_CHUNK < f->nrecs ? lo + REC_CHUNK : f->nrecs;
+		for (long ri = lo; ri < hi; ri++) {
+			struct frec *r = &f->recs[ri];
+			struct stime t[STEPREC_MAX_MS];
+			long n = rec_memory(&ch->c, f, ri, t);
+			ch->changed[1] += r->held ? 0 : n;
+			for (int i = 0; i < r->nrows; i++) {
+				struct trow *tw = &f->tr[r->row0 + i];
+				if (ch->pass == PASS_CHECK) {
+					if (fabs(t[i].total - row_pred(tw, ch->c.th)) <=
+					    1e-7 * t[i].total)
+						continue;
+					ch->changed[0] += !r->held;
+				}
+				row_basis(&ch->c, &f->rows[r->row0 + i], tw, &t[i]);
+				row_nonzero(tw);
 			}
-			row_basis(&ch->c, &f->rows[r->row0 + i], tw, &t[i]);
-			row_nonzero(tw);
 		}
 	}
 	return NULL;
 }
 
-/* Run a pass over all records, split among threads (each record is
- * independent, so the result does not depend on how many); changed gets
- * the rows changed, times and peaks. */
+/* Run a pass over all records on every core, the records shared out as
+ * the threads go (each record is independent, so the result depends
+ * neither on how many threads nor on which takes which); changed gets the
+ * rows changed, times and peaks.  A thread that cannot be had leaves its
+ * share to the others. */
 static void for_records(struct fit *f, enum pass pass, const struct coef *k, long changed[2])
 {
 	struct chunk ch[MAX_THREADS];
 	pthread_t tid[MAX_THREADS];
 	bool started[MAX_THREADS] = { false };
+	atomic_long next;
 	int nt = threads();
 
 	if (f->nrecs < 64 * nt)
 		nt = 1;
+	atomic_init(&next, 0);
 	changed[0] = changed[1] = 0;
 	for (int t = 0; t < nt; t++) {
-		ch[t] = (struct chunk){ f, pass, f->nrecs * t / nt, f->nrecs * (t + 1) / nt,
-					{ 0, 0 }, { .job = f->job, .cl = f->cl } };
+		ch[t] = (struct chunk){ f, pass, &next, { 0, 0 }, { .job = f->job, .cl = f->cl } };
 		ectx_at(&ch[t].c, k);
 		if (t > 0)
 			started[t] = pthread_create(&tid[t], NULL, run_chunk, &ch[t]) == 0;
@@ -1279,8 +1293,6 @@ static void for_records(struct fit *f, enum pass pass, const struct coef *k, lon
 	for (int t = 0; t < nt; t++) {
 		if (t > 0 && started[t])
 			pthread_join(tid[t], NULL);
-		else if (t > 0)
-			run_chunk(&ch[t]); /* no thread to be had: do it here */
 		changed[0] += ch[t].changed[0];
 		changed[1] += ch[t].changed[1];
 	}
