@@ -961,43 +961,63 @@ static void *gpass_run(void *arg)
 	return NULL;
 }
 
+#define ROW_PARTS 32     /* parts a pass cuts its rows into, whatever the cores */
+
+/* A pass's parts, taken by the threads one at a time until none are left. */
+struct gshare {
+	struct gpass part[ROW_PARTS];
+	atomic_int next;
+};
+
+static void *gpass_some(void *arg)
+{
+	struct gshare *s = arg;
+	int c;
+
+	while ((c = atomic_fetch_add(&s->next, 1)) < ROW_PARTS)
+		gpass_run(&s->part[c]);
+	return NULL;
+}
+
 /* Run one pass on every core; the sums come back in g.  Returns the
- * robust scale of the residuals (g's own when it does not want a new one). */
+ * robust scale of the residuals (g's own when it does not want a new one).
+ * The rows are cut into the same parts and their sums added in the same
+ * order whatever the cores and whichever thread takes which part: the
+ * result is the same on every machine. */
 static double gpass(struct gpass *g)
 {
-	struct gpass part[MAX_THREADS];
+	struct gshare s;
 	pthread_t tid[MAX_THREADS];
 	bool started[MAX_THREADS] = { false };
 	long rows = g->rs->n, m = 0;
 	int nt = rows < 20000 ? 1 : threads();
+	struct gpass *part = s.part;
 
-	for (int t = 0; t < nt; t++) {
-		part[t] = *g;
-		part[t].lo = rows * t / nt;
-		part[t].hi = rows * (t + 1) / nt;
-		if (t > 0)
-			started[t] = pthread_create(&tid[t], NULL, gpass_run, &part[t]) == 0;
+	for (int c = 0; c < ROW_PARTS; c++) {
+		part[c] = *g;
+		part[c].lo = rows * c / ROW_PARTS;
+		part[c].hi = rows * (c + 1) / ROW_PARTS;
 	}
-	gpass_run(&part[0]);
-	for (int t = 0; t < nt; t++) {
-		if (t > 0 && started[t])
+	atomic_init(&s.next, 0);
+	for (int t = 1; t < nt; t++)
+		started[t] = pthread_create(&tid[t], NULL, gpass_some, &s) == 0;
+	gpass_some(&s);
+	for (int t = 1; t < nt; t++)
+		if (started[t])
 			pthread_join(tid[t], NULL);
-		else if (t > 0)
-			gpass_run(&part[t]);
-		/* the same order of sums whatever the thread count would need a
-		 * fixed split; the split depends only on the core count */
-		if (t > 0) {
+	for (int c = 0; c < ROW_PARTS; c++) {
+		if (c > 0) {
 			for (int i = 0; i < MAXP * MAXP; i++) {
-				part[0].n[i] += part[t].n[i];
-				part[0].h[i] += part[t].h[i];
+				part[0].n[i] += part[c].n[i];
+				part[0].h[i] += part[c].h[i];
 			}
 			for (int i = 0; i < MAXP; i++)
-				part[0].b[i] += part[t].b[i];
-			part[0].sse += part[t].sse;
-			part[0].used += part[t].used;
+				part[0].b[i] += part[c].b[i];
+			part[0].sse += part[c].sse;
+			part[0].used += part[c].used;
 		}
-		memmove(g->scratch + m, g->scratch + part[t].lo, sizeof *g->scratch * (size_t)part[t].m);
-		m += part[t].m;
+		memmove(g->scratch + m, g->scratch + part[c].lo, sizeof *g->scratch * (size_t)part[c].m);
+		m += part[c].m;
 	}
 	memcpy(g->n, part[0].n, sizeof g->n);
 	memcpy(g->h, part[0].h, sizeof g->h);
