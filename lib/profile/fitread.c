@@ -93,9 +93,9 @@ struct reader {
 	struct taken taken;
 };
 
-/* bytes read and parsed at once: few enough that the block's records, as
- * parsed (struct step_record, kilobytes each), are still in the cache when
- * they are taken */
+/* bytes read and parsed at once (with room for a longest line more): few
+ * enough that the block's records, as parsed (struct step_record,
+ * kilobytes each), are still in the cache when they are taken */
 #define BLOCK (1 << 20)
 #define PARSE_THREADS 8
 
@@ -211,7 +211,8 @@ static void parse_start(struct parsing *ps, struct reader *x, struct block *b)
 	ps->x = x;
 	ps->b = b;
 	atomic_init(&ps->next, 0);
-	ps->nt = b->n < 1024 || cores < 2 ? 0 : cores > PARSE_THREADS ? PARSE_THREADS : (int)cores;
+	ps->nt = b->n < 4 * PARSE_CHUNK || cores < 2 ? 0 :
+		 cores > PARSE_THREADS ? PARSE_THREADS : (int)cores;
 	for (int t = 0; t < ps->nt; t++)
 		ps->started[t] = pthread_create(&ps->tid[t], NULL, parse_run, ps) == 0;
 }
