@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,7 +221,12 @@ static void use_batch(struct ectx *c, const struct frec *r)
 
 /* Generation as gen_cost computes it, with the concurrency the record
  * observed: gen_cost derives concurrency from the room left for the KV
- * cache, so give it a resident amount that leaves room for exactly that. */
+ * cache, so give it a resident amount that leaves room for exactly that.
+ * An engine that holds all its sequences at once needs a pool of one
+ * longest sequence and no more, and gen_cost refuses a pool an ulp short
+ * of it (predicting nothing): the room comes back as GPU bytes less the
+ * resident and base, which loses its last bits, so ask for a part in 10⁹
+ * more than the room, far below anything a time or peak shows. */
 static void gen_eval(const struct ectx *c, const struct frow *w, const struct coef *k,
 		     struct stime *t, struct mem *m, double *peak)
 {
@@ -230,27 +236,43 @@ static void gen_eval(const struct ectx *c, const struct frow *w, const struct co
 	double fake;
 
 	mem_gen_base(a, &w->conf, k, &base);
-	fake = cluster_gpu_bytes(c->cl) - base.total - mem_kv_room(&c->job, a, w->conf.tp, w->conc, k);
+	fake = cluster_gpu_bytes(c->cl) - base.total -
+	       mem_kv_room(&c->job, a, w->conf.tp, w->conc, k) * (1 + 1e-9);
 	gen_cost(&v, &w->conf, fake, &w->home, w->same_pool, t, m, peak);
 	*peak += w->resident - fake;
+}
+
+/* Whether c holds model m's shape at conf. */
+static bool has_shape(const struct ectx *c, int m, const struct pconf *conf)
+{
+	const struct pconf *had = &c->shaped[m];
+
+	return c->have_shape[m] && had->tp == conf->tp && had->pp == conf->pp &&
+	       (had->zero == ZERO_3) == (conf->zero == ZERO_3);
 }
 
 /* A row's time at k from the cost functions alone, in its parts: without
  * what offloading adds (they do not look at offload), and for generation
  * without gen_cost's memory accounting.  Cheap, for probing; row_basis
- * checks it against row_time. */
+ * checks it against row_time.  The model's shape is c's when c has it
+ * (rec_memory left it there). */
 static void fast_parts(const struct ectx *c, const struct frow *w, const struct coef *k,
 		       struct stime *t)
 {
 	const struct env v = { &c->job, c->cl, k };
 	const struct arch *a = &c->job.models[w->model].arch;
+	const struct mem_shape *sh = has_shape(c, w->model, &w->conf) ? &c->shape[w->model] : NULL;
 
 	if (w->stage == STAGE_GEN) {
 		cost_gen(&v, a, &w->conf, mem_kv_room(&c->job, a, w->conf.tp, w->conc, k), t);
 		t->move = cost_move(&v, a, &w->home, &w->conf, w->same_pool);
 		t->total += t->move;
+	} else if (w->stage == STAGE_TRAIN && sh) {
+		cost_train_at(&v, a, sh, &w->conf, t);
 	} else if (w->stage == STAGE_TRAIN) {
 		cost_train(&v, a, &w->conf, t);
+	} else if (sh) {
+		cost_infer_at(&v, a, sh, &w->conf, t);
 	} else {
 		cost_infer(&v, a, &w->conf, t);
 	}
@@ -538,10 +560,7 @@ static double mem_pred(const struct mrow *w, const double *m)
 /* Model m's shape at conf, from c when it has it. */
 static const struct mem_shape *shape_at(struct ectx *c, int m, const struct pconf *conf)
 {
-	const struct pconf *had = &c->shaped[m];
-
-	if (!c->have_shape[m] || had->tp != conf->tp || had->pp != conf->pp ||
-	    (had->zero == ZERO_3) != (conf->zero == ZERO_3)) {
+	if (!has_shape(c, m, conf)) {
 		mem_shape_for(&c->job.models[m].arch, conf, &c->shape[m]);
 		c->shaped[m] = *conf;
 		c->have_shape[m] = true;
@@ -942,43 +961,63 @@ static void *gpass_run(void *arg)
 	return NULL;
 }
 
+#define ROW_PARTS 32     /* parts a pass cuts its rows into, whatever the cores */
+
+/* A pass's parts, taken by the threads one at a time until none are left. */
+struct gshare {
+	struct gpass part[ROW_PARTS];
+	atomic_int next;
+};
+
+static void *gpass_some(void *arg)
+{
+	struct gshare *s = arg;
+	int c;
+
+	while ((c = atomic_fetch_add(&s->next, 1)) < ROW_PARTS)
+		gpass_run(&s->part[c]);
+	return NULL;
+}
+
 /* Run one pass on every core; the sums come back in g.  Returns the
- * robust scale of the residuals (g's own when it does not want a new one). */
+ * robust scale of the residuals (g's own when it does not want a new one).
+ * The rows are cut into the same parts and their sums added in the same
+ * order whatever the cores and whichever thread takes which part: the
+ * result is the same on every machine. */
 static double gpass(struct gpass *g)
 {
-	struct gpass part[MAX_THREADS];
+	struct gshare s;
 	pthread_t tid[MAX_THREADS];
 	bool started[MAX_THREADS] = { false };
 	long rows = g->rs->n, m = 0;
 	int nt = rows < 20000 ? 1 : threads();
+	struct gpass *part = s.part;
 
-	for (int t = 0; t < nt; t++) {
-		part[t] = *g;
-		part[t].lo = rows * t / nt;
-		part[t].hi = rows * (t + 1) / nt;
-		if (t > 0)
-			started[t] = pthread_create(&tid[t], NULL, gpass_run, &part[t]) == 0;
+	for (int c = 0; c < ROW_PARTS; c++) {
+		part[c] = *g;
+		part[c].lo = rows * c / ROW_PARTS;
+		part[c].hi = rows * (c + 1) / ROW_PARTS;
 	}
-	gpass_run(&part[0]);
-	for (int t = 0; t < nt; t++) {
-		if (t > 0 && started[t])
+	atomic_init(&s.next, 0);
+	for (int t = 1; t < nt; t++)
+		started[t] = pthread_create(&tid[t], NULL, gpass_some, &s) == 0;
+	gpass_some(&s);
+	for (int t = 1; t < nt; t++)
+		if (started[t])
 			pthread_join(tid[t], NULL);
-		else if (t > 0)
-			gpass_run(&part[t]);
-		/* the same order of sums whatever the thread count would need a
-		 * fixed split; the split depends only on the core count */
-		if (t > 0) {
+	for (int c = 0; c < ROW_PARTS; c++) {
+		if (c > 0) {
 			for (int i = 0; i < MAXP * MAXP; i++) {
-				part[0].n[i] += part[t].n[i];
-				part[0].h[i] += part[t].h[i];
+				part[0].n[i] += part[c].n[i];
+				part[0].h[i] += part[c].h[i];
 			}
 			for (int i = 0; i < MAXP; i++)
-				part[0].b[i] += part[t].b[i];
-			part[0].sse += part[t].sse;
-			part[0].used += part[t].used;
+				part[0].b[i] += part[c].b[i];
+			part[0].sse += part[c].sse;
+			part[0].used += part[c].used;
 		}
-		memmove(g->scratch + m, g->scratch + part[t].lo, sizeof *g->scratch * (size_t)part[t].m);
-		m += part[t].m;
+		memmove(g->scratch + m, g->scratch + part[c].lo, sizeof *g->scratch * (size_t)part[c].m);
+		m += part[c].m;
 	}
 	memcpy(g->n, part[0].n, sizeof g->n);
 	memcpy(g->h, part[0].h, sizeof g->h);
@@ -1004,6 +1043,12 @@ struct gfit {
 	long rows;               /* measurements in the last pass */
 	double ndata[MAXP * MAXP]; /* data-only normal matrix of the last pass */
 	int iters;
+	/* the largest step of the last gfit_run, in tenths of the unknown's
+	 * standard error (or parts in 10⁹ of its value, when more; HUGE_VAL
+	 * when it dropped one back to its prior); and whether it stopped after
+	 * one step on every row, before a step was negligible */
+	double moved;
+	bool cut;
 	/* a parameter held at its prior moves those it correlates with: what
 	 * its prior's uncertainty adds to their variance, and the partner each
 	 * absorbed (1 + its index; 0 none) */
@@ -1014,10 +1059,11 @@ struct gfit {
 /* Iteratively reweighted Gauss-Newton: plain least squares first (unless
  * robust), so that the robust weights start from a fit every row has had
  * its say in, then Cauchy weights at the median-based scale of the
- * previous pass, until the step is negligible.  No step more than doubles
- * an unknown; a least-squares step that makes the fit worse is halved. */
+ * previous pass, until the step is negligible (or, one_step, after the
+ * first robust step: the caller checks).  No step more than doubles an
+ * unknown; a least-squares step that makes the fit worse is halved. */
 static void gfit_solve(struct fit *f, struct gfit *q, bool mem, const struct rowset *rs,
-		       bool robust)
+		       bool robust, bool one_step)
 {
 	struct gpass g = { .rs = rs, .scratch = f->scratch, .mem = mem, .th = q->th,
 			   .idx = q->idx, .unit = q->unit, .p = q->p, .robust = robust, .scale = 1 };
@@ -1076,7 +1122,9 @@ static void gfit_solve(struct fit *f, struct gfit *q, bool mem, const struct row
 			big = fmax(big, fabs(d[a]) / tol);
 		}
 		q->iters++;
-		if (g.robust && big < 1)
+		q->moved = fmax(q->moved, big);
+		q->cut = g.robust && big >= 1 && one_step;
+		if (g.robust && (big < 1 || one_step))
 			break;
 		if (!g.robust && (big < 1e2 || it >= 10)) {
 			g.robust = true;
@@ -1197,10 +1245,15 @@ static bool gfit_drop(struct gfit *q, int n, int first, char why[][200])
  * counts the fitted rows whose time (0) or peak (1) was off its piece. */
 enum pass { PASS_PREPARE, PASS_CHECK };
 
+#define REC_CHUNK 64     /* records a thread takes at a time */
+
+/* One thread's part of a pass: the next REC_CHUNK records no thread has
+ * taken, until there are none. */
 struct chunk {
 	struct fit *f;
 	enum pass pass;
-	long lo, hi, changed[2];
+	atomic_long *next;       /* the first record no thread has taken */
+	long changed[2];
 	struct ectx c;
 };
 
@@ -1208,42 +1261,50 @@ static void *run_chunk(void *arg)
 {
 	struct chunk *ch = arg;
 	struct fit *f = ch->f;
+	long lo;
 
-	for (long ri = ch->lo; ri < ch->hi; ri++) {
-		struct frec *r = &f->recs[ri];
-		struct stime t[STEPREC_MAX_MS];
-		long n = rec_memory(&ch->c, f, ri, t);
-		ch->changed[1] += r->held ? 0 : n;
-		for (int i = 0; i < r->nrows; i++) {
-			struct trow *tw = &f->tr[r->row0 + i];
-			if (ch->pass == PASS_CHECK) {
-				if (fabs(t[i].total - row_pred(tw, ch->c.th)) <= 1e-7 * t[i].total)
-					continue;
-				ch->changed[0] += !r->held;
+	while ((lo = atomic_fetch_add(ch->next, REC_CHUNK)) < f->nrecs) {
+		long hi = lo + REC_CHUNK < f->nrecs ? lo + REC_CHUNK : f->nrecs;
+		for (long ri = lo; ri < hi; ri++) {
+			struct frec *r = &f->recs[ri];
+			struct stime t[STEPREC_MAX_MS];
+			long n = rec_memory(&ch->c, f, ri, t);
+			ch->changed[1] += r->held ? 0 : n;
+			for (int i = 0; i < r->nrows; i++) {
+				struct trow *tw = &f->tr[r->row0 + i];
+				if (ch->pass == PASS_CHECK) {
+					if (fabs(t[i].total - row_pred(tw, ch->c.th)) <=
+					    1e-7 * t[i].total)
+						continue;
+					ch->changed[0] += !r->held;
+				}
+				row_basis(&ch->c, &f->rows[r->row0 + i], tw, &t[i]);
+				row_nonzero(tw);
 			}
-			row_basis(&ch->c, &f->rows[r->row0 + i], tw, &t[i]);
-			row_nonzero(tw);
 		}
 	}
 	return NULL;
 }
 
-/* Run a pass over all records, split among threads (each record is
- * independent, so the result does not depend on how many); changed gets
- * the rows changed, times and peaks. */
+/* Run a pass over all records on every core, the records shared out as
+ * the threads go (each record is independent, so the result depends
+ * neither on how many threads nor on which takes which); changed gets the
+ * rows changed, times and peaks.  A thread that cannot be had leaves its
+ * share to the others. */
 static void for_records(struct fit *f, enum pass pass, const struct coef *k, long changed[2])
 {
 	struct chunk ch[MAX_THREADS];
 	pthread_t tid[MAX_THREADS];
 	bool started[MAX_THREADS] = { false };
+	atomic_long next;
 	int nt = threads();
 
 	if (f->nrecs < 64 * nt)
 		nt = 1;
+	atomic_init(&next, 0);
 	changed[0] = changed[1] = 0;
 	for (int t = 0; t < nt; t++) {
-		ch[t] = (struct chunk){ f, pass, f->nrecs * t / nt, f->nrecs * (t + 1) / nt,
-					{ 0, 0 }, { .job = f->job, .cl = f->cl } };
+		ch[t] = (struct chunk){ f, pass, &next, { 0, 0 }, { .job = f->job, .cl = f->cl } };
 		ectx_at(&ch[t].c, k);
 		if (t > 0)
 			started[t] = pthread_create(&tid[t], NULL, run_chunk, &ch[t]) == 0;
@@ -1252,8 +1313,6 @@ static void for_records(struct fit *f, enum pass pass, const struct coef *k, lon
 	for (int t = 0; t < nt; t++) {
 		if (t > 0 && started[t])
 			pthread_join(tid[t], NULL);
-		else if (t > 0)
-			run_chunk(&ch[t]); /* no thread to be had: do it here */
 		changed[0] += ch[t].changed[0];
 		changed[1] += ch[t].changed[1];
 	}
@@ -1319,17 +1378,14 @@ static bool grow(void **p, long *cap, long need, size_t size)
  * fixed cost, as plan_evaluate composes it. */
 static double stages_sum(const struct frow *rows, int n, const double *t)
 {
-	double total = 0;
+	double pool_t[NSTAGES][MAX_ITEMS] = { { 0 } }, worst[NSTAGES] = { 0 }, total = 0;
 
-	for (int s = 0; s < NSTAGES; s++) {
-		double pool_t[MAX_ITEMS] = { 0 }, worst = 0;
-		for (int i = 0; i < n; i++)
-			if (rows[i].stage == s)
-				pool_t[rows[i].pool] += t[i];
-		for (int p = 0; p < MAX_ITEMS; p++)
-			worst = fmax(worst, pool_t[p]);
-		total += worst;
-	}
+	for (int i = 0; i < n; i++)
+		pool_t[rows[i].stage][rows[i].pool] += t[i];
+	for (int i = 0; i < n; i++)
+		worst[rows[i].stage] = fmax(worst[rows[i].stage], pool_t[rows[i].stage][rows[i].pool]);
+	for (int s = 0; s < NSTAGES; s++)
+		total += worst[s];
 	return total;
 }
 
@@ -1461,17 +1517,27 @@ static void set_coef(struct fit_result *out, int j, double value, double se, boo
 
 /* Solve on the sample of a large fit first (when it has one), then on
  * every row from there; drop what the records cannot determine, and solve
- * again. */
+ * again.  From the sample, one Newton step on every row lands within a
+ * small part of a standard error (Newton converges fast once that near):
+ * the re-check of the pieces that follows, and the solve after it, take
+ * the place of a pass that would only confirm it.  warm: q is at the
+ * solution of rows that have since changed little (a re-check moved a few
+ * to another piece): Newton steps on every row from there, at its robust
+ * scale, until they are negligible. */
 static void gfit_run(struct fit *f, struct gfit *q, bool mem, const struct rowset *sample,
-		     int n, int first, char why[][200])
+		     bool warm, int n, int first, char why[][200])
 {
 	const struct rowset all = { f->tr, f->y, f->mr, f->peak, f->rw, f->nrows, false };
 
-	do {
-		if (sample->n)
-			gfit_solve(f, q, mem, sample, false);
-		gfit_solve(f, q, mem, &all, sample->n > 0);
-	} while (gfit_drop(q, n, first, why));
+	q->moved = 0;
+	for (;;) {
+		if (sample->n && !warm)
+			gfit_solve(f, q, mem, sample, false, false);
+		gfit_solve(f, q, mem, &all, warm || sample->n > 0, !warm && sample->n > 0);
+		if (!gfit_drop(q, n, first, why))
+			break;
+		q->moved = HUGE_VAL; /* one went back to its prior: the rest move with it */
+	}
 }
 
 /* One of the two fits: the time coefficients (0 .. NT-1) or the memory
@@ -1482,6 +1548,7 @@ struct part {
 	double th[NT], unit[NT], lo[NT], hi[NT], prior[NT], lambda[NT];
 	char why[NT][200];
 	long rows;               /* measurements it fits */
+	bool solved;             /* q is at a solution, of the rows as they were */
 	struct gfit q;
 	struct rowset sample;    /* one in rows / SAMPLE + 1 of them; none when that is 1 */
 	struct trow *str;        /* the sample's rows, measurements and weights */
@@ -1569,11 +1636,14 @@ static bool part_sample(const struct fit *f, struct part *pt)
 	return true;
 }
 
+/* The first solve of a part starts from its prior; the next, after a
+ * re-check, from where the last ended. */
 static bool part_solve(struct fit *f, struct part *pt)
 {
-	if (!part_sample(f, pt))
+	if (!pt->solved && !part_sample(f, pt))
 		return false;
-	gfit_run(f, &pt->q, pt->mem, &pt->sample, pt->n, pt->first, pt->why);
+	gfit_run(f, &pt->q, pt->mem, &pt->sample, pt->solved, pt->n, pt->first, pt->why);
+	pt->solved = true;
 	return true;
 }
 
@@ -1635,17 +1705,27 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 	part_init(f, &pt[0], false, decay, out);
 	part_init(f, &pt[1], true, decay, out);
 	for (int pass = 0; pass < MAX_PASSES; pass++) {
-		for (int i = 0; ok && i < 2; i++)
-			if (changed[i])
-				ok = part_solve(f, &pt[i]);
+		bool settled = pass > 0;
+		/* a part is solved again when rows changed piece, or when its
+		 * last solve stopped short */
+		for (int i = 0; ok && i < 2; i++) {
+			if (!changed[i] && !pt[i].q.cut)
+				continue;
+			ok = part_solve(f, &pt[i]);
+			settled &= pt[i].q.moved < 1;
+		}
 		if (!ok)
 			break;
 		part_coef(&pt[0], &k);
 		part_coef(&pt[1], &k);
-		for_records(f, PASS_CHECK, &k, changed);
-		if (!changed[0] && !changed[1])
+		/* solving again with the rows that changed piece moved no
+		 * coefficient by a tenth of its standard error: the fit is where
+		 * it was, and a row that would change piece now sits where its
+		 * pieces meet, predicting the same on either */
+		if (settled)
 			break;
-		out->repieces++;
+		for_records(f, PASS_CHECK, &k, changed);
+		out->repieces += changed[0] || changed[1];
 	}
 	if (ok) {
 		part_finish(f, &pt[0], decay, out);
@@ -1657,18 +1737,23 @@ static bool fit_model(struct fit *f, double decay, struct fit_result *out)
 	return ok;
 }
 
-/* step_s: a Cauchy-weighted location fit to the records' step times less
- * their stages', on a thread of its own beside fit_model (it shares none
- * of their state: scratch is its own, and it counts its iterations apart). */
+/* step_s and then the switch coefficients, on a thread of their own
+ * beside fit_model: they share none of its state (scratch is their own,
+ * they count their iterations apart, and they set only their own
+ * coefficients in out). */
 struct step_fit {
 	const struct fit *f;
+	const struct fit_opts *o;
 	const double *wrec;
 	double decay;
-	double *scratch;         /* room for a residual per record */
-	struct fit_result *out;  /* only c[C_STEP] and k.step_s are its to set */
+	long last;               /* the newest step of a record or a switch */
+	double *scratch;         /* room for a residual per record and per switch */
+	struct fit_result *out;  /* only c[C_STEP], c[C_SWITCH ..], their k and switches */
 	int iterations;
 };
 
+/* step_s: a Cauchy-weighted location fit to the records' step times less
+ * their stages'. */
 static void fit_step(struct step_fit *s)
 {
 	const struct fit *f = s->f;
@@ -1708,7 +1793,9 @@ static void fit_step(struct step_fit *s)
 		}
 		th = fmin(hi, fmax(lo, num / sw));
 		s->iterations++;
-		if (fabs(th - old) <= 1e-12 * fmax(1, fabs(th)) && it >= 2)
+		/* a step within a hundredth of the standard error changes nothing
+		 * the data can tell */
+		if (fabs(th - old) <= 0.01 * scale / sqrt(sw) && it >= 2)
 			break;
 	}
 	if (n > 1)
@@ -1726,12 +1813,6 @@ static void fit_step(struct step_fit *s)
 		return;
 	}
 	set_coef(out, C_STEP, th, scale / sqrt(sw), true, "");
-}
-
-static void *fit_step_run(void *arg)
-{
-	fit_step(arg);
-	return NULL;
 }
 
 /* --- the switch coefficients ------------------------------------------------ */
@@ -1759,12 +1840,12 @@ static double switch_prior_se(const struct fit_prior *pr, int j)
  * moving state plus the switch's parts, bounded and anchored by the prior
  * as the time fit is; a coefficient the switches do not exercise, or
  * determine to worse than FIT_MAX_RSE, keeps its prior. */
-static void fit_switches(struct fit *f, const struct fit_opts *o, long last, double decay,
-			 struct fit_result *out)
+static void fit_switches(const struct fit *f, const struct fit_opts *o, long last,
+			 double decay, double *absr, struct fit_result *out)
 {
 	static const double lo[NSWITCH] = { 0, 0, 0, 1e-5 }, hi[NSWITCH] = { 3600, 600, 3600, 1e3 };
 	double th[NSWITCH], prior[NSWITCH], unit[NSWITCH], lam[NSWITCH], nd[NSWITCH * NSWITCH];
-	double *absr = f->scratch, scale = 1;
+	double scale = 1;
 	bool use[NSWITCH] = { false };
 	char why[NSWITCH][200];
 	long rows = 0;
@@ -1892,6 +1973,18 @@ static void fit_switches(struct fit *f, const struct fit_opts *o, long last, dou
 	out->switches = rows;
 }
 
+static void fit_side(struct step_fit *s)
+{
+	fit_step(s);
+	fit_switches(s->f, s->o, s->last, s->decay, s->scratch, s->out);
+}
+
+static void *fit_side_run(void *arg)
+{
+	fit_side(arg);
+	return NULL;
+}
+
 /* Quality: relative errors of fitted and held-out times, step times and
  * peaks, at the fitted coefficients. */
 static void fit_quality(struct fit *f, struct fit_result *out)
@@ -1951,7 +2044,7 @@ static void fit_quality(struct fit *f, struct fit_result *out)
 int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, struct err *e)
 {
 	double *wrec, *step_scratch, decay = 1;
-	long last = -1, first = -1, changed[2];
+	long last = -1, first = -1, last_sw, changed[2];
 	struct step_fit step;
 	pthread_t tid;
 	bool ok, started;
@@ -1982,7 +2075,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 			       "(--holdout): nothing left to fit" : "no step record with status "
 			       "\"ok\": nothing to fit");
 	wrec = malloc(sizeof *wrec * (size_t)f->nrecs);
-	step_scratch = malloc(sizeof *step_scratch * (size_t)f->nrecs);
+	step_scratch = malloc(sizeof *step_scratch * (size_t)(f->nrecs + f->nsw + 1));
 	free(f->scratch);
 	free(f->rw);
 	free(f->tr);
@@ -2001,25 +2094,26 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	for_records(f, PASS_PREPARE, &f->k, changed);
 	for (long i = 0; i < f->nrecs; i++)
 		wrec[i] = rec_weight(&f->recs[i], last, o->half_life);
-	for (long i = 0; i < f->nrows; i++)
-		f->rw[i] = f->recs[f->rows[i].rec].held ? 0 : wrec[f->rows[i].rec];
+	for (long i = 0; i < f->nrecs; i++)
+		for (int j = 0; j < f->recs[i].nrows; j++)
+			f->rw[f->recs[i].row0 + j] = f->recs[i].held ? 0 : wrec[i];
 	if (o->half_life > 0 && f->prior.last_step >= 0 && last > f->prior.last_step)
 		decay = pow(0.5, (double)(last - f->prior.last_step) / o->half_life);
-	step = (struct step_fit){ f, wrec, decay, step_scratch, out, 0 };
-	started = pthread_create(&tid, NULL, fit_step_run, &step) == 0;
+	last_sw = last;
+	for (long i = 0; i < f->nsw; i++)
+		last_sw = f->sw[i].step > last_sw ? f->sw[i].step : last_sw;
+	step = (struct step_fit){ f, o, wrec, decay, last_sw, step_scratch, out, 0 };
+	started = pthread_create(&tid, NULL, fit_side_run, &step) == 0;
 	ok = fit_model(f, decay, out);
 	if (started)
 		pthread_join(tid, NULL);
 	else
-		fit_step(&step); /* no thread to be had: do it here */
+		fit_side(&step); /* no thread to be had: do it here */
 	out->iterations += step.iterations;
 	free(wrec);
 	free(step_scratch);
 	if (!ok)
 		return err_set(e, NR_EIO, "out of memory");
-	for (long i = 0; i < f->nsw; i++)
-		last = f->sw[i].step > last ? f->sw[i].step : last;
-	fit_switches(f, o, last, decay, out);
 	fit_quality(f, out);
 	return NR_OK;
 }

@@ -8,12 +8,14 @@
  *   inverse efficiencies and the fixed seconds, piece by piece (decode is
  *   the slower of memory and compute): the fit takes the model's gradient
  *   on the current piece, solves, and re-checks every prediction against
- *   the model until no record changes piece.
+ *   the model until no record changes piece, or solving again moves no
+ *   coefficient by a tenth of its standard error.
  * - Residuals are log(measured / predicted); their Cauchy loss, at a scale
  *   of 1.4826 times the median absolute residual, keeps a stalled step
  *   from moving the fit.  Plain least squares first, then reweighted
  *   (Cauchy weights), then Newton steps; a large fit solves on a sample of
- *   the rows first and finishes on all of them.
+ *   the rows first and finishes on all of them.  A solve after a re-check
+ *   starts from the last one's coefficients and robust scale.
  * - step_s comes from each step's time less its stages' times; act_factor,
  *   workspace_gib and frag from the peak memory the records measured; the
  *   switch coefficients (comm_init_s, comm_group_s, engine_init_s,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +91,20 @@ struct reader {
 	const struct cluster *cl;
 	struct fit_read *rd;
 	struct taken taken;
-	/* a block's lines, parsed on every core */
+};
+
+/* bytes read and parsed at once (with room for a longest line more): few
+ * enough that the block's records, as parsed (struct step_record,
+ * kilobytes each), are still in the cache when they are taken */
+#define BLOCK (1 << 20)
+#define PARSE_THREADS 8
+
+/* A block of the trace's whole lines, and what parsing them gave. */
+struct block {
+	char *buf;               /* BLOCK + NR_LINE_MAX bytes */
+	size_t have;             /* bytes in buf */
+	size_t rest;             /* where the line the block does not end starts */
+	bool too_long;           /* that line is already longer than NR_LINE_MAX */
 	long n, cap;
 	const char **text;
 	size_t *len;
@@ -98,22 +112,19 @@ struct reader {
 	int *rc;
 };
 
-#define BLOCK (16 << 20)   /* bytes read and parsed at once */
-#define PARSE_THREADS 8
-
 /* A record that parsed, or a line that did not, in the trace's order. */
-static int take_line(struct reader *x, long i, struct err *e)
+static int take_line(struct reader *x, struct block *b, long i, struct err *e)
 {
 	struct fit_read *rd = x->rd;
-	struct step_record *r = &x->rec[i];
+	struct step_record *r = &b->rec[i];
 	bool malformed = false;
-	int rc = x->rc[i];
+	int rc = b->rc[i];
 
 	rd->lines++;
-	if (x->len[i] == 0 && rc == -1)
+	if (b->len[i] == 0 && rc == -1)
 		return NR_OK; /* blank */
 	if (rc != NR_OK) /* again, alone, for the message */
-		rc = steprec_parse(x->file, rd->lines, x->text[i], x->len[i], x->job, x->cl, r,
+		rc = steprec_parse(x->file, rd->lines, b->text[i], b->len[i], x->job, x->cl, r,
 				   &malformed, e);
 	if (rc == NR_OK) {
 		rc = check_in_trace(&x->taken, x->file, rd->lines, r, x->job, x->cl, e);
@@ -133,132 +144,208 @@ static int take_line(struct reader *x, long i, struct err *e)
 	return NR_OK;
 }
 
-struct part {
-	struct reader *x;
-	long lo, hi;
-};
-
-static void *parse_part(void *arg)
+/* Take a parsed block's lines in order; then refuse the line it could not
+ * end, when that is too long, now that the line's number is known. */
+static int take_block(struct reader *x, struct block *b, struct err *e)
 {
-	struct part *p = arg;
-	struct reader *x = p->x;
-	struct err e;
-
-	for (long i = p->lo; i < p->hi; i++) {
-		bool blank = true;
-		for (size_t k = 0; k < x->len[i] && blank; k++)
-			blank = strchr(" \t\r", x->text[i][k]) != NULL;
-		/* the line number is fixed later, with the message */
-		x->rc[i] = blank ? -1 : steprec_parse(x->file, 0, x->text[i], x->len[i], x->job,
-						       x->cl, &x->rec[i], NULL, &e);
-		if (blank)
-			x->len[i] = 0;
-	}
-	return NULL;
-}
-
-/* Parse the block's lines on every core, then take them in order. */
-static int take_block(struct reader *x, struct err *e)
-{
-	struct part part[PARSE_THREADS];
-	pthread_t tid[PARSE_THREADS];
-	bool started[PARSE_THREADS] = { false };
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	int nt = x->n < 1024 || cores < 2 ? 1 : cores > PARSE_THREADS ? PARSE_THREADS : (int)cores;
 	int rc = NR_OK;
 
-	for (int t = 0; t < nt; t++) {
-		part[t] = (struct part){ x, x->n * t / nt, x->n * (t + 1) / nt };
-		if (t > 0)
-			started[t] = pthread_create(&tid[t], NULL, parse_part, &part[t]) == 0;
-	}
-	parse_part(&part[0]);
-	for (int t = 1; t < nt; t++) {
-		if (started[t])
-			pthread_join(tid[t], NULL);
-		else
-			parse_part(&part[t]); /* no thread to be had: here */
-	}
-	for (long i = 0; i < x->n && rc == NR_OK; i++)
-		rc = take_line(x, i, e);
-	x->n = 0;
+	for (long i = 0; i < b->n && rc == NR_OK; i++)
+		rc = take_line(x, b, i, e);
+	if (rc == NR_OK && b->too_long)
+		rc = err_set(e, NR_EINPUT, "%s:%ld: a line longer than %zu MiB, the most a line "
+			     "may be", shown(x->file), x->rd->lines + 1, NR_LINE_MAX >> 20);
 	return rc;
 }
 
-static int add_line(struct reader *x, const char *text, size_t len)
+/* Parse lines lo .. hi of b; the line numbers are fixed later, with the
+ * messages. */
+static void parse_lines(struct reader *x, struct block *b, long lo, long hi)
 {
-	if (x->n == x->cap) {
-		long cap = x->cap ? 2 * x->cap : 4096;
-		const char **t = realloc(x->text, (size_t)cap * sizeof *t);
+	struct err e;
+
+	for (long i = lo; i < hi; i++) {
+		bool blank = true;
+		for (size_t k = 0; k < b->len[i] && blank; k++)
+			blank = strchr(" \t\r", b->text[i][k]) != NULL;
+		b->rc[i] = blank ? -1 : steprec_parse(x->file, 0, b->text[i], b->len[i], x->job,
+						       x->cl, &b->rec[i], NULL, &e);
+		if (blank)
+			b->len[i] = 0;
+	}
+}
+
+#define PARSE_CHUNK 32     /* lines a thread parses at a time */
+
+/* A block's lines being parsed on every core: each thread takes the next
+ * PARSE_CHUNK lines no thread has taken, until there are none. */
+struct parsing {
+	struct reader *x;
+	struct block *b;
+	atomic_long next;
+	pthread_t tid[PARSE_THREADS];
+	bool started[PARSE_THREADS];
+	int nt;
+};
+
+static void parse_some(struct parsing *ps)
+{
+	long i;
+
+	while ((i = atomic_fetch_add(&ps->next, PARSE_CHUNK)) < ps->b->n)
+		parse_lines(ps->x, ps->b, i, i + PARSE_CHUNK < ps->b->n ? i + PARSE_CHUNK : ps->b->n);
+}
+
+static void *parse_run(void *arg)
+{
+	parse_some(arg);
+	return NULL;
+}
+
+/* Start parsing b's lines on threads of their own, one a core, so that
+ * the caller can take the block before while they do. */
+static void parse_start(struct parsing *ps, struct reader *x, struct block *b)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	ps->x = x;
+	ps->b = b;
+	atomic_init(&ps->next, 0);
+	ps->nt = b->n < 4 * PARSE_CHUNK || cores < 2 ? 0 :
+		 cores > PARSE_THREADS ? PARSE_THREADS : (int)cores;
+	for (int t = 0; t < ps->nt; t++)
+		ps->started[t] = pthread_create(&ps->tid[t], NULL, parse_run, ps) == 0;
+}
+
+/* Parse what the threads have not taken yet (all of it without threads),
+ * and wait for them. */
+static void parse_finish(struct parsing *ps)
+{
+	parse_some(ps);
+	for (int t = 0; t < ps->nt; t++)
+		if (ps->started[t])
+			pthread_join(ps->tid[t], NULL);
+}
+
+static int add_line(struct block *b, const char *text, size_t len)
+{
+	if (b->n == b->cap) {
+		long cap = b->cap ? 2 * b->cap : 4096;
+		const char **t = realloc(b->text, (size_t)cap * sizeof *t);
 		size_t *l;
 		struct step_record *r;
 		int *rc;
 		if (t)
-			x->text = t;
-		l = realloc(x->len, (size_t)cap * sizeof *l);
+			b->text = t;
+		l = realloc(b->len, (size_t)cap * sizeof *l);
 		if (l)
-			x->len = l;
-		r = realloc(x->rec, (size_t)cap * sizeof *r);
+			b->len = l;
+		r = realloc(b->rec, (size_t)cap * sizeof *r);
 		if (r)
-			x->rec = r;
-		rc = realloc(x->rc, (size_t)cap * sizeof *rc);
+			b->rec = r;
+		rc = realloc(b->rc, (size_t)cap * sizeof *rc);
 		if (rc)
-			x->rc = rc;
+			b->rc = rc;
 		if (!t || !l || !r || !rc)
 			return -1;
-		x->cap = cap;
+		b->cap = cap;
 	}
-	x->text[x->n] = text;
-	x->len[x->n++] = len;
+	b->text[b->n] = text;
+	b->len[b->n++] = len;
 	return 0;
 }
 
+/* Fill b after the carried bytes it has, and cut it into lines: the last
+ * of them too when the input ends (*end), else the bytes from b->rest
+ * on go to the next block.  The lines stop before one longer than
+ * NR_LINE_MAX, ended or not (b->too_long). */
+static int fill_block(struct reader *x, FILE *in, struct block *b, bool *end, struct err *e)
+{
+	size_t cap = BLOCK + NR_LINE_MAX, got, start = 0, len;
+	char *nl;
+
+	b->n = 0;
+	while (b->have < cap && (got = fread(b->buf + b->have, 1, cap - b->have, in)) > 0)
+		b->have += got;
+	if (ferror(in))
+		return err_set(e, NR_EIO, "cannot read '%s': %s", shown(x->file), strerror(errno));
+	*end = b->have < cap;
+	while ((nl = memchr(b->buf + start, '\n', b->have - start)) &&
+	       (len = (size_t)(nl - b->buf) - start) <= NR_LINE_MAX) {
+		if (add_line(b, b->buf + start, len))
+			return err_set(e, NR_EIO, "out of memory");
+		start += len + 1;
+	}
+	b->too_long = (nl ? (size_t)(nl - b->buf) : b->have) - start > NR_LINE_MAX;
+	if (!b->too_long && *end && start < b->have &&
+	    add_line(b, b->buf + start, b->have - start))
+		return err_set(e, NR_EIO, "out of memory");
+	b->rest = *end ? b->have : start;
+	return NR_OK;
+}
+
+static void block_free(struct block *b)
+{
+	free(b->buf);
+	free(b->text);
+	free(b->len);
+	free(b->rec);
+	free(b->rc);
+}
+
+/* Blocks of whole lines, two in turn: while one's lines are parsed on
+ * every core, the one before is taken (in order, here: fit_add and the
+ * trace's checks) and refilled.  Memory stays bounded whatever the file
+ * holds. */
 int fit_read_trace(struct fit *f, const char *file, const struct job *job,
 		   const struct cluster *cl, struct fit_read *rd, struct err *e)
 {
-	struct reader x = { f, file, job, cl, rd, { 0 }, 0, 0, NULL, NULL, NULL, NULL };
+	struct reader x = { f, file, job, cl, rd, { 0 } };
 	FILE *in = strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
-	size_t cap = BLOCK + NR_LINE_MAX, have = 0;
-	char *buf = malloc(cap);
-	bool end = false;
-	int rc = NR_OK;
+	struct block b[2] = { { 0 }, { 0 } };
+	struct parsing ps;
+	bool end = false, pending = false;
+	int cur = 0, rc = NR_OK;
 
 	rd->lines = rd->records = rd->skipped_lines = 0;
 	if (!in) {
 		rc = err_set(e, NR_EINPUT, "cannot open '%s': %s", file, strerror(errno));
 		goto out;
 	}
-	if (!buf) {
+	b[0].buf = malloc(BLOCK + NR_LINE_MAX);
+	b[1].buf = malloc(BLOCK + NR_LINE_MAX);
+	if (!b[0].buf || !b[1].buf) {
 		rc = err_set(e, NR_EIO, "out of memory");
 		goto out;
 	}
-	/* blocks of whole lines from a buffer refilled as it empties: memory
-	 * stays bounded whatever the file holds */
-	while (rc == NR_OK && !end) {
-		size_t got, start = 0;
-		char *nl;
-		while (have < cap && (got = fread(buf + have, 1, cap - have, in)) > 0)
-			have += got;
-		if (ferror(in)) {
-			rc = err_set(e, NR_EIO, "cannot read '%s': %s", shown(file), strerror(errno));
+	rc = fill_block(&x, in, &b[0], &end, e);
+	while (rc == NR_OK) {
+		struct block *now = &b[cur], *next = &b[1 - cur];
+		bool more = !end && !now->too_long;
+		int rc2 = NR_OK;
+		parse_start(&ps, &x, now);
+		if (pending)
+			rc = take_block(&x, next, e);
+		if (rc == NR_OK && more) {
+			/* the line left unfinished at the end of now starts next */
+			next->have = now->have - now->rest;
+			memcpy(next->buf, now->buf + now->rest, next->have);
+			rc2 = fill_block(&x, in, next, &end, e);
+		}
+		parse_finish(&ps);
+		pending = true;
+		if (rc == NR_OK && rc2 != NR_OK) {
+			/* the lines before the failed read come first */
+			rc = take_block(&x, now, e);
+			rc = rc == NR_OK ? rc2 : rc;
+			pending = false;
+		}
+		if (rc != NR_OK || !more)
 			break;
-		}
-		end = have < cap;
-		while ((nl = memchr(buf + start, '\n', have - start)) && rc == NR_OK) {
-			if (add_line(&x, buf + start, (size_t)(nl - buf - start)))
-				rc = err_set(e, NR_EIO, "out of memory");
-			start = (size_t)(nl - buf) + 1;
-		}
-		if (rc == NR_OK && end && start < have && add_line(&x, buf + start, have - start))
-			rc = err_set(e, NR_EIO, "out of memory");
-		if (rc == NR_OK)
-			rc = take_block(&x, e);
-		if (rc == NR_OK && !end && have - start >= NR_LINE_MAX)
-			rc = err_set(e, NR_EINPUT, "%s:%ld: a line longer than %zu MiB, the most a "
-				     "line may be", shown(file), rd->lines + 1, NR_LINE_MAX >> 20);
-		memmove(buf, buf + start, have - start);
-		have -= start;
+		cur = 1 - cur;
 	}
+	if (rc == NR_OK && pending)
+		rc = take_block(&x, &b[cur], e);
 	if (rc == NR_OK && rd->records == 0)
 		rc = err_set(e, NR_EINPUT, rd->skipped_lines ? "'%s': every line was skipped: no "
 			     "step record to fit" : "'%s' is empty: no step record to fit",
@@ -266,11 +353,8 @@ int fit_read_trace(struct fit *f, const char *file, const struct job *job,
 out:
 	if (in && in != stdin)
 		fclose(in);
-	free(buf);
-	free(x.text);
-	free(x.len);
-	free(x.rec);
-	free(x.rc);
+	block_free(&b[0]);
+	block_free(&b[1]);
 	free(x.taken.step);
 	free(x.taken.line);
 	return rc;
