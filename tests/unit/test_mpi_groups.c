@@ -21,13 +21,7 @@ static const struct env v = { &job, &cl, &k };
 
 static void setup(const char *jobfile, const char *clusterfile, int nodes)
 {
-	struct err e = { 0 };
-
-	coef_defaults(&k);
-	CHECK(job_load(&job, jobfile, &e) == NR_OK);
-	CHECK(cluster_load(&cl, clusterfile, &e) == NR_OK);
-	if (nodes)
-		cl.nodes = nodes;
+	load_env(&job, &cl, &k, jobfile, clusterfile, nodes);
 }
 
 /* Every world rank's roles, or NULL. */

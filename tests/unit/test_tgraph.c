@@ -21,20 +21,13 @@ static const struct env v = { &job, &cl, &k };
 
 static void setup(const char *jobfile, int nodes)
 {
-	struct err e = { 0 };
-
-	coef_defaults(&k);
-	CHECK(job_load(&job, jobfile, &e) == NR_OK);
-	CHECK(cluster_load(&cl, "examples/clusters/h100-8x8.json", &e) == NR_OK);
-	cl.nodes = nodes;
+	load_env(&job, &cl, &k, jobfile, "examples/clusters/h100-8x8.json", nodes);
 }
 
 /* The best plan with one pin (or none). */
 static bool search(const char *pin, enum shape shape, struct plan *p)
 {
-	const char *const pins[] = { pin, NULL };
-
-	return search_shaped(&v, pins, shape, p);
+	return search_pinned(&v, pin, shape, p);
 }
 
 /* Bytes the EMUs of s keep in GPU memory on each GPU that is up. */

@@ -35,19 +35,12 @@ static double lo_ratio = HUGE_VAL, hi_ratio;
 
 static void setup(const char *jobfile, int nodes)
 {
-	struct err e = { 0 };
-
-	coef_defaults(&k);
-	CHECK(job_load(&job, jobfile, &e) == NR_OK);
-	CHECK(cluster_load(&cl, "examples/clusters/h100-8x8.json", &e) == NR_OK);
-	cl.nodes = nodes;
+	load_env(&job, &cl, &k, jobfile, "examples/clusters/h100-8x8.json", nodes);
 }
 
 static bool search(const char *pin, enum shape shape, struct plan *p)
 {
-	const char *const pins[] = { pin, NULL };
-
-	return search_shaped(&v, pins, shape, p);
+	return search_pinned(&v, pin, shape, p);
 }
 
 static void compare(const struct plan *a, const struct plan *b)

@@ -39,4 +39,27 @@ static inline bool search_shaped(const struct env *v, const char *const pins[],
 	return rc == NR_OK;
 }
 
+/* The same with one pin (or none: NULL). */
+static inline bool search_pinned(const struct env *v, const char *pin, enum shape shape,
+				 struct plan *p)
+{
+	const char *const pins[] = { pin, NULL };
+
+	return search_shaped(v, pins, shape, p);
+}
+
+/* Load a job and a cluster, its node count replaced when nodes > 0, beside
+ * the default coefficients: what the tests' setups share. */
+static inline void load_env(struct job *job, struct cluster *cl, struct coef *k,
+			    const char *jobfile, const char *clusterfile, int nodes)
+{
+	struct err e = { 0 };
+
+	coef_defaults(k);
+	CHECK(job_load(job, jobfile, &e) == NR_OK);
+	CHECK(cluster_load(cl, clusterfile, &e) == NR_OK);
+	if (nodes > 0)
+		cl->nodes = nodes;
+}
+
 #endif
