@@ -140,7 +140,9 @@ bench: all $(BENCHES)
 MAN_SCD := $(wildcard man/man*/*.scd)
 man: $(MAN_SCD:.scd=)
 man/%: man/%.scd scripts/scdoc-tidy.awk
-	scdoc < $< | awk -f scripts/scdoc-tidy.awk > $@
+	scdoc < $< > $@.raw || { rm -f $@.raw; exit 1; }
+	awk -f scripts/scdoc-tidy.awk $@.raw > $@
+	rm -f $@.raw
 
 # nereus.pc is written here, from the PREFIX, LIBDIR and INCDIR of this
 # very call, so it names where the library goes.  The headers are those of

@@ -24,9 +24,10 @@ setup() {
 	command -v scdoc > /dev/null || skip "scdoc is not installed"
 	local scd
 	for scd in "$MAN"/man*/*.scd; do
+		# scdoc stops at the first error, having written what came before
+		scdoc < "$scd" > raw 2> error || fail "$scd: scdoc: $(cat error)"
 		# the date line says when it was made
-		scdoc < "$scd" | awk -f "$BATS_TEST_DIRNAME/../scripts/scdoc-tidy.awk" |
-			grep -v '^\.TH ' > made
+		awk -f "$BATS_TEST_DIRNAME/../scripts/scdoc-tidy.awk" raw | grep -v '^\.TH ' > made
 		grep -v '^\.TH ' "${scd%.scd}" > committed
 		cmp -s made committed || fail "${scd%.scd} is not make man's output: run make man"
 	done
