@@ -106,6 +106,17 @@ static double clock_s(clockid_t id)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The index of the least recently used price held (there is one). */
+static int oldest(const struct charge *ch)
+{
+	int old = 0;
+
+	for (int i = 1; i < ch->n; i++)
+		if (ch->slot[i].used < ch->slot[old].used)
+			old = i;
+	return old;
+}
+
 /* The slot for a new price: a new one, or the least recently used when
  * CHARGE_MEMO prices are held; NULL when out of memory. */
 static struct charge_slot *free_slot(struct charge *ch)
@@ -125,11 +136,7 @@ static struct charge_slot *free_slot(struct charge *ch)
 		memset(slot, 0, sizeof *slot);
 		return slot;
 	}
-	slot = &ch->slot[0];
-	for (int i = 1; i < ch->n; i++)
-		if (ch->slot[i].used < slot->used)
-			slot = &ch->slot[i];
-	return slot;
+	return &ch->slot[oldest(ch)];
 }
 
 /* Forget the least recently used prices until the keys fit in
@@ -137,10 +144,7 @@ static struct charge_slot *free_slot(struct charge *ch)
 static void trim(struct charge *ch, size_t len)
 {
 	while (ch->n > 0 && ch->bytes + len > CHARGE_MEMO_BYTES) {
-		int old = 0;
-		for (int i = 1; i < ch->n; i++)
-			if (ch->slot[i].used < ch->slot[old].used)
-				old = i;
+		int old = oldest(ch);
 		ch->bytes -= ch->slot[old].len;
 		free(ch->slot[old].key);
 		ch->slot[old] = ch->slot[--ch->n];
