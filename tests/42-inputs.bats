@@ -76,3 +76,24 @@ setup() {
 	run -2 --separate-stderr nereus-plan --job bad.json --cluster "$CLUSTER"
 	[[ $stderr == "nereus-plan: bad.json:1:38: name: "* ]]
 }
+
+@test "a NUL byte in a document, an event line or a manifest is exit 2 at its line and column" {
+	printf '{"nereus":1,"kind":"job","x":[1\0]}' > nul.json
+	run -2 --separate-stderr timeout 20 nereus-plan --job nul.json --cluster "$CLUSTER"
+	assert_equal "$stderr" "nereus-plan: nul.json:1:32: a NUL byte, which JSON does not allow"
+	run -2 --separate-stderr timeout 20 nereus-plan --job - --cluster "$CLUSTER" < nul.json
+	assert_equal "$stderr" "nereus-plan: <stdin>:1:32: a NUL byte, which JSON does not allow"
+	run -2 --separate-stderr timeout 20 nereus-plan --job "$JOB" --cluster nul.json
+	[[ $stderr == *"nul.json:1:32: a NUL byte"* ]]
+	# the NUL follows the 51 characters of `{"nereus": 1, ... "gpus": [1` on line 2
+	{ echo '{"nereus": 1, "kind": "down", "step": 1, "gpus": [0]}'
+	  printf '{"nereus": 1, "kind": "down", "step": 2, "gpus": [1\0]}\n'; } > ev.jsonl
+	run -2 --separate-stderr timeout 20 nereus-run --job "$JOB" --cluster "$CLUSTER" --steps 3 \
+		--events ev.jsonl
+	[[ $stderr == *"ev.jsonl:2:52: a NUL byte, which JSON does not allow"* ]]
+	nereus-run init --job "$EXAMPLES/jobs/grpo-tiny.json" -o st
+	{ printf '{\0'; tail -c +2 st/manifest.json; } > m && mv m st/manifest.json
+	echo '{"tokens": [1, 2]}' > p.jsonl
+	run -2 --separate-stderr timeout 60 nereus-run generate --state st --prompts p.jsonl
+	[[ $stderr == *"st/manifest.json:1:2: a NUL byte, which JSON does not allow"* ]]
+}

@@ -171,10 +171,21 @@ static int load_object(struct jdoc *d, const char *name, const char *buf, size_t
 	json_error_t je;
 	struct scan sc = { buf + bom, 0, len - bom, 1, 1, d, 0 };
 
+	const char *nul = memchr(buf + bom, '\0', len - bom);
+
 	memset(d, 0, sizeof *d);
 	d->file = strdup(shown(name));
 	if (!d->file)
 		return err_set(e, NR_EIO, "out of memory");
+	if (nul) {
+		/* jansson may accept one; the position index would then stall on it */
+		while (sc.s + sc.i < nul)
+			adv(&sc);
+		err_set(e, NR_EINPUT, "%s:%d:%d: a NUL byte, which JSON does not allow", d->file,
+			sc.line, sc.col);
+		jdoc_free(d);
+		return NR_EINPUT;
+	}
 	d->root = json_loadb(buf + bom, len - bom, JSON_REJECT_DUPLICATES, &je);
 	if (!d->root) {
 		/* jansson says column 0 at the start of a line; ours start at 1 */

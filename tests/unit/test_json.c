@@ -103,6 +103,24 @@ static void test_empty_and_bom(void)
 	CHECK(load(&d, " \xEF\xBB\xBF{}", NULL, &e) == NR_EINPUT);
 }
 
+/* A NUL byte is refused at its position, not parsed: the position index
+ * used to stall on one inside an array and grow until memory ran out.
+ * The buffers carry their length, so the NUL is inside the document. */
+static void test_nul_byte(void)
+{
+	static const char arr[] = "{\"nereus\":1,\"kind\":\"job\",\"x\":[1\0]}";
+	static const char two[] = "{\"nereus\": 1,\n \"kind\": \"job\", \"x\": \"a\0\"}";
+	struct jdoc d;
+	struct err e = { 0 };
+
+	/* `{"nereus":1,"kind":"job","x":[1` is 31 characters: the NUL is 1:32 */
+	CHECK(jdoc_loadb(&d, "t.json", arr, sizeof arr - 1, "job", &e) == NR_EINPUT);
+	CHECK(strcmp(e.msg, "t.json:1:32: a NUL byte, which JSON does not allow") == 0);
+	/* line 2 ` "kind": "job", "x": "a` is 23 characters: 2:24 */
+	CHECK(jdoc_loadb_foreign(&d, "t.json", two, sizeof two - 1, true, &e) == NR_EINPUT);
+	CHECK(strcmp(e.msg, "t.json:2:24: a NUL byte, which JSON does not allow") == 0);
+}
+
 /* The standard-input name is shown as <stdin>. */
 static void test_stdin_name(void)
 {
@@ -584,6 +602,7 @@ int main(void)
 	RUN(test_syntax_error_position);
 	RUN(test_empty_and_bom);
 	RUN(test_stdin_name);
+	RUN(test_nul_byte);
 	RUN(test_fail_positions_objects);
 	RUN(test_fail_positions_arrays);
 	RUN(test_fail_positions_escapes);
