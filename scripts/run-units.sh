@@ -7,6 +7,8 @@ for t in "$@"; do
 	p=$(printf '%s\n' "$out" | grep -c '^ok ')
 	f=$(printf '%s\n' "$out" | grep -c '^not ok ')
 	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		# what killed it (AddressSanitizer's report, an abort's message)
+		printf '%s\n' "$out" | grep -vE '^(ok |not ok |#|1\.\.)' || true
 		echo "not ok - $t exited $rc"; f=1
 	fi
 	pass=$((pass + p)); fail=$((fail + f))

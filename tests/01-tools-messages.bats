@@ -145,5 +145,5 @@ EOF
 	grep -q $'\r\e\\[Knereus-run: step 3 of 3' tty.out
 	# in a pipe, nothing of it
 	nereus-run --job "$JOB" --cluster "$H100" --steps 3 --records r.jsonl 2> pipe.err
-	! grep -q 'step 1 of 3' pipe.err
+	run ! grep -q 'step 1 of 3' pipe.err
 }

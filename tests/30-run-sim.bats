@@ -86,7 +86,7 @@ event() {
 	"${RUN[@]}" --steps 20 --noise 0.1 --seed 7 -q > b.jsonl
 	"${RUN[@]}" --steps 20 --noise 0.1 --seed 8 -q > c.jsonl
 	cmp a.jsonl b.jsonl
-	! cmp -s a.jsonl c.jsonl
+	run ! cmp -s a.jsonl c.jsonl
 	holds a.jsonl - 'len(set(r["step_time_s"] for r in recs)) > 10'
 	run --separate-stderr "${RUN[@]}" --steps 2 --noise 1.5
 	assert_failure 2

@@ -59,6 +59,14 @@ setup() {
 	ln -s "$D/st" st
 }
 
+# Whether process $1 still runs: a zombie (which a container's init may
+# never reap) has ended.
+running() {
+	local state
+	state=$(awk '{ print $3 }' "/proc/$1/stat" 2> /dev/null) || return 1
+	[ -n "$state" ] && [ "$state" != Z ]
+}
+
 ranks() { # NP ARGS...: nereus-run --engine builtin on NP ranks
 	local np=$1
 	shift
@@ -217,20 +225,23 @@ for x in r[3:6]:
 		[ -f k.jsonl ] && [ "$(wc -l < k.jsonl)" -ge 3 ] && break
 		sleep 0.05
 	done
-	local victim
-	victim=$(pgrep -f "nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 40" | tail -1)
-	[ -n "$victim" ]
-	kill -9 "$victim"
+	# the ranks are the children of this test's own mpirun
+	local ranks
+	ranks=$(pgrep -P "$launcher")
+	[ "$(wc -w <<< "$ranks")" -eq 4 ]
+	kill -9 "${ranks##*[[:space:]]}"
 	for _ in $(seq 100); do
-		kill -0 "$launcher" 2> /dev/null || break
+		running "$launcher" || break
 		sleep 0.1
 	done
-	! kill -0 "$launcher" 2> /dev/null
+	run ! running "$launcher"
 	# mpirun says so with the killed rank's status
 	local status=0
 	wait "$launcher" || status=$?
 	[ "$status" -eq 137 ]
-	! pgrep -f "nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 40"
+	for r in $ranks; do
+		run ! running "$r"
+	done
 	# the last store written whole resumes on two ranks
 	local last
 	last=$(ls -d k/step-* | tail -1)
