@@ -825,7 +825,7 @@ static void test_bad_stores(void)
 
 	/* a manifest that is not JSON */
 	fresh("b5");
-	spew(at("b5/manifest.json"), "{\n \"nereus\": 1,\n \"kind\": \"manifest\",,\n}", 40);
+	spew(at("b5/manifest.json"), "{\n \"nereus\": 1,\n \"kind\": \"manifest\",,\n}", 39);
 	expect_bad(apply1("b5", to, "bad-s", &e), &e, at("bad-s"), "b5/manifest.json:3:", NULL);
 	/* not a store at all */
 	expect_bad(apply1("hf-u", to, "bad-s", &e), &e, at("bad-s"), "hf-u/manifest.json",
