@@ -110,6 +110,10 @@ $(PROBES_MPI): $(O)/tests/%: tests/probe/%.c $(MPI_OBJ) $(O)/libnereus.a
 deps:
 	@scripts/install-deps.sh
 
+# lib/ runs one way (scripts/check-layers.sh says which).
+layers:
+	@scripts/check-layers.sh
+
 unit: $(UNITS)
 	@scripts/run-units.sh $(UNITS)
 
@@ -122,7 +126,7 @@ sanitize:
 
 # CI's gate: warnings are errors, gcc for the tools, clang for the
 # sanitizer build, so both compilers stay warning-free.
-check: deps
+check: deps layers
 	@$(MAKE) --no-print-directory WERROR=1 all
 	@$(MAKE) --no-print-directory WERROR=1 unit
 	@$(MAKE) --no-print-directory WERROR=1 bats
@@ -168,7 +172,7 @@ install: all
 clean:
 	rm -rf $(O) build-san
 
-.PHONY: all deps unit bats sanitize check demo bench man install clean FORCE
+.PHONY: all deps unit bats sanitize check layers demo bench man install clean FORCE
 .SECONDARY:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

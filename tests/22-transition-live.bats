@@ -199,7 +199,7 @@ PY
 	assert_output --partial "tensor decoder.layers.3.input_layernorm.weight (master) of model actor does not match its checksum in bad"
 }
 
-@test "a source piece whose bytes do not match its checksum: exit 4, naming file and tensor" {
+@test "a source piece whose bytes do not match its checksum: exit 2 (bad input), naming file and tensor" {
 	need_mpirun
 	cp -r "$D/store-tp2,pp2" store-tp2,pp2
 	python3 - store-tp2,pp2/actor/weight/pp00-tp00.safetensors <<'PY'
@@ -208,7 +208,7 @@ b = bytearray(open(sys.argv[1], "rb").read())
 b[-1] ^= 0xff
 open(sys.argv[1], "wb").write(b)
 PY
-	run -4 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 \
+	run -2 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 \
 		nereus-transition live --job "$D/job.json" --cluster "$D/cluster.json" \
 		--from "$D/plan-tp2,pp2.json" --to "$D/plan-tp4,pp1.json" --state store-tp2,pp2
 	assert_output --partial "nereus-transition: store-tp2,pp2/actor/weight/pp00-tp00.safetensors: tensor "

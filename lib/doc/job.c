@@ -24,6 +24,19 @@ long job_sequences(const struct job *job)
 	return job->prompts_per_step * job->samples_per_prompt;
 }
 
+int job_actor(const struct job *job)
+{
+	for (int m = 0; m < job->nmodels; m++)
+		if (job->models[m].role == ROLE_ACTOR)
+			return m;
+	return 0;
+}
+
+bool model_trainable(const struct model *m)
+{
+	return m->stages[STAGE_TRAIN];
+}
+
 /* A Hugging Face config.json named by a job: relative to the job file. */
 static int load_hf_config(const struct jdoc *jd, const char *path, const char *job_file,
 			  const char *cfg, struct arch *a, struct err *e)

@@ -15,6 +15,7 @@ enum stage { STAGE_GEN, STAGE_INF, STAGE_TRAIN, NSTAGES };
 enum role { ROLE_ACTOR, ROLE_CRITIC, ROLE_REFERENCE, ROLE_REWARD, NROLES };
 
 #define MAX_MODELS 8
+#define MAX_ITEMS (MAX_MODELS + 1) /* a plan's items: the generation engines, the models */
 #define NAME_MAX_LEN 64
 
 extern const char *const stage_names[NSTAGES + 1]; /* "generation", ... */
@@ -56,5 +57,9 @@ int job_load(struct job *job, const char *file, struct err *e);
 const struct model *job_model(const struct job *job, const char *name);
 /* Sequences per step: prompts × samples per prompt. */
 long job_sequences(const struct job *job);
+/* The actor's index (the first model when none is one). */
+int job_actor(const struct job *job);
+/* Whether the model trains (takes part in the training stage). */
+bool model_trainable(const struct model *m);
 
 #endif

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "common/json.h"
-#include "plan/plan.h"
 
 const char *const step_status_names[NSTEP_STATUS + 1] = { "ok", "oom", "paused", NULL };
 
@@ -1263,47 +1262,6 @@ int steprec_fprint(FILE *f, const struct step_record *r, struct err *e)
 	if (bad_write)
 		return err_set(e, NR_EIO, "cannot write a step record: %s", strerror(errno));
 	return NR_OK;
-}
-
-/* --- from a plan ---------------------------------------------------------- */
-
-void steprec_from_plan(const struct env *v, const struct plan *p, long step,
-		       struct step_record *r)
-{
-	const struct job *j = v->job;
-	int actor = job_actor(j), home = -1, gen = -1;
-
-	memset(r, 0, sizeof *r);
-	r->step = step;
-	snprintf(r->engine, sizeof r->engine, "sim");
-	r->gpus_up = cluster_gpus_up(v->cl);
-	r->status = p->feasible ? STEP_OK : STEP_OOM;
-	r->sequences = job_sequences(j);
-	r->prompt_len = j->prompt_len;
-	r->response = j->response;
-	r->step_time_s = p->feasible ? p->step_time : NAN;
-	r->transition_s = 0;
-	for (int i = 0; i < p->nms && r->nms < STEPREC_MAX_MS; i++) {
-		const struct ms_plan *mp = &p->ms[i];
-		struct ms_record *ms = &r->ms[r->nms++];
-		snprintf(ms->model, sizeof ms->model, "%s", j->models[mp->model].name);
-		ms->stage = mp->stage;
-		ms->pool = mp->pool;
-		ms->conf = mp->conf;
-		if (mp->stage == STAGE_GEN) {
-			ms->conf.pp = 1;
-			ms->conf.mb = 1;
-			gen = r->nms - 1;
-		} else if (mp->model == actor && (home < 0 || mp->stage == STAGE_TRAIN)) {
-			home = r->nms - 1;
-		}
-		ms->gpus = pconf_gpus(&ms->conf);
-		ms->time_s = p->feasible ? mp->time.total : NAN;
-		ms->peak_gib = mp->peak / GIB;
-		ms->concurrency = mp->stage == STAGE_GEN && p->feasible ? mp->time.concurrency : NAN;
-	}
-	if (gen >= 0 && home >= 0)
-		r->ms[gen].same_pool = r->ms[gen].pool == r->ms[home].pool;
 }
 
 double steprec_stages_s(const struct step_record *r)

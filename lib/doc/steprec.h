@@ -17,8 +17,6 @@
  *                      positive and finite
  *   steprec_to_json    a record -> a JSON object (for writers)
  *   steprec_fprint     a record -> one line on a stream
- *   steprec_from_plan  a record's batch and model-stages from an evaluated
- *                      plan, its predicted times standing for measured ones
  *   steprec_stages_s   the step's time less its fixed cost, composed from
  *                      the model-stage times as plans compose it
  *
@@ -34,7 +32,7 @@
 #include "common/err.h"
 #include "doc/cluster.h"
 #include "doc/job.h"
-#include "plan/pconf.h"
+#include "doc/pconf.h"
 
 struct env;
 struct plan;
@@ -135,14 +133,6 @@ int steprec_check(const struct step_record *r, const struct job *job,
 json_t *steprec_to_json(const struct step_record *r);
 /* Write the record as one line (compact JSON and a newline). */
 int steprec_fprint(FILE *f, const struct step_record *r, struct err *e);
-
-/* Fill r from plan p as plan_evaluate left it, for the job and cluster of
- * v: status ok (oom when the plan does not fit), the job's batch, every
- * model-stage with its configuration, predicted time, peak and (for
- * generation) concurrency, and the predicted step time.  The simulation
- * engine then perturbs the times it observes. */
-void steprec_from_plan(const struct env *v, const struct plan *p, long step,
-		       struct step_record *r);
 
 /* Σ over the three stages of the slowest pool's summed model-stage times:
  * pools run concurrently, a pool's model-stages take turns.  A step's time

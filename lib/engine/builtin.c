@@ -265,7 +265,7 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 			return rc;
 		memcpy(&b->eval, p, sizeof b->eval);
 		plan_evaluate(&v, &b->eval);
-		steprec_from_plan(&v, &b->eval, step, r);
+		plan_to_record(&v, &b->eval, step, r);
 		r->status = STEP_OK;
 		r->step_time_s = step_s;
 		for (int i = 0; i < b->t.B; i++)

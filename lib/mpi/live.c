@@ -10,15 +10,12 @@
  * unpacked by its receiver once its last byte has come. */
 #include "mpi/live.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <xxhash.h>
 
@@ -26,141 +23,25 @@
 #include "mpi/mpi_impl.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
-#include "state/store_impl.h"
+#include "state/safetensors.h"
+#include "state/store.h"
 #include "state/tgraph.h"
 
 /* --- pieces read from a store ------------------------------------------------- */
 
-/* An opened store with its pieces sorted by (model, kind, tensor), and the
- * last piece read kept, since neighbouring requests mostly want it. */
 struct live_store {
-	struct store s;
+	struct store_reader *r;
 	const struct env *v;
-	bool open;
 	int jmodel[MAX_MODELS];    /* job model → manifest model, -1 none */
-	size_t *ord;               /* piece indices, sorted */
-	size_t last;               /* the piece in buf, or SIZE_MAX */
-	void *buf;
-	size_t cap;
 	void *tmp;                 /* verifying: a piece's elements from the store */
 	size_t tmpcap;
 };
 
-static int piece_key_cmp(const struct mpiece *p, int model, int kind, int tensor)
-{
-	if (p->model != model)
-		return p->model < model ? -1 : 1;
-	if ((int)p->kind != kind)
-		return (int)p->kind < kind ? -1 : 1;
-	if (p->tensor != tensor)
-		return p->tensor < tensor ? -1 : 1;
-	return 0;
-}
-
-static int cmp_ord(const void *x, const void *y, void *ctx)
-{
-	const struct manifest *m = ctx;
-	const struct mpiece *p = &m->pieces[*(const size_t *)x];
-	const struct mpiece *q = &m->pieces[*(const size_t *)y];
-	int c = piece_key_cmp(p, q->model, (int)q->kind, q->tensor);
-
-	return c ? c : (*(const size_t *)x < *(const size_t *)y ? -1 : 1);
-}
-
-static void src_close(struct live_store *s)
-{
-	if (s->open)
-		store_close(&s->s);
-	free(s->ord);
-	free(s->buf);
-	free(s->tmp);
-	memset(s, 0, sizeof *s);
-}
-
-static int src_open(struct live_store *s, const struct env *v, const char *path, struct err *e)
-{
-	const struct manifest *m;
-
-	memset(s, 0, sizeof *s);
-	if (store_open(&s->s, path, NULL, e))
-		return e->code;
-	s->open = true;
-	s->v = v;
-	m = &s->s.m;
-	for (int j = 0; j < v->job->nmodels; j++) {
-		s->jmodel[j] = -1;
-		for (int k = 0; k < m->nmodels; k++)
-			if (!strcmp(m->models[k].lo.name, v->job->models[j].name))
-				s->jmodel[j] = k;
-	}
-	if (m->npieces && !(s->ord = malloc(m->npieces * sizeof *s->ord)))
-		return err_set(e, NR_EIO, "out of memory");
-	for (size_t i = 0; i < m->npieces; i++)
-		s->ord[i] = i;
-	qsort_r(s->ord, m->npieces, sizeof *s->ord, cmp_ord, (void *)m);
-	s->last = SIZE_MAX;
-	return NR_OK;
-}
-
-/* The first of the sorted pieces of (model, kind, tensor). */
-static size_t src_lower(const struct live_store *s, int model, int kind, int tensor)
-{
-	size_t lo = 0, hi = s->s.m.npieces;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (piece_key_cmp(&s->s.m.pieces[s->ord[mid]], model, kind, tensor) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 static const char *tensor_name(const struct live_store *s, int model, int tensor)
 {
-	const struct layout *lo = &s->s.m.models[model].layout;
+	const struct layout *lo = &store_reader_manifest(s->r)->models[model].layout;
 
 	return tensor >= 0 && tensor < lo->ntensors ? lo->tensors[tensor].name : "?";
-}
-
-/* Piece i's data, read and checked against its checksum. */
-static int src_read(struct live_store *s, size_t i, const void **data, struct err *e)
-{
-	const struct mpiece *p = &s->s.m.pieces[i];
-	const struct mmodel *mm = &s->s.m.models[p->model];
-	size_t len = (size_t)box_volume(&p->box) * (size_t)layout_kind_bytes(&mm->lo.arch, p->kind);
-	char rel[512], path[4096], show[4096];
-	int fd, rc;
-
-	if (s->last != i) {
-		if (len > s->cap) {
-			void *nb = realloc(s->buf, len);
-
-			if (!nb)
-				return err_set(e, NR_EIO, "out of memory");
-			s->buf = nb;
-			s->cap = len;
-		}
-		store_shard_path(rel, sizeof rel, &mm->lo, p->kind, p->tp, p->pp, p->dp);
-		snprintf(path, sizeof path, "%s/%s", s->s.root, rel);
-		store_show(&s->s, rel, show, sizeof show);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			return err_set(e, NR_EIO, "%s: %s", show, strerror(errno));
-		s->last = SIZE_MAX;
-		rc = xread(fd, show, s->buf, len, p->offset, e);
-		close(fd);
-		if (rc)
-			return rc;
-		if (XXH3_64bits(s->buf, len) != p->xxh3)
-			return err_set(e, NR_EIO, "%s: tensor %s (%s) at byte offset %llu: checksum mismatch",
-				       show, tensor_name(s, p->model, p->tensor),
-				       state_kind_names[p->kind], (unsigned long long)p->offset);
-		s->last = i;
-	}
-	*data = s->buf;
-	return NR_OK;
 }
 
 /* Fill region of dst (a buffer holding dbox of job model jm's tensor, kind)
@@ -173,43 +54,44 @@ static int src_fill(struct live_store *s, int jm, enum state_kind kind, int tens
 		    const struct box *region, void *dst, const struct box *dbox, int eb,
 		    struct err *e)
 {
+	const struct manifest *m = store_reader_manifest(s->r);
+	const char *name = store_reader_name(s->r);
 	int mi = s->jmodel[jm];
-	size_t i;
+	const size_t *ord;
+	size_t n;
 	int64_t got = 0;
 
 	if (mi < 0)
-		return err_set(e, NR_EINPUT, "%s: the store has no model %s", s->s.name,
+		return err_set(e, NR_EINPUT, "%s: the store has no model %s", name,
 			       s->v->job->models[jm].name);
-	if (layout_kind_bytes(&s->s.m.models[mi].lo.arch, kind) != eb)
+	if (layout_kind_bytes(&m->models[mi].lo.arch, kind) != eb)
 		return err_set(e, NR_EINPUT, "%s: model %s keeps %s in %d-byte elements, the plan in %d",
-			       s->s.name, s->s.m.models[mi].lo.name, state_kind_names[kind],
-			       layout_kind_bytes(&s->s.m.models[mi].lo.arch, kind), eb);
-	if (st_dtype_bits((enum st_dtype)mmodel_dtype(&s->s.m.models[mi], kind, tensor)) != 8 * eb)
+			       name, m->models[mi].lo.name, state_kind_names[kind],
+			       layout_kind_bytes(&m->models[mi].lo.arch, kind), eb);
+	if (st_dtype_bits((enum st_dtype)mmodel_dtype(&m->models[mi], kind, tensor)) != 8 * eb)
 		return err_set(e, NR_EINPUT, "%s: model %s keeps tensor %s in %s beside %s weights; "
 			       "live resharding moves one dtype per model: reshard this store with "
-			       "nereus-transition apply", s->s.name, s->s.m.models[mi].lo.name,
+			       "nereus-transition apply", name, m->models[mi].lo.name,
 			       tensor_name(s, mi, tensor),
-			       st_dtype_name((enum st_dtype)mmodel_dtype(&s->s.m.models[mi], kind,
-									 tensor)),
-			       s->s.m.models[mi].lo.arch.dtype);
-	for (i = src_lower(s, mi, (int)kind, tensor); i < s->s.m.npieces; i++) {
-		const struct mpiece *p = &s->s.m.pieces[s->ord[i]];
+			       st_dtype_name((enum st_dtype)mmodel_dtype(&m->models[mi], kind, tensor)),
+			       m->models[mi].lo.arch.dtype);
+	ord = store_reader_pieces(s->r, mi, kind, tensor, &n);
+	for (size_t i = 0; i < n; i++) {
+		const struct mpiece *p = &m->pieces[ord[i]];
 		const void *data;
 		struct box x;
 
-		if (piece_key_cmp(p, mi, (int)kind, tensor))
-			break;
 		if (!box_intersect(&p->box, region, &x))
 			continue;
-		if (src_read(s, s->ord[i], &data, e))
+		if (store_reader_piece(s->r, ord[i], &data, e))
 			return e->code;
 		box_copy(dst, dbox, data, &p->box, &x, (size_t)eb);
 		got += box_volume(&x);
 	}
 	if (got != box_volume(region))
 		return err_set(e, NR_EINPUT, "%s: tensor %s (%s) of model %s is not all there",
-			       s->s.name, tensor_name(s, mi, tensor), state_kind_names[kind],
-			       s->s.m.models[mi].lo.name);
+			       name, tensor_name(s, mi, tensor), state_kind_names[kind],
+			       m->models[mi].lo.name);
 	return NR_OK;
 }
 
@@ -235,21 +117,22 @@ static int store_fill_region(void *ctx, int model, enum state_kind kind, int ten
 static int store_take(void *ctx, const struct live_piece *p, const void *data, struct err *e)
 {
 	struct live_store *s = ctx;
-	size_t len = (size_t)box_volume(&p->pc->box) * (size_t)p->elem_bytes;
+	const struct manifest *m = store_reader_manifest(s->r);
+	size_t len = (size_t)box_volume(&p->pc->box) * (size_t)p->elem_bytes, n;
 	int mi = s->jmodel[p->u->model];
 	bool ok = false, exact = false;
+	const size_t *ord;
 
 	if (len == 0)
 		return NR_OK;
 	if (mi < 0)
-		return err_set(e, NR_EINPUT, "%s: the store has no model %s", s->s.name,
+		return err_set(e, NR_EINPUT, "%s: the store has no model %s", store_reader_name(s->r),
 			       s->v->job->models[p->u->model].name);
-	for (size_t k = src_lower(s, mi, (int)p->kind, p->pc->tensor); k < s->s.m.npieces; k++) {
-		const struct mpiece *q = &s->s.m.pieces[s->ord[k]];
+	ord = store_reader_pieces(s->r, mi, p->kind, p->pc->tensor, &n);
+	for (size_t k = 0; k < n; k++) {
+		const struct mpiece *q = &m->pieces[ord[k]];
 
-		if (piece_key_cmp(q, mi, (int)p->kind, p->pc->tensor))
-			break;
-		if (!memcmp(&q->box, &p->pc->box, sizeof q->box)) {
+		if (box_eq(&q->box, &p->pc->box)) {
 			exact = true;
 			ok = XXH3_64bits(data, len) == q->xxh3;
 			break;
@@ -271,30 +154,41 @@ static int store_take(void *ctx, const struct live_piece *p, const void *data, s
 	if (!ok)
 		return err_set(e, NR_EIO, "live: rank %d: tensor %s (%s) of model %s does not match "
 			       "its checksum in %s", p->rank, tensor_name(s, mi, p->pc->tensor),
-			       state_kind_names[p->kind], s->s.m.models[mi].lo.name, s->s.name);
+			       state_kind_names[p->kind], m->models[mi].lo.name,
+			       store_reader_name(s->r));
 	return NR_OK;
 }
 
 int live_store_open(struct live_store **s, const struct env *v, const char *path,
 		    struct err *e)
 {
+	const struct manifest *m;
 	int rc;
 
-	if (!(*s = malloc(sizeof **s)))
+	if (!(*s = calloc(1, sizeof **s)))
 		return err_set(e, NR_EIO, "out of memory");
-	if ((rc = src_open(*s, v, path, e))) {
-		src_close(*s);
+	if ((rc = store_reader_open(&(*s)->r, path, e))) {
 		free(*s);
 		*s = NULL;
+		return rc;
 	}
-	return rc;
+	(*s)->v = v;
+	m = store_reader_manifest((*s)->r);
+	for (int j = 0; j < v->job->nmodels; j++) {
+		(*s)->jmodel[j] = -1;
+		for (int k = 0; k < m->nmodels; k++)
+			if (!strcmp(m->models[k].lo.name, v->job->models[j].name))
+				(*s)->jmodel[j] = k;
+	}
+	return NR_OK;
 }
 
 void live_store_close(struct live_store *s)
 {
 	if (!s)
 		return;
-	src_close(s);
+	store_reader_close(s->r);
+	free(s->tmp);
 	free(s);
 }
 

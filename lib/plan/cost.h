@@ -10,7 +10,7 @@
 #include "doc/costdoc.h"
 #include "doc/job.h"
 #include "plan/memory.h"
-#include "plan/pconf.h"
+#include "doc/pconf.h"
 
 /* What every cost and memory question needs. */
 struct env {

@@ -6,9 +6,6 @@
 
 #include "doc/cluster.h"
 
-const char *const recompute_names[NRECOMPUTE + 1] = { "none", "selective", "full", NULL };
-const char *const zero_names[NZERO_STAGES + 1] = { "zero0", "zero1", "zero2", "zero3", NULL };
-
 double job_max_seq(const struct job *job)
 {
 	return (double)job->prompt_len + (double)job->response.max;

@@ -12,7 +12,7 @@
 
 #include "doc/costdoc.h"
 #include "doc/job.h"
-#include "plan/pconf.h"
+#include "doc/pconf.h"
 
 /* Tokens of one chunk of the output layer: the engine computes the logits,
  * their log-softmax and its gradient this many tokens at a time, so a

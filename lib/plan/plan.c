@@ -9,19 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int job_actor(const struct job *job)
-{
-	for (int m = 0; m < job->nmodels; m++)
-		if (job->models[m].role == ROLE_ACTOR)
-			return m;
-	return 0;
-}
-
-bool model_trainable(const struct model *m)
-{
-	return m->stages[STAGE_TRAIN];
-}
-
 void model_memory_at(const struct env *v, int m, const struct mem_shape *sh,
 		     const struct pconf *home, struct mcost *out)
 {
@@ -453,4 +440,43 @@ void plan_move(const struct env *v, const struct plan *a, const struct plan *b,
 	out->seconds = out->max_gpu_bytes / link_bw(v, n);
 	free(ra);
 	free(rb);
+}
+
+void plan_to_record(const struct env *v, const struct plan *p, long step,
+		    struct step_record *r)
+{
+	const struct job *j = v->job;
+	int actor = job_actor(j), home = -1, gen = -1;
+
+	memset(r, 0, sizeof *r);
+	r->step = step;
+	snprintf(r->engine, sizeof r->engine, "sim");
+	r->gpus_up = cluster_gpus_up(v->cl);
+	r->status = p->feasible ? STEP_OK : STEP_OOM;
+	r->sequences = job_sequences(j);
+	r->prompt_len = j->prompt_len;
+	r->response = j->response;
+	r->step_time_s = p->feasible ? p->step_time : NAN;
+	r->transition_s = 0;
+	for (int i = 0; i < p->nms && r->nms < STEPREC_MAX_MS; i++) {
+		const struct ms_plan *mp = &p->ms[i];
+		struct ms_record *ms = &r->ms[r->nms++];
+		snprintf(ms->model, sizeof ms->model, "%s", j->models[mp->model].name);
+		ms->stage = mp->stage;
+		ms->pool = mp->pool;
+		ms->conf = mp->conf;
+		if (mp->stage == STAGE_GEN) {
+			ms->conf.pp = 1;
+			ms->conf.mb = 1;
+			gen = r->nms - 1;
+		} else if (mp->model == actor && (home < 0 || mp->stage == STAGE_TRAIN)) {
+			home = r->nms - 1;
+		}
+		ms->gpus = pconf_gpus(&ms->conf);
+		ms->time_s = p->feasible ? mp->time.total : NAN;
+		ms->peak_gib = mp->peak / GIB;
+		ms->concurrency = mp->stage == STAGE_GEN && p->feasible ? mp->time.concurrency : NAN;
+	}
+	if (gen >= 0 && home >= 0)
+		r->ms[gen].same_pool = r->ms[gen].pool == r->ms[home].pool;
 }

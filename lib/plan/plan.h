@@ -15,11 +15,11 @@
 #include <stdbool.h>
 
 #include "doc/cluster.h"
+#include "doc/steprec.h"
 #include "plan/cost.h"
 #include "plan/memory.h"
 
-#define ITEM_GEN 0                 /* item 0: the actor's generation engines */
-#define MAX_ITEMS (MAX_MODELS + 1) /* item 1 + m: model m */
+#define ITEM_GEN 0 /* item 0: the actor's generation engines; item 1 + m: model m */
 #define MAX_MS (MAX_MODELS * NSTAGES)
 
 struct pool {
@@ -99,8 +99,6 @@ double model_offload_trans(const struct env *v, int m, const struct mcost *kept)
 bool gen_cost(const struct env *v, const struct pconf *gen, double resident,
 	      const struct pconf *actor_home, bool same_pool, struct stime *t,
 	      struct mem *m, double *peak);
-int job_actor(const struct job *job);
-bool model_trainable(const struct model *m);
 
 /* What a switch from a to b must move: the analytic lower bound of what
  * each GPU needs in b and does not already hold in a. */
@@ -116,5 +114,13 @@ json_t *plan_to_json(const struct env *v, const struct plan *p);
 /* Read a plan document; its pools and configurations are kept, the
  * predictions recomputed against v (the cluster and costs of now). */
 int plan_load(const struct env *v, struct plan *p, const char *file, struct err *e);
+
+/* Fill r from plan p as plan_evaluate left it, for the job and cluster of
+ * v: status ok (oom when the plan does not fit), the job's batch, every
+ * model-stage with its configuration, predicted time, peak and (for
+ * generation) concurrency, and the predicted step time.  The simulation
+ * engine then perturbs the times it observes. */
+void plan_to_record(const struct env *v, const struct plan *p, long step,
+		    struct step_record *r);
 
 #endif

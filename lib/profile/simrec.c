@@ -228,7 +228,7 @@ int simrec_next(struct simrec *s, struct step_record *r, struct err *e)
 	if (tries == 1000)
 		return err_set(e, NR_EINFEASIBLE, "no random plan for job '%s' fits cluster '%s'",
 			       s->job.name, s->cl->name);
-	steprec_from_plan(&v, &s->plan, s->o.first_step + s->n, r);
+	plan_to_record(&v, &s->plan, s->o.first_step + s->n, r);
 	stall = uniform(s) < s->o.stall_rate ? s->o.stall_factor : 1;
 	for (int i = 0; i < r->nms; i++) {
 		r->ms[i].time_s *= exp(noise * normal(s)) * stall;

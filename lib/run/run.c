@@ -534,7 +534,7 @@ static int resume_followed(struct run *r, const struct records *rs, const char *
 		say(r, "step %ld: keeping the plan the records ran: %s", rs->n, le.msg);
 		return NR_OK;
 	}
-	steprec_from_plan(&v, &r->scratch, rs->n, &now);
+	plan_to_record(&v, &r->scratch, rs->n, &now);
 	if (same_plan(&rec, &now))
 		memcpy(&r->cur, &r->scratch, sizeof r->cur);
 	else

@@ -102,7 +102,7 @@ static int sim_step(void *self, long step, const struct plan *p, struct step_rec
 	} else {
 		memcpy(&s->eval, p, sizeof s->eval);
 		plan_evaluate(&v, &s->eval);
-		steprec_from_plan(&v, &s->eval, step, r);
+		plan_to_record(&v, &s->eval, step, r);
 		if (r->status == STEP_OK) {
 			cond_pool_slowdown(&s->c, &s->eval, factor);
 			for (int i = 0; i < r->nms; i++) {

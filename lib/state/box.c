@@ -101,3 +101,13 @@ void box_copy(void *dst, const struct box *dst_box, const void *src,
 			return;
 	}
 }
+
+bool box_eq(const struct box *a, const struct box *b)
+{
+	if (a->ndim != b->ndim)
+		return false;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->off[d] != b->off[d] || a->ext[d] != b->ext[d])
+			return false;
+	return true;
+}

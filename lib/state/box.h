@@ -35,6 +35,8 @@ bool box_intersect(const struct box *a, const struct box *b, struct box *out);
 
 /* Whether every element of inner lies in outer (same ndim required). */
 bool box_contains(const struct box *outer, const struct box *inner);
+/* Whether a and b are the same box (same rank, offsets and extents). */
+bool box_eq(const struct box *a, const struct box *b);
 
 /* Copy the elements of region from src, a row-major buffer holding the
  * elements of src_box of a global tensor, into dst, a row-major buffer

@@ -143,6 +143,16 @@ void store_reader_close(struct store_reader *r);
 /* Its manifest: the models (their index is the model argument below),
  * layouts, architectures and the run's saved object. */
 const struct manifest *store_reader_manifest(const struct store_reader *r);
+/* How messages name the store. */
+const char *store_reader_name(const struct store_reader *r);
+/* The manifest's pieces of model's tensor of kind: *n indices into its
+ * pieces. */
+const size_t *store_reader_pieces(const struct store_reader *r, int model, enum state_kind kind,
+				  int tensor, size_t *n);
+/* Piece i's data as the store keeps them (in its tensor's dtype), read
+ * whole and checked against its checksum (a mismatch is NR_EINPUT);
+ * valid until the next call. */
+int store_reader_piece(struct store_reader *r, size_t i, const void **data, struct err *e);
 /* Fill buf, the fp32 buffer of kind that rank (tp, pp, dp) of layout lo
  * holds (layout_pieces' offsets, copies included, padding zeroed), with
  * model's state, whatever layout the store keeps it in.  lo's

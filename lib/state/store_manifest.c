@@ -619,16 +619,6 @@ bool manifest_same_shard(const struct mpiece *a, const struct mpiece *b)
 	       a->dp == b->dp;
 }
 
-static bool box_equal(const struct box *a, const struct box *b)
-{
-	if (a->ndim != b->ndim)
-		return false;
-	for (int d = 0; d < a->ndim; d++)
-		if (a->off[d] != b->off[d] || a->ext[d] != b->ext[d])
-			return false;
-	return true;
-}
-
 static void fmt_box(char *out, size_t n, const struct box *b)
 {
 	size_t k = (size_t)snprintf(out, n, "[");
@@ -674,7 +664,7 @@ static int check_shard(struct rd *r, const size_t *ord, size_t a, size_t b, int 
 			break;
 		}
 		fmt_box(want, sizeof want, &lp[k].box);
-		if (!box_equal(&lp[k].box, &pc->box))
+		if (!box_eq(&lp[k].box, &pc->box))
 			rc = jdoc_fail(r->d, path, r->e, "box %s of tensor '%s' is not %s, what the "
 				       "layout (tp %d, pp %d, dp %d) gives this rank", got,
 				       mm->layout.tensors[pc->tensor].name, want, mm->lo.tp, mm->lo.pp,

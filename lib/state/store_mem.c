@@ -31,7 +31,8 @@ struct store_reader {
 	size_t *ord;               /* pieces sorted by (model, kind, tensor) */
 	size_t last;               /* the piece in buf, or SIZE_MAX */
 	void *buf;                 /* its raw data */
-	float *wide;               /* and widened */
+	size_t wlast;              /* the piece in wide, or SIZE_MAX */
+	float *wide;               /* a piece widened */
 	size_t cap, wcap;
 };
 
@@ -55,7 +56,7 @@ int store_reader_open(struct store_reader **out, const char *src, struct err *e)
 	*out = NULL;
 	if (!r)
 		return oom(e);
-	r->last = SIZE_MAX;
+	r->last = r->wlast = SIZE_MAX;
 	rc = store_open(&r->s, src, NULL, e);
 	if (rc == NR_OK && !(r->ord = malloc((r->s.m.npieces + 1) * sizeof *r->ord)))
 		rc = oom(e);
@@ -86,40 +87,63 @@ const struct manifest *store_reader_manifest(const struct store_reader *r)
 	return &r->s.m;
 }
 
-/* Piece i of the store, read, checked and widened into r->wide. */
-static int read_piece(struct store_reader *r, size_t i, struct err *e)
+const char *store_reader_name(const struct store_reader *r)
+{
+	return r->s.name;
+}
+
+int store_reader_piece(struct store_reader *r, size_t i, const void **data, struct err *e)
 {
 	const struct mpiece *p = &r->s.m.pieces[i];
 	const struct mmodel *mm = &r->s.m.models[p->model];
 	enum st_dtype t = (enum st_dtype)mmodel_dtype(mm, p->kind, p->tensor);
-	size_t n = (size_t)box_volume(&p->box), len = n * (size_t)st_dtype_bits(t) / 8;
+	size_t len = (size_t)box_volume(&p->box) * (size_t)st_dtype_bits(t) / 8;
 	char rel[512], show[PATH_MAX + 600], *path;
 	int fd, rc;
 
-	if (r->last == i)
+	if (r->last != i) {
+		r->last = SIZE_MAX;
+		if (len > r->cap && grow(&r->buf, &r->cap, len, 1))
+			return oom(e);
+		store_shard_path(rel, sizeof rel, &mm->lo, p->kind, p->tp, p->pp, p->dp);
+		store_show(&r->s, rel, show, sizeof show);
+		if (!(path = path_join(r->s.root, rel)))
+			return oom(e);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		free(path);
+		if (fd < 0)
+			return err_set(e, NR_EIO, "cannot open '%s': %s", show, strerror(errno));
+		rc = xread(fd, show, r->buf, len, p->offset, e);
+		close(fd);
+		if (rc)
+			return rc;
+		if (XXH3_64bits(r->buf, len) != p->xxh3)
+			return err_set(e, NR_EINPUT, "%s: tensor '%s' (%s) at byte %" PRIu64 ": "
+				       "checksum mismatch", show, mm->layout.tensors[p->tensor].name,
+				       state_kind_names[p->kind], p->offset);
+		r->last = i;
+	}
+	*data = r->buf;
+	return NR_OK;
+}
+
+/* Piece i of the store, read, checked and widened into r->wide. */
+static int read_wide(struct store_reader *r, size_t i, struct err *e)
+{
+	const struct mpiece *p = &r->s.m.pieces[i];
+	enum st_dtype t = (enum st_dtype)mmodel_dtype(&r->s.m.models[p->model], p->kind, p->tensor);
+	size_t n = (size_t)box_volume(&p->box);
+	const void *raw;
+
+	if (r->wlast == i)
 		return NR_OK;
-	r->last = SIZE_MAX;
-	if ((len > r->cap && grow(&r->buf, &r->cap, len, 1)) ||
-	    (n > r->wcap && grow(&r->wide, &r->wcap, n, sizeof *r->wide)))
+	r->wlast = SIZE_MAX;
+	if (n > r->wcap && grow(&r->wide, &r->wcap, n, sizeof *r->wide))
 		return oom(e);
-	store_shard_path(rel, sizeof rel, &mm->lo, p->kind, p->tp, p->pp, p->dp);
-	store_show(&r->s, rel, show, sizeof show);
-	if (!(path = path_join(r->s.root, rel)))
-		return oom(e);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	free(path);
-	if (fd < 0)
-		return err_set(e, NR_EIO, "cannot open '%s': %s", show, strerror(errno));
-	rc = xread(fd, show, r->buf, len, p->offset, e);
-	close(fd);
-	if (rc)
-		return rc;
-	if (XXH3_64bits(r->buf, len) != p->xxh3)
-		return err_set(e, NR_EINPUT, "%s: tensor '%s' (%s) at byte %" PRIu64 ": checksum "
-			       "mismatch", show, mm->layout.tensors[p->tensor].name,
-			       state_kind_names[p->kind], p->offset);
-	st_widen(r->wide, r->buf, n, t);
-	r->last = i;
+	if (store_reader_piece(r, i, &raw, e))
+		return e->code;
+	st_widen(r->wide, raw, n, t);
+	r->wlast = i;
 	return NR_OK;
 }
 
@@ -141,6 +165,22 @@ static size_t lower(const struct store_reader *r, int model, int kind, int tenso
 			hi = mid;
 	}
 	return lo;
+}
+
+const size_t *store_reader_pieces(const struct store_reader *r, int model, enum state_kind kind,
+				  int tensor, size_t *n)
+{
+	size_t first = lower(r, model, (int)kind, tensor), last = first;
+
+	while (last < r->s.m.npieces) {
+		const struct mpiece *p = &r->s.m.pieces[r->ord[last]];
+
+		if (p->model != model || p->kind != kind || p->tensor != tensor)
+			break;
+		last++;
+	}
+	*n = last - first;
+	return r->ord + first;
 }
 
 int store_reader_load(struct store_reader *r, int model, enum state_kind kind,
@@ -177,7 +217,7 @@ int store_reader_load(struct store_reader *r, int model, enum state_kind kind,
 				break;
 			if (!box_intersect(&p->box, &pc->box, &x))
 				continue;
-			rc = read_piece(r, r->ord[i], e);
+			rc = read_wide(r, r->ord[i], e);
 			if (rc == NR_OK) {
 				box_copy(dst, &pc->box, r->wide, &p->box, &x, sizeof *dst);
 				got += box_volume(&x);

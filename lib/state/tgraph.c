@@ -54,16 +54,6 @@ static int grow(void *pp, int *cap, int need, size_t size)
 	return 0;
 }
 
-static bool box_eq(const struct box *a, const struct box *b)
-{
-	if (a->ndim != b->ndim)
-		return false;
-	for (int d = 0; d < a->ndim; d++)
-		if (a->off[d] != b->off[d] || a->ext[d] != b->ext[d])
-			return false;
-	return true;
-}
-
 /* First index in sorted a[0, n) with a[i] >= x. */
 static int lower_bound(const int *a, int n, int x)
 {

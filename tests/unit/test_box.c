@@ -30,16 +30,6 @@ static struct box box2(int64_t r, int64_t c, int64_t nr, int64_t nc)
 	return b;
 }
 
-static bool box_eq(const struct box *a, const struct box *b)
-{
-	if (a->ndim != b->ndim)
-		return false;
-	for (int d = 0; d < a->ndim; d++)
-		if (a->off[d] != b->off[d] || a->ext[d] != b->ext[d])
-			return false;
-	return true;
-}
-
 static bool point_in(const struct box *b, const int64_t *x)
 {
 	for (int d = 0; d < b->ndim; d++)
@@ -106,6 +96,19 @@ static void test_contains(void)
 	CHECK(box_contains(&a, &in));
 	CHECK(!box_contains(&a, &out));
 	CHECK(!box_contains(&in, &a));
+}
+
+/* Equal boxes are the same rank, offsets and extents; a box of one rank
+ * never equals one of another, even where their used extents agree. */
+static void test_eq(void)
+{
+	struct box a = box2(1, 2, 3, 4), line = { .ndim = 1, .off = { 1 }, .ext = { 3 } };
+
+	CHECK(box_eq(&a, &a));
+	CHECK(!box_eq(&a, &(struct box){ .ndim = 2, .off = { 1, 3 }, .ext = { 3, 4 } }));
+	CHECK(!box_eq(&a, &(struct box){ .ndim = 2, .off = { 1, 2 }, .ext = { 3, 5 } }));
+	CHECK(!box_eq(&a, &line));
+	CHECK(box_eq(&line, &(struct box){ .ndim = 1, .off = { 1, 9 }, .ext = { 3, 9 } }));
 }
 
 static struct box random_box(int nd, int64_t space)
@@ -318,6 +321,7 @@ int main(void)
 	RUN(test_intersect_touching_and_disjoint);
 	RUN(test_intersect_empty_and_mismatched);
 	RUN(test_contains);
+	RUN(test_eq);
 	RUN(test_intersect_random);
 	RUN(test_copy_example);
 	RUN(test_copy_scalar);

@@ -76,16 +76,6 @@ static struct box whole_box(const struct gtensor *t)
 	return b;
 }
 
-static bool box_eq(const struct box *a, const struct box *b)
-{
-	if (a->ndim != b->ndim)
-		return false;
-	for (int d = 0; d < a->ndim; d++)
-		if (a->off[d] != b->off[d] || a->ext[d] != b->ext[d])
-			return false;
-	return true;
-}
-
 static const struct piece *find(const struct rank *r, int tensor)
 {
 	for (size_t i = 0; i < r->n; i++)

@@ -90,7 +90,7 @@ static void from_plan_composes(void)
 	CHECK(plan_place(&cl, p));
 	plan_evaluate(&v, p);
 	CHECK(p->feasible);
-	steprec_from_plan(&v, p, 3, &r);
+	plan_to_record(&v, p, 3, &r);
 	CHECK(steprec_check(&r, &job, &cl, &e) == NR_OK);
 	CHECK(r.status == STEP_OK && r.step == 3 && r.nms == 7);
 	CHECK_NEAR(steprec_stages_s(&r) + k.step_s, p->step_time, 1e-12);
