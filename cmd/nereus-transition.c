@@ -594,7 +594,7 @@ static int live_main(int argc, char **argv)
 		   *verify = NULL;
 	struct coef k;
 	struct env v = { &job, &cl, &k };
-	struct live_stats st = { 0 };
+	struct exec_stats st = { 0 };
 	struct err e = { 0 };
 	int c, rc, rank = 0, size = 1;
 	bool nccl = false;

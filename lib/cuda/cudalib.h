@@ -5,7 +5,7 @@
  * it with cuda_lib_load only when they take a GPU path (nereus-profile
  * bench's GPU figures, nereus-transition live --nccl), so that a build
  * with CUDA runs everything else on a machine without the CUDA runtime.
- * The library calls back into the tool's own libnereus (err_set, live_run,
+ * The library calls back into the tool's own libnereus (err_set, exec_run,
  * ...), which the tools export to it.  It is found as any shared library
  * is: the tools' run path names their own directory (the build directory)
  * and the directory the library is installed in. */
@@ -22,7 +22,7 @@
 typedef int gpub_run_fn(const struct hw_opts *o, struct gpub_result *r, struct err *e);
 typedef int live_reshard_nccl_fn(const struct env *v, const struct plan *a,
 				 const struct plan *b, const char *src_store,
-				 const char *verify_store, struct live_stats *st,
+				 const char *verify_store, struct exec_stats *st,
 				 struct err *e);
 
 struct cuda_lib {

@@ -37,7 +37,7 @@ static int nccl_fail(struct err *e, const char *what, ncclResult_t rc)
 	return err_set(e, NR_EIO, "live: NCCL: %s: %s", what, ncclGetErrorString(rc));
 }
 
-static void free_dev(struct nccl_ctx *c, const struct live_msg *m, int n)
+static void free_dev(struct nccl_ctx *c, const struct exec_msg *m, int n)
 {
 	for (int i = 0; i < 2 * n; i++)
 		if (c->dev[i]) {
@@ -47,7 +47,7 @@ static void free_dev(struct nccl_ctx *c, const struct live_msg *m, int n)
 		}
 }
 
-static int nccl_round(void *ctx, const struct live_msg *m, int n, struct err *e)
+static int nccl_round(void *ctx, const struct exec_msg *m, int n, struct err *e)
 {
 	struct nccl_ctx *c = (struct nccl_ctx *)ctx;
 	cudaError_t cr = cudaSuccess;
@@ -115,11 +115,11 @@ out:
 
 extern "C" int live_reshard_nccl(const struct env *v, const struct plan *a, const struct plan *b,
 				 const char *src_store, const char *verify_store,
-				 struct live_stats *st, struct err *e)
+				 struct exec_stats *st, struct err *e)
 {
 #ifdef NEREUS_NCCL
 	struct nccl_ctx c = {};
-	struct live_xport x = {};
+	struct exec_xport x = {};
 	int n = 0, *mine, rc;
 	cudaError_t cr;
 	ncclResult_t nr;
@@ -150,7 +150,7 @@ extern "C" int live_reshard_nccl(const struct env *v, const struct plan *a, cons
 	x.mine = mine;
 	x.round = nccl_round;
 	x.ctx = &c;
-	rc = live_run(v, a, b, src_store, verify_store, &x, st, e);
+	rc = exec_run(v, a, b, src_store, verify_store, &x, st, e);
 	free(mine);
 out:
 	for (int g = 0; g < n; g++) {

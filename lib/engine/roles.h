@@ -34,6 +34,7 @@
 #include "engine/comm.h"
 #include "engine/lm.h"
 #include "plan/plan.h"
+#include "state/exec.h"
 #include "state/store.h"
 
 enum group_kind { GROUP_POOL, GROUP_TP, GROUP_PP, GROUP_DP, GROUP_EMBED, NGROUPS };
@@ -123,5 +124,10 @@ void rank_state_free(struct rank_state *s);
  * mstate_load: any layout, every kind, fp32). */
 int rank_state_load(struct rank_state *s, struct store_reader *r, const char *store,
 		    struct err *e);
+
+/* The engine's state as a source (s: plan A's) or as a sink (s: plan B's,
+ * made by rank_state_init). */
+struct exec_source rank_state_source(const struct rank_state *s);
+struct exec_sink rank_state_sink(struct rank_state *s);
 
 #endif

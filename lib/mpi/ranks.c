@@ -13,7 +13,7 @@ static int ranks_groups(const struct env *v, const struct plan *p, struct groups
 static int ranks_move(const struct env *v, const struct plan *a, const struct plan *b,
 		      const struct rank_state *from, struct rank_state *to, struct err *e)
 {
-	struct live_stats st;
+	struct exec_stats st;
 
 	return live_move(v, a, b, from, to, &st, e);
 }

@@ -419,7 +419,7 @@ static int live_main(int argc, char **argv)
 	if ((rc = mpi_agree_on(MPI_COMM_WORLD, rc, &e)))
 		fail(&e);
 	for (int i = 6, at = 0; i < argc; i += 2, at ^= 1) {
-		struct live_stats st;
+		struct exec_stats st;
 		uint64_t c[3] = { 0, 0, 0 };
 		int held = 0;
 
