@@ -39,6 +39,8 @@ NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/n
 # their headers out of the installed ones.
 LIB_SRC  := $(sort $(shell find lib -name '*.c' -not -path 'lib/mpi/*' -not -path 'lib/cuda/*'))
 LIB_HDR  := $(sort $(shell find lib -name '*.h' -not -path 'lib/mpi/*' -not -path 'lib/cuda/*'))
+# what make install copies: a folder's private headers (*_impl.h) stay here
+PUB_HDR  := $(filter-out %_impl.h,$(LIB_HDR))
 MPI_SRC  := $(sort $(wildcard lib/mpi/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(O)/%.o)
 MPI_OBJ  := $(MPI_SRC:%.c=$(O)/%.o)
@@ -162,7 +164,7 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' nereus.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nereus.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nereus.pc
-	for h in $(LIB_HDR:lib/%=%); do install -D -m 644 lib/$$h $(DESTDIR)$(INCDIR)/nereus/$$h || exit 1; done
+	for h in $(PUB_HDR:lib/%=%); do install -D -m 644 lib/$$h $(DESTDIR)$(INCDIR)/nereus/$$h || exit 1; done
 	install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(MANPREFIX)/man1
 	install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(MANPREFIX)/man5
 	install -m 644 $(wildcard man/man7/*.7) $(DESTDIR)$(MANPREFIX)/man7

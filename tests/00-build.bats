@@ -76,6 +76,8 @@ EOF
 	install_build PREFIX="$PWD/prefix"
 	local h n=0
 	[ ! -e prefix/include/nereus/mpi ] && [ ! -e prefix/include/nereus/cuda ]
+	# a folder's private headers are not the library's interface
+	[ -z "$(find prefix/include/nereus -name '*_impl.h')" ]
 	cd prefix/include/nereus
 	for h in $(find . -name '*.h' | sed 's|^\./||' | sort); do
 		printf '#include "%s"\n' "$h" |
