@@ -487,29 +487,6 @@ EOF
 	done
 }
 
-# Write the literal blocks of the EXAMPLES section of man page $1 (its scdoc
-# source) to ex-1.json, ex-2.sh, ... in the current directory, as a reader
-# sees them (scdoc's \\ is one backslash), and print their names.
-man_examples() {
-	python3 - "$BATS_TEST_DIRNAME/../man/man${1##*.}/$1.scd" <<'EOF'
-import re, sys
-text = open(sys.argv[1]).read()
-section = re.search(r"^# EXAMPLES\n(.*?)^# ", text, re.S | re.M).group(1)
-blocks = re.findall(r"^```\n(.*?)^```", section, re.S | re.M)
-for i, block in enumerate(blocks, 1):
-    name = "ex-%d.%s" % (i, "json" if block.lstrip().startswith("{") else "sh")
-    open(name, "w").write(block.replace("\\\\", "\\"))
-    print(name)
-EOF
-}
-
-# Run one shell example from the current directory, which holds a link to
-# the repository's examples/.
-run_example() {
-	run --separate-stderr bash -o pipefail "$1"
-	[ "$status" -eq 0 ] || fail "$1 exits $status: $stderr"
-}
-
 @test "every EXAMPLES entry of nereus-job(5) runs" {
 	ln -s "$EXAMPLES" examples
 	cp -r "$EXAMPLES/jobs/hf" hf
@@ -524,8 +501,8 @@ run_example() {
 	done
 	# the first example is the shipped file, byte for byte, and so is the
 	# built-in engine's, which trained two steps
-	cmp ex-1.json "$EXAMPLES/jobs/ppo-llama3-8b.json"
-	cmp ex-4.json "$EXAMPLES/jobs/grpo-repeat.json"
+	cmp nereus-job.5-1.json "$EXAMPLES/jobs/ppo-llama3-8b.json"
+	cmp nereus-job.5-4.json "$EXAMPLES/jobs/grpo-repeat.json"
 	[ "$(wc -l < steps.jsonl)" -eq 2 ]
 }
 
@@ -539,14 +516,11 @@ run_example() {
 			run --separate-stderr nereus-plan --cluster "$ex" \
 				--job "$EXAMPLES/jobs/ppo-llama3-8b.json"
 			[ "$status" -eq 0 ] || fail "$ex exits $status: $stderr" ;;
-		*)
-			# a switch (0) or keep (1) answer
-			run --separate-stderr bash -o pipefail "$ex"
-			[ "$status" -le 1 ] || fail "$ex exits $status: $stderr" ;;
+		*) run_example "$ex" 1 ;; # a switch (0) or keep (1) answer
 		esac
 	done
-	cmp ex-1.json "$EXAMPLES/clusters/h100-8x8.json"
-	cmp ex-2.json "$EXAMPLES/clusters/h100-8x8-degraded.json"
+	cmp nereus-cluster.5-1.json "$EXAMPLES/clusters/h100-8x8.json"
+	cmp nereus-cluster.5-2.json "$EXAMPLES/clusters/h100-8x8-degraded.json"
 }
 
 @test "every EXAMPLES entry of nereus-cost(5) runs" {

@@ -322,18 +322,17 @@ sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adap
 }
 
 @test "every EXAMPLE of nereus-plan(1) runs" {
-	local scd=$BATS_TEST_DIRNAME/../man/man1/nereus-plan.1.scd line n=0
+	local ex n=0
 	cp -R "$EXAMPLES" examples
-	while IFS= read -r line; do
+	for ex in $(man_examples nereus-plan.1); do
 		n=$((n + 1))
-		run bash -c "$line"
-		if [[ $line == *"echo keep"* ]]; then
-			assert_success   # the case answers switch or keep
-			[[ $output == *switch* || $output == *keep* ]] || fail "$line: $output"
+		if grep -q 'echo keep' "$ex"; then
+			run_example "$ex" # the case answers switch or keep
+			[[ $output == *switch* || $output == *keep* ]] || fail "$ex: $output"
 		else
-			[ "$status" -eq 0 ] || [ "$status" -eq 1 ] || fail "exit $status: $line: $output"
+			run_example "$ex" 1
 		fi
-	done < <(sed -n '/^# EXAMPLES/,/^# /{s/^\t\$ //p}' "$scd")
+	done
 	[ "$n" -ge 4 ] && [ "$n" -le 6 ]
 	[ -s plan.json ] && [ -s pinned.json ] && [ -s new.json ]
 	[ "$(head -c 4 new.svg)" = '<svg' ]

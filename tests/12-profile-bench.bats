@@ -267,16 +267,14 @@ EOF
 	[ ! -e missing ]
 }
 
-@test "every EXAMPLES entry of the man page runs" {
+@test "every EXAMPLES entry of nereus-profile(1) runs" {
+	local ex
 	ln -s "$EXAMPLES" examples
-	# the indented blocks between "# EXAMPLES" and the next section
-	awk '/^# EXAMPLES/ { on = 1; next } /^# / { on = 0 }
-	     on && /^```/ { block = !block; next } on && block' "$MAN_SCD" > examples.sh
-	[ -s examples.sh ]
-	while IFS= read -r cmd; do
-		run bash -o pipefail -c "$cmd" < /dev/null # mpirun would read the rest
-		assert_success
-	done < examples.sh
+	for ex in $(man_examples nereus-profile.1); do
+		run_example "$ex"
+	done
 	check_cost hw.json
 	check_cluster cpu.json hw.json 1
+	run python3 -c 'import json; d = json.load(open("cost.json")); print(d["kind"], d["fit"]["skipped_lines"])'
+	assert_output "cost 0"
 }

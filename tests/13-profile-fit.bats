@@ -56,12 +56,8 @@ print(json.dumps(r))' "$2" "$3"
 
 # The record of nereus-steps(5)'s EXAMPLES, on one line, into one.jsonl.
 man5_record() {
-	python3 - "$MAN5" > one.jsonl <<'EOF'
-import json, re, sys
-text = open(sys.argv[1]).read()
-section = re.search(r"^# EXAMPLES\n(.*?)^# ", text, re.S | re.M).group(1)
-print(json.dumps(json.loads(re.findall(r"^```\n(.*?)^```", section, re.S | re.M)[0])))
-EOF
+	python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' \
+		"$(man_examples nereus-steps.5 | head -n 1)" > one.jsonl
 }
 
 @test "what the records cannot determine keeps its prior, said in the document and on stderr" {
@@ -298,35 +294,19 @@ EOF
 	cmp steps.jsonl "$TRACE"
 }
 
-@test "every fit example of nereus-profile(1) runs" {
-	ln -s "$EXAMPLES" examples
-	awk '/^# EXAMPLES/ { on = 1; next } /^# / { on = 0 } on && /^\t\$ / { sub(/^\t\$ /, ""); print }' \
-		"$MAN1" > examples.sh
-	[ "$(wc -l < examples.sh)" -ge 5 ]
-	while IFS= read -r cmd; do
-		run --separate-stderr bash -o pipefail -c "$cmd"
-		[ "$status" -eq 0 ] || fail "'$cmd' exits $status: $stderr"
-	done < examples.sh
-	[ "$(json cost.json 'd["kind"], d["fit"]["skipped_lines"]')" = "('cost', 0)" ]
-}
-
 @test "every EXAMPLES entry of nereus-steps(5) runs" {
+	local ex
 	ln -s "$EXAMPLES" examples
-	python3 - "$MAN5" <<'EOF'
-import json, re, sys
-text = open(sys.argv[1]).read()
-section = re.search(r"^# EXAMPLES\n(.*?)^# ", text, re.S | re.M).group(1)
-blocks = re.findall(r"^```\n(.*?)^```", section, re.S | re.M)
-# the record, on one line as JSON Lines has it; then the commands
-open("one.jsonl", "w").write(json.dumps(json.loads(blocks[0])) + "\n")
-open("examples.sh", "w").write("".join(blocks[1:]))
-EOF
-	nereus-profile fit --job "$EXAMPLES/jobs/grpo-qwen-1.5b.json" --cluster "$CLUSTER" \
-		-o one.json one.jsonl 2>/dev/null
-	[ "$(json one.json 'd["fit"]["records"]')" = 1 ]
-	while IFS= read -r cmd; do
-		run --separate-stderr bash -o pipefail -c "$cmd"
-		[ "$status" -eq 0 ] || fail "'$cmd' exits $status: $stderr"
-	done < examples.sh
+	for ex in $(man_examples nereus-steps.5); do
+		case $ex in
+		*.json) # the record, on one line as JSON Lines has it
+			python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' \
+				"$ex" > one.jsonl
+			nereus-profile fit --job "$EXAMPLES/jobs/grpo-qwen-1.5b.json" \
+				--cluster "$CLUSTER" -o one.json one.jsonl 2>/dev/null
+			[ "$(json one.json 'd["fit"]["records"]')" = 1 ] ;;
+		*) run_example "$ex" ;;
+		esac
+	done
 	[ "$(json cost.json 'd["kind"]')" = cost ]
 }

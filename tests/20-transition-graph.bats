@@ -261,15 +261,21 @@ _nereus_transition; echo "${COMPREPLY[*]}"' _ "$bc" "$BATS_TEST_DIRNAME/../compl
 }
 
 @test "every EXAMPLE of nereus-transition(1) runs" {
-	local scd=$BATS_TEST_DIRNAME/../man/man1/nereus-transition.1.scd line n=0
+	local ex n=0
 	cp -R "$EXAMPLES" examples
-	while IFS= read -r line; do
+	# as the page says, for running as root (as CI does)
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	for ex in $(man_examples nereus-transition.1); do
 		n=$((n + 1))
-		run bash -c "set -o pipefail; $line"
-		[ "$status" -eq 0 ] || fail "exit $status: $line: $output"
-	done < <(sed -n '/^# EXAMPLES/,/^#/{s/^\t\$ //p}' "$scd")
-	[ "$n" -eq 6 ]
+		if grep -q '^mpirun' "$ex" &&
+			! { command -v mpirun && nereus-transition live --help; } > /dev/null 2>&1; then
+			continue
+		fi
+		run_example "$ex"
+	done
+	[ "$n" -eq 17 ]
 	[ "$(json transition.json 'd["kind"]')" = transition ]
 	[ "$(json edges.json 'len(d["edges"]) > 0')" = True ]
 	[ "$(head -c 4 transition.svg)" = '<svg' ]
+	cmp llama/model.safetensors llama-again/model.safetensors
 }

@@ -236,20 +236,3 @@ with open(sys.argv[1], "r+b") as f:
 		st=$dst
 	done
 }
-
-@test "every store EXAMPLE of nereus-transition(1) runs" {
-	local scd=$BATS_TEST_DIRNAME/../man/man1/nereus-transition.1.scd line n=0
-	ln -s "$EXAMPLES" examples
-	# as the page says, for running as root (as CI does)
-	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	while IFS= read -r line; do
-		n=$((n + 1))
-		if [[ $line == mpirun* ]] &&
-			! { command -v mpirun && nereus-transition live --help; } > /dev/null 2>&1; then
-			continue
-		fi
-		run bash -c "set -o pipefail; $line"
-		[ "$status" -eq 0 ] || fail "exit $status: $line: $output"
-	done < <(sed -n '/^## Resharding a state store/,/^# /{s/^\t\$ //p}' "$scd")
-	[ "$n" -eq 11 ]
-}

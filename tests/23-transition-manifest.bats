@@ -54,13 +54,14 @@ reject() {
 }
 
 @test "every EXAMPLE of nereus-manifest(5) runs" {
-	local scd=$BATS_TEST_DIRNAME/../man/man5/nereus-manifest.5.scd line n=0
+	local ex n=0
 	ln -s "$EXAMPLES" examples
-	while IFS= read -r line; do
-		n=$((n + 1))
-		run bash -c "set -o pipefail; $line"
-		[ "$status" -eq 0 ] || fail "exit $status: $line: $output"
-	done < <(sed -n '/^# EXAMPLES/,/^# /{s/^\t\$ //p}' "$scd")
+	for ex in $(man_examples nereus-manifest.5); do
+		case $ex in
+		*.json) ;; # an excerpt of the manifest the commands wrote
+		*) n=$((n + 1)); run_example "$ex" ;;
+		esac
+	done
 	[ "$n" -eq 9 ]
 	[ -f tp2dp2.store/actor/adam_v/pp00-tp01-dp01.safetensors ]
 	[ -f tp2dp2.store/actor/weight/pp00-tp01.safetensors ]

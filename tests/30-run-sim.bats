@@ -247,17 +247,13 @@ JSON
 }
 
 @test "every EXAMPLE of nereus-run(1) and nereus-events(5) runs" {
-	local line n=0 page
+	local ex n=0
 	cp -R "$EXAMPLES" examples
 	# as the page says, for running as root (as CI does)
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	for page in man1/nereus-run.1 man5/nereus-events.5; do
-		while IFS= read -r line; do
-			n=$((n + 1))
-			run bash -c "$line"
-			[ "$status" -eq 0 ] || fail "exit $status: $line: $output"
-		done < <(sed -n '/^# EXAMPLES/,/^# /{s/^\t\$ //p}' \
-			"$BATS_TEST_DIRNAME/../man/$page.scd")
+	for ex in $(man_examples nereus-run.1) $(man_examples nereus-events.5); do
+		n=$((n + 1))
+		run_example "$ex"
 	done
 	[ "$n" -eq 20 ]
 	[ -s steps.jsonl ] && [ -s summary.json ] && [ "$(head -c 4 run.svg)" = '<svg' ]
