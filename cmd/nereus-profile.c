@@ -649,6 +649,13 @@ static int cmd_fit(int argc, char **argv)
 			warnx_("%s = %g takes up the part of %s, kept at its prior: read them "
 			       "together (its standard error includes that prior's)", coef_names[j],
 			       res->c[j].value, res->c[j].absorbs);
+	for (int j = 0; j < COEF_FIELDS; j++)
+		if (res->c[j].apart > FIT_CONFLICT)
+			warnx_("%s = %g is held by its prior %g (standard error %g), which the "
+			       "records contradict: alone they give %g (standard error %g), %.1f "
+			       "standard errors apart",
+			       coef_names[j], res->c[j].value, res->c[j].prior, res->c[j].prior_se,
+			       res->c[j].data, res->c[j].data_se, res->c[j].apart);
 	if (!(doc = fit_document(&a, res, rd.lines, rd.skipped_lines, &e))) {
 		rc = e.code ? e.code : err_set(&e, NR_EIO, "out of memory");
 		goto fail;

@@ -206,6 +206,31 @@ EOF
 	  "(0.55, 'prior.json', True)" ]
 }
 
+@test "each fitted coefficient has the records' own estimate beside the fit's" {
+	run --separate-stderr fit -o cost.json "$TRACE"
+	assert_success
+	# with the default priors the records decide: the two within a quarter
+	# of a standard error, and no prior contradicted
+	[ "$(json cost.json 'all((c["data"] is None) == (not c["fitted"]) for c in d["fit"]["coefficients"].values())')" = True ]
+	[ "$(json cost.json 'all(abs(c["value"] - c["data"]["value"]) <= 0.25 * c["data"]["se"] for c in d["fit"]["coefficients"].values() if c["fitted"])')" = True ]
+	[ "$(json cost.json 'sorted(d["fit"]["coefficients"]["allreduce_lat_s"]["data"])')" = "['se', 'value']" ]
+	[[ $stderr != *contradict* ]]
+}
+
+@test "a prior the records contradict is said on stderr, naming the coefficient" {
+	# the trace's allreduce_lat_s is 2e-5; the prior holds it to 1e-5, give or take 1e-7
+	cat > prior.json <<'EOF'
+{ "nereus": 1, "kind": "cost", "coefficients": { "allreduce_lat_s": 1e-5 },
+  "fit": { "coefficients": { "allreduce_lat_s": { "se": 1e-7 } } } }
+EOF
+	run --separate-stderr fit --prior prior.json -o cost.json "$TRACE"
+	assert_success
+	[ "$(grep -c contradict <<<"$stderr")" = 1 ]
+	[[ $stderr =~ "nereus-profile: allreduce_lat_s = 1.0"[0-9]*"e-05 is held by its prior 1e-05 (standard error 1e-07), which the records contradict: alone they give 2."[0-9]*"e-05 (standard error "[0-9.]*"e-06), "[0-9.]*" standard errors apart" ]]
+	# the fit stays by the prior; the records' own estimate near the truth
+	[ "$(json cost.json '(lambda c: (abs(c["value"] / 1e-5 - 1) < 0.05, abs(c["data"]["value"] - 2e-5) < 3 * c["data"]["se"]))(d["fit"]["coefficients"]["allreduce_lat_s"])')" = "(True, True)" ]
+}
+
 @test "a step recorded twice, or out of order, exits 2 naming both lines" {
 	{ head -n 6 "$TRACE"; sed -n 4p "$TRACE"; tail -n +7 "$TRACE"; } > steps.jsonl
 	run -2 --separate-stderr fit -o cost.json steps.jsonl

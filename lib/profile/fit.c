@@ -1501,7 +1501,8 @@ static double prior_se_theta(const struct fit *f, int j)
 	double v = coef_get(&pr->k, j), se = pr->se[j], th = theta_of(&pr->k, j);
 
 	if (isnan(se) || !(se > 0))
-		return FIT_PRIOR_RSE * rse_base(j, th, unit_of(f->cl, j));
+		return (j >= NEFF && j <= C_STEP ? FIT_PRIOR_RSE_FIXED : FIT_PRIOR_RSE) *
+		       rse_base(j, th, unit_of(f->cl, j));
 	return j < NEFF ? se / (v * v) : se;
 }
 
@@ -1511,6 +1512,7 @@ static void set_coef(struct fit_result *out, int j, double value, double se, boo
 	out->c[j].value = value;
 	out->c[j].se = se;
 	out->c[j].fitted = fitted;
+	out->c[j].data = out->c[j].data_se = NAN;
 	snprintf(out->c[j].why, sizeof out->c[j].why, "%.199s", fitted ? "" : why);
 	*coef_field(&out->k, j) = value;
 }
@@ -1666,9 +1668,31 @@ static void part_coef(const struct part *pt, struct coef *k)
 	}
 }
 
+/* The records' own estimate of the part's fitted unknowns, into th: Newton
+ * steps from the fit's result with no prior, at its robust scale and on
+ * the pieces it settled on; cov their covariance, with what the unknowns
+ * held at their priors pass on (the records determine the free ones
+ * alone: gfit_drop saw to that).  Returns the weighted solves it took. */
+static int part_data_only(struct fit *f, const struct part *pt, double *th, double *cov)
+{
+	static const double no_prior[NT];
+	const struct rowset all = { f->tr, f->y, f->mr, f->peak, f->rw, f->nrows, false };
+	struct gfit d = pt->q;
+
+	memcpy(th, pt->th, sizeof pt->th);
+	d.th = th;
+	d.lambda = no_prior;
+	d.iters = 0;
+	gfit_solve(f, &d, pt->mem, &all, true, false);
+	gfit_cov(&d, pt->n, false, cov);
+	for (int j = 0; j < pt->n; j++)
+		cov[j * pt->n + j] += d.extra[j];
+	return d.iters;
+}
+
 static void part_finish(struct fit *f, struct part *pt, double decay, struct fit_result *out)
 {
-	double cov[MAXP * MAXP];
+	double cov[MAXP * MAXP], dth[NT], dcov[MAXP * MAXP];
 
 	gfit_cov(&pt->q, pt->n, true, cov);
 	for (int j = 0; j < pt->n; j++) {
@@ -1685,6 +1709,13 @@ static void part_finish(struct fit *f, struct part *pt, double decay, struct fit
 		if (!isnan(se) && pt->q.absorbs[j])
 			snprintf(out->c[c].absorbs, sizeof out->c[c].absorbs, "%s",
 				 coef_names[pt->first + pt->q.absorbs[j] - 1]);
+	}
+	out->iterations += part_data_only(f, pt, dth, dcov);
+	for (int a = 0; a < pt->q.p; a++) {
+		int j = pt->q.idx[a], c = pt->first + j;
+		double se = sqrt(dcov[j * pt->n + j]);
+		out->c[c].data = c < NEFF ? 1 / dth[j] : dth[j];
+		out->c[c].data_se = c < NEFF ? se / (dth[j] * dth[j]) : se;
 	}
 	if (!pt->mem)
 		out->scale = pt->q.scale;
@@ -1752,55 +1783,67 @@ struct step_fit {
 	int iterations;
 };
 
-/* step_s: a Cauchy-weighted location fit to the records' step times less
- * their stages'. */
+/* A Cauchy-weighted location fit of the records' step times less their
+ * stages', from th, the prior weighing prior_w (its decay; 0: no prior).
+ * Returns θ; *scale its residuals' robust scale, *sw the sum of the
+ * weights, *lam the prior's part of it. */
+static double step_locate(struct step_fit *s, double th, double prior_w, double *scale,
+			  double *sw, double *lam)
+{
+	const struct fit *f = s->f;
+	double prior = coef_get(&f->prior.k, C_STEP), pse = prior_se_theta(f, C_STEP), lo, hi;
+
+	bounds_of(C_STEP, &lo, &hi);
+	for (int it = 0; it < MAX_ITER; it++) {
+		double num, old = th;
+		long m = 0;
+		for (long i = 0; i < f->nrecs; i++)
+			if (!f->recs[i].held && !isnan(f->recs[i].step_obs))
+				s->scratch[m++] = fabs(f->recs[i].step_obs - th);
+		*scale = it ? robust_scale(s->scratch, m) :
+			      fmax(robust_scale(s->scratch, m), 1e-6);
+		*lam = prior_w * *scale * *scale / (pse * pse);
+		*sw = *lam;
+		num = *lam * prior;
+		for (long i = 0; i < f->nrecs; i++) {
+			const struct frec *r = &f->recs[i];
+			double res, u;
+			if (r->held || isnan(r->step_obs))
+				continue;
+			res = (r->step_obs - th) / (CAUCHY * *scale);
+			u = s->wrec[i] / (1 + res * res);
+			*sw += u;
+			num += u * r->step_obs;
+		}
+		th = fmin(hi, fmax(lo, num / *sw));
+		s->iterations++;
+		/* a step within a hundredth of the standard error changes nothing
+		 * the data can tell */
+		if (fabs(th - old) <= 0.01 * *scale / sqrt(*sw) && it >= 2)
+			break;
+	}
+	return th;
+}
+
+/* step_s: step_locate with the prior, then without it from there. */
 static void fit_step(struct step_fit *s)
 {
 	const struct fit *f = s->f;
-	const double *wrec = s->wrec;
-	double decay = s->decay, *scratch = s->scratch;
+	double decay = s->decay, prior = coef_get(&f->prior.k, C_STEP);
 	struct fit_result *out = s->out;
-	double th = coef_get(&f->prior.k, C_STEP), prior = th, scale = 1, sw = 0;
-	double pse = prior_se_theta(f, C_STEP), lam, lo, hi, se, rse;
+	double th, scale, sw, lam, se, rse, dof = 1;
 	long n = 0;
 
-	bounds_of(C_STEP, &lo, &hi);
 	for (long i = 0; i < f->nrecs; i++)
 		n += !f->recs[i].held && !isnan(f->recs[i].step_obs);
 	if (n == 0) {
 		set_coef(out, C_STEP, prior, f->prior.se[C_STEP], false, unused_why[C_STEP]);
 		return;
 	}
-	for (int it = 0; it < MAX_ITER; it++) {
-		double num = 0, old = th;
-		long m = 0;
-		for (long i = 0; i < f->nrecs; i++)
-			if (!f->recs[i].held && !isnan(f->recs[i].step_obs))
-				scratch[m++] = fabs(f->recs[i].step_obs - th);
-		scale = it ? robust_scale(scratch, m) : fmax(robust_scale(scratch, m), 1e-6);
-		lam = decay * scale * scale / (pse * pse);
-		sw = lam;
-		num = lam * prior;
-		for (long i = 0; i < f->nrecs; i++) {
-			const struct frec *r = &f->recs[i];
-			double res, u;
-			if (r->held || isnan(r->step_obs))
-				continue;
-			res = (r->step_obs - th) / (CAUCHY * scale);
-			u = wrec[i] / (1 + res * res);
-			sw += u;
-			num += u * r->step_obs;
-		}
-		th = fmin(hi, fmax(lo, num / sw));
-		s->iterations++;
-		/* a step within a hundredth of the standard error changes nothing
-		 * the data can tell */
-		if (fabs(th - old) <= 0.01 * scale / sqrt(sw) && it >= 2)
-			break;
-	}
+	th = step_locate(s, prior, decay, &scale, &sw, &lam);
 	if (n > 1)
-		scale *= sqrt((double)n / (double)(n - 1)); /* one degree of freedom used */
-	se = scale / sqrt(sw - lam > 0 ? sw - lam : 1e-300);
+		dof = sqrt((double)n / (double)(n - 1)); /* one degree of freedom used */
+	se = dof * scale / sqrt(sw - lam > 0 ? sw - lam : 1e-300);
 	rse = se / rse_base(C_STEP, th, unit_of(f->cl, C_STEP));
 	if (n < 2 || !(rse <= FIT_MAX_RSE)) {
 		char why[200];
@@ -1812,7 +1855,9 @@ static void fit_step(struct step_fit *s)
 			 why);
 		return;
 	}
-	set_coef(out, C_STEP, th, scale / sqrt(sw), true, "");
+	set_coef(out, C_STEP, th, dof * scale / sqrt(sw), true, "");
+	out->c[C_STEP].data = step_locate(s, th, 0, &scale, &sw, &lam);
+	out->c[C_STEP].data_se = dof * scale / sqrt(sw);
 }
 
 /* --- the switch coefficients ------------------------------------------------ */
@@ -1835,26 +1880,117 @@ static double switch_prior_se(const struct fit_prior *pr, int j)
 	return j == NSWITCH - 1 ? se / (v * v) : se;
 }
 
-/* The switch coefficients: Cauchy-weighted Gauss-Newton on log(measured /
- * predicted) transition times, each prediction the known seconds of
- * moving state plus the switch's parts, bounded and anchored by the prior
- * as the time fit is; a coefficient the switches do not exercise, or
- * determine to worse than FIT_MAX_RSE, keeps its prior. */
+/* The switch coefficients' unknowns: their θ, the prior's and the units,
+ * and the prior's weight (0: none). */
+struct swfit {
+	double th[NSWITCH], prior[NSWITCH], unit[NSWITCH], lam[NSWITCH];
+	int idx[NSWITCH], p;     /* the free ones */
+	double nd[NSWITCH * NSWITCH]; /* the records' own normal matrix, at the end */
+	double scale;            /* robust scale of the log residuals, at the end */
+};
+
+/* Cauchy-weighted Gauss-Newton on log(measured / predicted) transition
+ * times, each prediction the known seconds of moving state plus the
+ * switch's parts, bounded and anchored by the prior as the time fit is:
+ * plain least squares first, then reweighted at the robust scale. */
+static void switch_solve(const struct fit *f, const struct fit_opts *o, long last,
+			 double *absr, struct swfit *q)
+{
+	static const double lo[NSWITCH] = { 0, 0, 0, 1e-5 }, hi[NSWITCH] = { 3600, 600, 3600, 1e3 };
+	const int p = q->p;
+	const int *idx = q->idx;
+	double *th = q->th;
+
+	for (int it = 0; it < MAX_ITER; it++) {
+		double n[NSWITCH * NSWITCH] = { 0 }, b[NSWITCH] = { 0 }, l[NSWITCH], h[NSWITCH];
+		double d[NSWITCH], big = 0, c2;
+		long m = 0;
+		/* the scale of the residuals at this θ, then their Cauchy weights */
+		for (long i = 0; i < f->nsw; i++) {
+			const struct srow *w = &f->sw[i];
+			double pred = w->known;
+			if (fit_held_out(w->step, o->holdout))
+				continue;
+			for (int j = 0; j < NSWITCH; j++)
+				pred += w->x[j] * th[j];
+			absr[m++] = fabs(log(w->y / fmax(pred, 1e-300)));
+		}
+		q->scale = it ? fmax(robust_scale(absr, m), 1e-9) : 1e9;
+		c2 = 1 / (CAUCHY * q->scale * CAUCHY * q->scale);
+		memset(q->nd, 0, sizeof q->nd);
+		for (long i = 0; i < f->nsw; i++) {
+			const struct srow *w = &f->sw[i];
+			double pred = w->known, r, u, g[NSWITCH];
+			if (fit_held_out(w->step, o->holdout))
+				continue;
+			for (int j = 0; j < NSWITCH; j++)
+				pred += w->x[j] * th[j];
+			pred = fmax(pred, 1e-300);
+			r = log(w->y / pred);
+			u = rec_weight(&(struct frec){ .step = w->step }, last, o->half_life) /
+			    (1 + r * r * c2);
+			for (int a = 0; a < p; a++)
+				g[a] = w->x[idx[a]] * q->unit[idx[a]] / pred;
+			for (int a = 0; a < p; a++) {
+				b[a] += u * g[a] * r;
+				for (int c = 0; c < p; c++) {
+					n[a * p + c] += u * g[a] * g[c];
+					q->nd[a * p + c] += u * g[a] * g[c];
+				}
+			}
+		}
+		for (int a = 0; a < p; a++) {
+			int j = idx[a];
+			double ls = q->lam[j] * fmin(q->scale, 1) * fmin(q->scale, 1);
+			n[a * p + a] += ls;
+			b[a] += ls * (q->prior[j] - th[j]) / q->unit[j];
+			l[a] = (lo[j] - th[j]) / q->unit[j];
+			h[a] = (hi[j] - th[j]) / q->unit[j];
+		}
+		box_qp(p, n, b, l, h, d);
+		for (int a = 0; a < p; a++) {
+			int j = idx[a];
+			/* no step more than doubles an unknown */
+			double step = fmax(-th[j] / q->unit[j] / 2,
+					   fmin(d[a], fmax(1, th[j] / q->unit[j])));
+			th[j] = fmin(hi[j], fmax(lo[j], th[j] + step * q->unit[j]));
+			big = fmax(big, fabs(step) / fmax(1, th[j] / q->unit[j]));
+		}
+		if (it > 0 && big < 1e-10)
+			break;
+	}
+}
+
+/* The switch coefficients' standard errors from the records alone, in θ
+ * units, into se (of the free ones, in idx's order). */
+static void switch_se(const struct swfit *q, long rows, double *se)
+{
+	double cov[NSWITCH * NSWITCH];
+	int p = q->p;
+	double dof = rows > p ? (double)rows / (double)(rows - p) : HUGE_VAL;
+
+	sym_solve(p, q->nd, NULL, NULL, cov);
+	for (int a = 0; a < p; a++)
+		se[a] = sqrt(cov[a * p + a] * dof) * q->scale * q->unit[q->idx[a]];
+}
+
+/* The switch coefficients: switch_solve with the prior; a coefficient the
+ * switches do not exercise, or determine to worse than FIT_MAX_RSE, keeps
+ * its prior.  Then the records' own estimate, solved again without the
+ * prior. */
 static void fit_switches(const struct fit *f, const struct fit_opts *o, long last,
 			 double decay, double *absr, struct fit_result *out)
 {
-	static const double lo[NSWITCH] = { 0, 0, 0, 1e-5 }, hi[NSWITCH] = { 3600, 600, 3600, 1e3 };
-	double th[NSWITCH], prior[NSWITCH], unit[NSWITCH], lam[NSWITCH], nd[NSWITCH * NSWITCH];
-	double scale = 1;
+	struct swfit q = { .p = 0 }, d;
+	double se[NSWITCH], dse[NSWITCH];
 	bool use[NSWITCH] = { false };
 	char why[NSWITCH][200];
 	long rows = 0;
-	int idx[NSWITCH], p = 0;
 
 	for (int j = 0; j < NSWITCH; j++) {
-		th[j] = prior[j] = unit[j] = switch_theta(&f->prior.k, j);
-		lam[j] = decay * (unit[j] / switch_prior_se(&f->prior, j)) *
-			 (unit[j] / switch_prior_se(&f->prior, j));
+		q.th[j] = q.prior[j] = q.unit[j] = switch_theta(&f->prior.k, j);
+		q.lam[j] = decay * (q.unit[j] / switch_prior_se(&f->prior, j)) *
+			   (q.unit[j] / switch_prior_se(&f->prior, j));
 		snprintf(why[j], sizeof why[j], "%s", f->nsw ? unused_why[C_SWITCH + j] :
 			 "no record has a switch with its parts (a \"switch\" object)");
 	}
@@ -1867,107 +2003,58 @@ static void fit_switches(const struct fit *f, const struct fit_opts *o, long las
 	}
 	for (int j = 0; j < NSWITCH; j++)
 		if (use[j])
-			idx[p++] = j;
-	for (bool again = true; again && p;) {
-		double cov[NSWITCH * NSWITCH], worst = 0;
+			q.idx[q.p++] = j;
+	while (q.p) {
+		double worst = 0;
 		int jw = -1, k = 0;
-		for (int it = 0; it < MAX_ITER; it++) {
-			double n[NSWITCH * NSWITCH] = { 0 }, b[NSWITCH] = { 0 }, l[NSWITCH], h[NSWITCH];
-			double d[NSWITCH], big = 0, c2;
-			long m = 0;
-			/* the scale of the residuals at this θ, then their Cauchy weights */
-			for (long i = 0; i < f->nsw; i++) {
-				const struct srow *w = &f->sw[i];
-				double pred = w->known;
-				if (fit_held_out(w->step, o->holdout))
-					continue;
-				for (int j = 0; j < NSWITCH; j++)
-					pred += w->x[j] * th[j];
-				absr[m++] = fabs(log(w->y / fmax(pred, 1e-300)));
-			}
-			scale = it ? fmax(robust_scale(absr, m), 1e-9) : 1e9;
-			c2 = 1 / (CAUCHY * scale * CAUCHY * scale);
-			memset(nd, 0, sizeof nd);
-			for (long i = 0; i < f->nsw; i++) {
-				const struct srow *w = &f->sw[i];
-				double pred = w->known, r, u, g[NSWITCH];
-				if (fit_held_out(w->step, o->holdout))
-					continue;
-				for (int j = 0; j < NSWITCH; j++)
-					pred += w->x[j] * th[j];
-				pred = fmax(pred, 1e-300);
-				r = log(w->y / pred);
-				u = rec_weight(&(struct frec){ .step = w->step }, last, o->half_life) /
-				    (1 + r * r * c2);
-				for (int a = 0; a < p; a++)
-					g[a] = w->x[idx[a]] * unit[idx[a]] / pred;
-				for (int a = 0; a < p; a++) {
-					b[a] += u * g[a] * r;
-					for (int c = 0; c < p; c++) {
-						n[a * p + c] += u * g[a] * g[c];
-						nd[a * p + c] += u * g[a] * g[c];
-					}
-				}
-			}
-			for (int a = 0; a < p; a++) {
-				int j = idx[a];
-				double ls = lam[j] * fmin(scale, 1) * fmin(scale, 1);
-				n[a * p + a] += ls;
-				b[a] += ls * (prior[j] - th[j]) / unit[j];
-				l[a] = (lo[j] - th[j]) / unit[j];
-				h[a] = (hi[j] - th[j]) / unit[j];
-			}
-			box_qp(p, n, b, l, h, d);
-			for (int a = 0; a < p; a++) {
-				int j = idx[a];
-				/* no step more than doubles an unknown */
-				double step = fmax(-th[j] / unit[j] / 2, fmin(d[a], fmax(1, th[j] / unit[j])));
-				th[j] = fmin(hi[j], fmax(lo[j], th[j] + step * unit[j]));
-				big = fmax(big, fabs(step) / fmax(1, th[j] / unit[j]));
-			}
-			if (it > 0 && big < 1e-10)
-				break;
-		}
+		switch_solve(f, o, last, absr, &q);
 		/* the data's own covariance, to judge each coefficient */
-		sym_solve(p, nd, NULL, NULL, cov);
-		for (int a = 0; a < p; a++) {
-			double dof = rows > p ? (double)rows / (double)(rows - p) : HUGE_VAL;
-			double rse = sqrt(cov[a * p + a] * dof) * scale * unit[idx[a]] / th[idx[a]];
+		switch_se(&q, rows, se);
+		for (int a = 0; a < q.p; a++) {
+			double rse = se[a] / q.th[q.idx[a]];
 			if (!(rse <= FIT_MAX_RSE) && (jw < 0 || !(rse <= worst))) {
 				worst = rse;
 				jw = a;
 			}
-			out->c[C_SWITCH + idx[a]].se = sqrt(cov[a * p + a] * dof) * scale * unit[idx[a]];
 		}
-		again = jw >= 0;
-		if (!again)
+		if (jw < 0)
 			break;
-		if (rows <= p)
-			snprintf(why[idx[jw]], sizeof why[idx[jw]], "the records have too few switches "
-				 "(%ld) for the switch coefficients to fit (%d)", rows, p);
+		if (rows <= q.p)
+			snprintf(why[q.idx[jw]], sizeof why[q.idx[jw]], "the records have too few "
+				 "switches (%ld) for the switch coefficients to fit (%d)", rows, q.p);
 		else
-			snprintf(why[idx[jw]], sizeof why[idx[jw]], "the records' switches determine "
-				 "it only to ±%.0f%% (more than %.0f%%)", 100 * worst,
+			snprintf(why[q.idx[jw]], sizeof why[q.idx[jw]], "the records' switches "
+				 "determine it only to ±%.0f%% (more than %.0f%%)", 100 * worst,
 				 100 * FIT_MAX_RSE);
-		th[idx[jw]] = prior[idx[jw]];
-		for (int a = 0; a < p; a++)
+		q.th[q.idx[jw]] = q.prior[q.idx[jw]];
+		for (int a = 0; a < q.p; a++)
 			if (a != jw)
-				idx[k++] = idx[a];
-		p = k;
+				q.idx[k++] = q.idx[a];
+		q.p = k;
+	}
+	d = q;
+	memset(d.lam, 0, sizeof d.lam);
+	if (d.p) {
+		switch_solve(f, o, last, absr, &d);
+		switch_se(&d, rows, dse);
 	}
 	for (int j = 0; j < NSWITCH; j++) {
-		int c = C_SWITCH + j;
-		bool fitted = false;
-		for (int a = 0; a < p; a++)
-			fitted |= idx[a] == j;
-		if (!fitted) {
+		int c = C_SWITCH + j, a = 0;
+		double th = q.th[j], dth = d.th[j];
+		while (a < q.p && q.idx[a] != j)
+			a++;
+		if (a == q.p) {
 			double pse = f->prior.se[c];
 			set_coef(out, c, coef_get(&f->prior.k, c), isnan(pse) ? NAN : pse / sqrt(decay),
 				 false, why[j]);
 		} else if (j == NSWITCH - 1) {
-			set_coef(out, c, 1 / th[j], out->c[c].se / (th[j] * th[j]), true, "");
+			set_coef(out, c, 1 / th, se[a] / (th * th), true, "");
+			out->c[c].data = 1 / dth;
+			out->c[c].data_se = dse[a] / (dth * dth);
 		} else {
-			set_coef(out, c, th[j], out->c[c].se, true, "");
+			set_coef(out, c, th, se[a], true, "");
+			out->c[c].data = dth;
+			out->c[c].data_se = dse[a];
 		}
 	}
 	out->switches = rows;
@@ -1983,6 +2070,35 @@ static void *fit_side_run(void *arg)
 {
 	fit_side(arg);
 	return NULL;
+}
+
+/* Whether coefficient c's θ is its value's inverse (the efficiencies, and
+ * store_gbps as seconds per GB). */
+static bool inverse_theta(int c)
+{
+	return c < NEFF || c == C_SWITCH + NSWITCH - 1;
+}
+
+/* Each coefficient's prior as the fit weighed it, and how far the records'
+ * own estimate is from it, in standard errors of their difference: both
+ * in θ, where the prior is a normal pseudo-observation. */
+static void fit_compare(const struct fit *f, double decay, struct fit_result *out)
+{
+	for (int c = 0; c < COEF_FIELDS; c++) {
+		struct fit_coef *k = &out->c[c];
+		bool inv = inverse_theta(c);
+		double v = coef_get(&f->prior.k, c), tp = inv ? 1 / v : v, td, sd;
+		double sp = (c >= C_SWITCH ? switch_prior_se(&f->prior, c - C_SWITCH) :
+					     prior_se_theta(f, c)) / sqrt(decay);
+		k->prior = v;
+		k->prior_se = inv ? sp * v * v : sp;
+		k->apart = NAN;
+		if (isnan(k->data))
+			continue;
+		td = inv ? 1 / k->data : k->data;
+		sd = inv ? k->data_se / (k->data * k->data) : k->data_se;
+		k->apart = fabs(td - tp) / sqrt(sp * sp + sd * sd);
+	}
 }
 
 /* Quality: relative errors of fitted and held-out times, step times and
@@ -2110,6 +2226,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	else
 		fit_side(&step); /* no thread to be had: do it here */
 	out->iterations += step.iterations;
+	fit_compare(f, decay, out);
 	free(wrec);
 	free(step_scratch);
 	if (!ok)
@@ -2173,6 +2290,9 @@ json_t *fit_to_json(const struct fit_result *r, const struct fit_opts *o)
 		json_object_set_new(c, "value", json_real(r->c[j].value));
 		json_object_set_new(c, "se", num(r->c[j].se));
 		json_object_set_new(c, "fitted", json_boolean(r->c[j].fitted));
+		json_object_set_new(c, "data", isnan(r->c[j].data) ? json_null() :
+				    json_pack("{s:o,s:o}", "value", num(r->c[j].data), "se",
+					      num(r->c[j].data_se)));
 		if (!r->c[j].fitted)
 			json_object_set_new(c, "why", json_string(r->c[j].why));
 		if (*r->c[j].absorbs)

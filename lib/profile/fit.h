@@ -28,9 +28,16 @@
  *   errors, and the one it could not be told from says it absorbs it.
  * - The prior enters as one pseudo-observation per coefficient, weighted by
  *   its standard error (from the previous fit, else FIT_PRIOR_RSE of its
- *   value); with a half-life, records and prior alike are weighted by
- *   0.5^(age in steps / half-life).  Records at or before the newest step
- *   the prior saw are skipped: the prior holds them already.
+ *   value, FIT_PRIOR_RSE_FIXED for the fixed costs: a default latency or
+ *   overhead is a guess to within an order of magnitude, and a tighter one
+ *   pulled a few hundred records' estimate toward it); with a half-life,
+ *   records and prior alike are weighted by 0.5^(age in steps /
+ *   half-life).  Records at or before the newest step the prior saw are
+ *   skipped: the prior holds them already.
+ * - Each fitted coefficient also gets the records' own estimate, solved
+ *   again from the result without the prior, so that a prior that pulls
+ *   the fit shows: the two apart by more than FIT_CONFLICT standard errors
+ *   of their difference is a prior the records contradict.
  *
  * Records are added one by one (fit_add) and kept as compact rows, so the
  * step records themselves need not stay in memory; fit_run evaluates the
@@ -49,6 +56,8 @@
 
 #define FIT_MAX_RSE 0.25   /* relative standard error above which a coefficient is not fitted */
 #define FIT_PRIOR_RSE 0.50 /* a prior's relative standard error when it has none */
+#define FIT_PRIOR_RSE_FIXED 10.0 /* the same for the fixed costs (allreduce_lat_s .. step_s) */
+#define FIT_CONFLICT 3.0   /* records and prior further apart than this, in standard errors */
 
 /* What is known before the records: values, and how sure they are. */
 struct fit_prior {
@@ -71,6 +80,12 @@ struct fit_coef {
 	 * its prior ("" none): this one's value takes up what that one's does,
 	 * and se includes that one's prior uncertainty */
 	char absorbs[32];
+	/* the records' own estimate, without the prior, and its standard
+	 * error (NAN when not fitted); the prior as the fit weighed it, and
+	 * how many standard errors of their difference the two are apart */
+	double data, data_se;
+	double prior, prior_se;
+	double apart;
 };
 
 struct fit_result {
