@@ -1015,7 +1015,8 @@ static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 	struct part *gp = &t->part[t->gen_alias ? t->actor : t->gen];
 	struct gen_params gparams = {
 		.temperature = (float)c->temperature, .top_p = c->top_p < 1 ? (float)c->top_p : 0,
-		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)max_new(t), .neos = 1,
+		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)max_new(t),
+		.vocab = t->tok.n, .neos = 1,
 		.eos = { t->tok.eos }, .seed = job->data.seed, .step = (uint64_t)s };
 	size_t N = (size_t)t->B * (size_t)max_new(t);
 	float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
