@@ -292,6 +292,35 @@ JSON
 	[ "$(wc -l < again.jsonl)" -eq 6 ]
 }
 
+@test "across a supervised warm-up, PPO and GRPO resume to the same figures and their records fit" {
+	local algo models until
+	for algo in ppo grpo; do
+		[ $algo = ppo ] && models=actor,critic,reference || models=actor,reference
+		job $algo $algo $models '"sft_steps": 2' '"prompts": "add.jsonl", "reward": "exact_match"'
+		nereus-run init --job $algo.json -o $algo-st
+		nereus-run --engine builtin --job $algo.json --cluster "$CLUSTER" --state $algo-st \
+			--steps 4 --records $algo-whole.jsonl -q
+		holds $algo-whole.jsonl '[r["rl"]["phase"] for r in recs] == ["sft", "sft", "rl", "rl"]'
+		# stopped in the warm-up, and where it ends, then resumed
+		for until in 1 2; do
+			nereus-run --engine builtin --job $algo.json --cluster "$CLUSTER" \
+				--state $algo-st --steps 4 --records $algo-$until.jsonl \
+				--save $algo-part$until --until $until -q
+			run --separate-stderr nereus-run --engine builtin --job $algo.json \
+				--cluster "$CLUSTER" --state $algo-part$until/step-00000$until --steps 4 \
+				--records $algo-$until.jsonl --resume -q
+			assert_success
+			cmp <(figures $algo-whole.jsonl) <(figures $algo-$until.jsonl)
+		done
+		run --separate-stderr nereus-profile fit --job $algo.json --cluster "$CLUSTER" \
+			$algo-1.jsonl -o $algo-cost.json
+		assert_success
+		holds $algo-cost.json 'recs[0]["kind"] == "cost"'
+	done
+	# the critic does not train in a warm-up step: its training has no time
+	holds ppo-whole.jsonl 'all((m["time_s"] is None) == (r["rl"]["phase"] == "sft" and m["model"] == "critic" and m["stage"] == "training") for r in recs for m in r["model_stages"])'
+}
+
 @test "a cosine learning-rate schedule spans the run's optimizer steps" {
 	# down to 0 at the run's end (step 3's optimizer step, after the last),
 	# so every step of the run moves the weights
