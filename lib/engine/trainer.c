@@ -1184,10 +1184,20 @@ static int advantages(struct trainer *t, struct trainer_stats *st, struct err *e
 	size_t N = t->off[t->B];
 
 	if (c->algorithm == RL_GRPO) {
+		const float *scores = t->scores;
+
 		st->kl = N ? rl_kl(c->kl_loss_type, N, t->old_logp, t->ref_logp, t->rewards) /
 			     (double)N : 0;
+		if (c->use_kl_in_reward) {
+			/* the KL comes off the token rewards, which GRPO sums;
+			 * it has no returns, so ret holds the sums */
+			rl_shape_rewards(c, (size_t)t->B, t->off, t->old_logp, t->ref_logp,
+					 t->scores, t->rewards);
+			rl_response_sums((size_t)t->B, t->off, t->rewards, t->ret);
+			scores = t->ret;
+		}
 		return rl_grpo_advantages((size_t)t->B, t->off, (size_t)t->job->samples_per_prompt,
-					  t->scores, c->norm_adv_by_std_in_grpo, t->adv, e);
+					  scores, c->norm_adv_by_std_in_grpo, t->adv, e);
 	}
 	st->kl = rl_shape_rewards(c, (size_t)t->B, t->off, t->old_logp, t->ref_logp, t->scores,
 				  t->rewards);
