@@ -22,6 +22,12 @@ setup() {
 	assert_output --partial "grpo: ok"
 }
 
+@test "GRPO with the KL in the reward: its advantages and the actor's gradients equal torch's" {
+	run /usr/bin/python3 "$COMPARE" --build "$NEREUS_BUILD" --dir . --config grpo_kl_reward
+	assert_success
+	assert_output --partial "grpo_kl_reward: ok"
+}
+
 @test "PPO: the actor's and the critic's gradients on a mini-batch equal torch autograd's" {
 	run /usr/bin/python3 "$COMPARE" --build "$NEREUS_BUILD" --dir . --config ppo
 	assert_success

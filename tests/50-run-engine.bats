@@ -292,6 +292,35 @@ JSON
 	[ "$(wc -l < again.jsonl)" -eq 6 ]
 }
 
+@test "across a supervised warm-up, PPO and GRPO resume to the same figures and their records fit" {
+	local algo models until
+	for algo in ppo grpo; do
+		[ $algo = ppo ] && models=actor,critic,reference || models=actor,reference
+		job $algo $algo $models '"sft_steps": 2' '"prompts": "add.jsonl", "reward": "exact_match"'
+		nereus-run init --job $algo.json -o $algo-st
+		nereus-run --engine builtin --job $algo.json --cluster "$CLUSTER" --state $algo-st \
+			--steps 4 --records $algo-whole.jsonl -q
+		holds $algo-whole.jsonl '[r["rl"]["phase"] for r in recs] == ["sft", "sft", "rl", "rl"]'
+		# stopped in the warm-up, and where it ends, then resumed
+		for until in 1 2; do
+			nereus-run --engine builtin --job $algo.json --cluster "$CLUSTER" \
+				--state $algo-st --steps 4 --records $algo-$until.jsonl \
+				--save $algo-part$until --until $until -q
+			run --separate-stderr nereus-run --engine builtin --job $algo.json \
+				--cluster "$CLUSTER" --state $algo-part$until/step-00000$until --steps 4 \
+				--records $algo-$until.jsonl --resume -q
+			assert_success
+			cmp <(figures $algo-whole.jsonl) <(figures $algo-$until.jsonl)
+		done
+		run --separate-stderr nereus-profile fit --job $algo.json --cluster "$CLUSTER" \
+			$algo-1.jsonl -o $algo-cost.json
+		assert_success
+		holds $algo-cost.json 'recs[0]["kind"] == "cost"'
+	done
+	# the critic does not train in a warm-up step: its training has no time
+	holds ppo-whole.jsonl 'all((m["time_s"] is None) == (r["rl"]["phase"] == "sft" and m["model"] == "critic" and m["stage"] == "training") for r in recs for m in r["model_stages"])'
+}
+
 @test "a cosine learning-rate schedule spans the run's optimizer steps" {
 	# down to 0 at the run's end (step 3's optimizer step, after the last),
 	# so every step of the run moves the weights
@@ -340,6 +369,66 @@ JSON
 	run -2 --separate-stderr nereus-run --engine builtin --job q.json --cluster "$CLUSTER" \
 		--state st --steps 1
 	[[ $stderr == *'"data" scores with the rule "char_match"'* ]]
+}
+
+@test "a vocabulary past the tokenizer's: its rows are never sampled, in a run or by generate" {
+	# vocab 300 over the byte vocabulary's 258 ids, as a checkpoint pads
+	# its embedding past its tokenizer's
+	local algo models
+	for algo in grpo ppo; do
+		[ $algo = grpo ] && models=actor,reference || models=actor,critic
+		VOCAB=300 job $algo $algo $models
+		nereus-run init --job $algo.json -o $algo-st
+		run --separate-stderr nereus-run --engine builtin --job $algo.json \
+			--cluster "$CLUSTER" --state $algo-st --steps 3 --records $algo.jsonl \
+			--save $algo-saved -q
+		assert_success
+		holds $algo.jsonl 'len(recs) == 3' 'all(r["status"] == "ok" for r in recs)'
+		# what the trained actor samples, greedy or not: ids of the byte
+		# vocabulary only (uniform over 300 rows, one in seven is past it)
+		printf '{"text": "8*a"}\n{"text": "9+9="}\n{"tokens": [256, 1, 2]}\n' > p.jsonl
+		nereus-run generate --state $algo-saved/step-000003 --prompts p.jsonl --seed 1 \
+			--max-new 20 > g.jsonl
+		nereus-run generate --state $algo-saved/step-000003 --prompts p.jsonl \
+			--temperature 0 --max-new 20 >> g.jsonl
+		holds g.jsonl 'len(recs) == 6' 'all(0 <= t < 258 for r in recs for t in r["tokens"])' \
+			'sum(len(r["tokens"]) for r in recs[:3]) >= 20'
+	done
+}
+
+@test "generate: ids a tokenizer.json leaves unused are text as U+FFFD, ids past it never drawn" {
+	# the tokenizer of tokenizer_json with its added tokens moved to 290
+	# and 291: ids 257 to 289 are no token, 292 to 299 past the tokenizer
+	tokenizer_json
+	python3 - <<'EOF'
+import json
+tok = json.load(open("tokenizer.json"))
+for a, i in zip(tok["added_tokens"], (290, 291)):
+    a["id"] = i
+json.dump(tok, open("tokenizer.json", "w"), indent=1)
+EOF
+	VOCAB=300 job j grpo actor
+	nereus-run init --job j.json -o st
+	printf '{"text": "ab"}\n{"text": "b a"}\n{"text": "zz"}\n' > p.jsonl
+	run --separate-stderr nereus-run generate --state st --prompts p.jsonl \
+		--tokenizer tokenizer.json --seed 2 --max-new 30 -o g.jsonl
+	assert_success
+	python3 - <<'EOF'
+import json
+tok = json.load(open("tokenizer.json"))
+byte_of = {c: bytes([i]) for c, i in tok["model"]["vocab"].items() if i < 256}
+piece = {i: b"".join(byte_of[c] for c in s) for s, i in tok["model"]["vocab"].items()}
+piece.update({a["id"]: a["content"].encode() for a in tok["added_tokens"]})
+unused = 0
+for l in open("g.jsonl"):
+    r = json.loads(l)
+    assert all(0 <= t < 292 for t in r["tokens"]), r["tokens"]
+    ids = r["tokens"][:r["tokens"].index(291)] if 291 in r["tokens"] else r["tokens"]
+    unused += sum(i not in piece for i in ids)
+    want = b"".join(piece.get(i, "\ufffd".encode()) for i in ids).decode("utf-8", "replace")
+    assert r["text"] == want, (r["text"], want)
+assert unused > 0, "no unused id was drawn"
+EOF
 }
 
 # --- bad input ---------------------------------------------------------------------------

@@ -221,6 +221,8 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 	uint64_t *ids = malloc(BATCH * sizeof *ids);
 	struct generator g;
 
+	if (have_tok)
+		gp.vocab = tok->n;
 	if (have_tok && tok->eos >= 0)
 		gp.eos[gp.neos++] = tok->eos;
 	for (size_t i = 0; i < ps->n; i++) {

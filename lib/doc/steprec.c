@@ -73,6 +73,13 @@ static int entry_of(const struct step_record *r, const struct job *job, int m, e
 	return -1;
 }
 
+/* Whether a step with status ok ran model-stage ms of model md: all but
+ * the critic's training in a warm-up step, where only the actor learns. */
+static bool ran(const struct step_record *r, const struct model *md, const struct ms_record *ms)
+{
+	return !(r->rl.known && r->rl.sft && md->role == ROLE_CRITIC && ms->stage == STAGE_TRAIN);
+}
+
 static int check_entry(const struct jdoc *d, const struct step_record *r, int i,
 		       const struct job *job, struct err *e)
 {
@@ -100,7 +107,8 @@ static int check_entry(const struct jdoc *d, const struct step_record *r, int i,
 	if (ms->gpus > r->gpus_up)
 		return bad(d, i, "gpus", e, "uses %d GPUs, but only %d are up", ms->gpus,
 			   r->gpus_up);
-	if ((rc = check_time(d, i, "time_s", ms->time_s, r->status == STEP_OK, e)))
+	if ((rc = check_time(d, i, "time_s", ms->time_s, r->status == STEP_OK && ran(r, md, ms),
+			     e)))
 		return rc;
 	if (!isnan(ms->peak_gib) && !positive(ms->peak_gib))
 		return bad(d, i, "peak_gib", e, "expected a positive number of GiB, got %g",

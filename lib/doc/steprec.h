@@ -42,7 +42,9 @@ struct plan;
 #define STEPREC_MAX_MS (2 * MAX_MODELS + 1)
 
 enum step_status {
-	STEP_OK,      /* the step ran: every time is measured */
+	STEP_OK,      /* the step ran: every time is measured but the
+		       * critic's training's in a warm-up step (rl.sft),
+		       * which does not run */
 	STEP_OOM,     /* the plan did not fit this step: times absent */
 	STEP_PAUSED,  /* nothing fits: no model-stages */
 	NSTEP_STATUS
@@ -123,7 +125,9 @@ int steprec_parse(const char *name, long line, const char *text, size_t len,
  * with status ok or oom every model-stage of the job is there; tp·pp·dp
  * equals gpus; a model's stages share one configuration and pool; a pool's
  * model-stages use the same GPUs; same_pool agrees with the pools; the
- * pools fit in gpus_up; measured times and peaks are positive and finite.
+ * pools fit in gpus_up; with status ok every time is measured (but the
+ * critic's training's in a warm-up step); measured times and peaks are
+ * positive and finite.
  * Errors name the field ("model_stages[2].time_s: ..."). */
 int steprec_check(const struct step_record *r, const struct job *job,
 		  const struct cluster *cl, struct err *e);

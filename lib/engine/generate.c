@@ -140,21 +140,24 @@ int gen_sample(const float *logits, int V, const struct gen_params *p, double u,
 	       struct gen_cand *cand, float *logprob)
 {
 	float it = p->temperature > 0 ? 1.0f / p->temperature : 1.0f;
-	double lse = log_sum_exp(logits, V, it), mass = 0, acc = 0;
-	int n = V, tok;
+	int n = p->vocab > 0 && p->vocab < V ? p->vocab : V, tok;
+	/* the log-prob's normaliser is the whole vocabulary's, the draw's
+	 * that of the ids it may return */
+	double lse = log_sum_exp(logits, V, it), lse_n = n < V ? log_sum_exp(logits, n, it) : lse;
+	double mass = 0, acc = 0;
 
-	if (!isfinite(lse))
+	if (!isfinite(lse) || !isfinite(lse_n))
 		return -1;
 	if (p->temperature <= 0) {
-		tok = argmax(logits, V);
+		tok = argmax(logits, n);
 		*logprob = (float)(logits[tok] - lse);
 		return tok;
 	}
 	if (p->top_k <= 0 && !(p->top_p > 0 && p->top_p < 1)) {
 		/* the whole distribution, in id order */
 		tok = -1;
-		for (int v = 0; v < V; v++) {
-			double pv = exp((double)(logits[v] * it) - lse);
+		for (int v = 0; v < n; v++) {
+			double pv = exp((double)(logits[v] * it) - lse_n);
 
 			acc += pv;
 			if (pv > 0)
@@ -165,13 +168,13 @@ int gen_sample(const float *logits, int V, const struct gen_params *p, double u,
 		*logprob = (float)(logits[tok] * it - lse);
 		return tok;
 	}
-	for (int v = 0; v < V; v++)
+	for (int v = 0; v < n; v++)
 		cand[v] = (struct gen_cand){ .z = logits[v] * it, .id = v };
-	if (p->top_k > 0 && p->top_k < V) {
-		top_k(cand, V, p->top_k);
+	if (p->top_k > 0 && p->top_k < n) {
+		top_k(cand, n, p->top_k);
 		n = p->top_k;
 	} else {
-		qsort(cand, (size_t)V, sizeof *cand, cand_cmp);
+		qsort(cand, (size_t)n, sizeof *cand, cand_cmp);
 	}
 	/* renormalise over the kept tokens; then keep the smallest prefix
 	 * whose share reaches top_p */

@@ -8,17 +8,21 @@
  * tokens, or a full context) leaves the batch at once.
  *
  * Sampling, per sequence and token, as Hugging Face's warpers order it:
- * logits / temperature, then top-k, then top-p (the smallest set of most
- * probable tokens whose probability reaches top_p, renormalised), then one
- * draw by inverse CDF with u = rng_uniform(seed, RNG_SAMPLE, step, seq_id,
- * j) for the sequence's j-th generated token: a sequence gets the same
- * tokens whatever batch it is generated in.  Temperature 0 is greedy
- * (argmax, the lowest id among equals; top-k 1 is the same).
+ * the rows at and past `vocab` masked (a model's embedding padded past
+ * its tokenizer's ids has rows no text decodes from: they are never
+ * drawn, as vLLM masks them), logits / temperature, then top-k, then
+ * top-p (the smallest set of most probable tokens whose probability
+ * reaches top_p, renormalised), then one draw by inverse CDF with u =
+ * rng_uniform(seed, RNG_SAMPLE, step, seq_id, j) for the sequence's j-th
+ * generated token: a sequence gets the same tokens whatever batch it is
+ * generated in.  Temperature 0 is greedy (argmax over the rows not
+ * masked, the lowest id among equals; top-k 1 is the same).
  *
  * The log-prob returned with each token is that of the temperature-scaled
  * distribution, log softmax(logits / temperature), before top-k and top-p
- * truncate it (what the trainer's forward at the same temperature
- * computes); at temperature 0 it is log softmax(logits). */
+ * truncate it and over every row of the model, the masked ones too (what
+ * the trainer's forward at the same temperature computes); at temperature
+ * 0 it is log softmax(logits). */
 #ifndef NEREUS_ENGINE_GENERATE_H
 #define NEREUS_ENGINE_GENERATE_H
 
@@ -34,6 +38,8 @@ struct gen_params {
 	float top_p;            /* in (0, 1); 0 or 1: off */
 	int top_k;              /* 0: off */
 	int max_new;            /* tokens generated per sequence, at most */
+	int vocab;              /* ids drawn are below this (the tokenizer's);
+				 * 0: every row of the model */
 	int neos;               /* stop tokens (kept in the output) */
 	int eos[GEN_MAX_EOS];
 	uint64_t seed, step;    /* the generator's counters */
@@ -89,9 +95,11 @@ int generate(struct generator *g, const struct gen_request *r, const struct gen_
 	     const struct gen_result *out, struct err *e);
 
 /* One draw from logits[V] (as above) with uniform u in [0, 1); cand is
- * scratch of V entries.  Returns the token; *logprob gets its log-prob.
- * Returns -1 when the logits have no finite log-sum-exp (a NaN, an
- * infinity, or every logit -inf): there is no distribution to draw from. */
+ * scratch of V entries.  Returns the token, below p->vocab when that is in
+ * (0, V); *logprob gets its log-prob.  Returns -1 when the logits have no
+ * finite log-sum-exp (a NaN, an infinity, or every logit -inf, among all
+ * of them or among those not masked): there is no distribution to draw
+ * from. */
 int gen_sample(const float *logits, int V, const struct gen_params *p, double u,
 	       struct gen_cand *cand, float *logprob);
 

@@ -84,6 +84,12 @@ double rl_shape_rewards(const struct rl_config *c, size_t B, const size_t *off,
 	return sum;
 }
 
+void rl_response_sums(size_t B, const size_t *off, const float *x, float *sums)
+{
+	for (size_t b = 0; b < B; b++)
+		sums[b] = (float)rl_sum(off[b + 1] - off[b], x + off[b]);
+}
+
 void rl_gae(size_t B, const size_t *off, const float *rewards, const float *values,
 	    double gamma, double lam, float *adv, float *ret)
 {

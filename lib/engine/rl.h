@@ -43,8 +43,9 @@
  *         use_kl_loss, + rl_entropy_bonus) and the critic's
  *         rl_value_loss(value, value at rollout, ret).
  *   GRPO  after rollout: rl_grpo_advantages(scores) → adv (no critic, no
- *         whitening); per mini-batch rl_policy_loss + rl_kl_loss
- *         (+ rl_entropy_bonus). */
+ *         whitening), the scores rl_response_sums of rl_shape_rewards'
+ *         rewards when use_kl_in_reward; per mini-batch rl_policy_loss +
+ *         rl_kl_loss (+ rl_entropy_bonus). */
 #ifndef NEREUS_RL_H
 #define NEREUS_RL_H
 
@@ -87,7 +88,7 @@ double rl_kl_token_grad(enum rl_kl k, double logp, double ref_logp);
 /* out[i] = rl_kl_token over n tokens; returns their sum. */
 double rl_kl(enum rl_kl k, size_t n, const float *logp, const float *ref_logp, float *out);
 
-/* Token rewards for PPO: r = −kl_coef · KL(kl_penalty) per token when
+/* Token rewards for PPO (and GRPO with use_kl_in_reward): r = −kl_coef · KL(kl_penalty) per token when
  * use_kl_in_reward (else 0), plus scores[b] at response b's last token.
  * A response of no tokens drops its score.  Returns Σ KL over the tokens
  * (0 when the KL is not in the reward): divide by the batch's tokens for
@@ -95,6 +96,12 @@ double rl_kl(enum rl_kl k, size_t n, const float *logp, const float *ref_logp, f
 double rl_shape_rewards(const struct rl_config *c, size_t B, const size_t *off,
 			const float *logp, const float *ref_logp, const float *scores,
 			float *rewards);
+
+/* sums[b] = Σ x over response b's tokens.  GRPO with use_kl_in_reward
+ * takes these of rl_shape_rewards' token rewards as its scores (verl's
+ * compute_grpo_outcome_advantage sums token_level_rewards): a response's
+ * score less kl_coef · its KL summed over its tokens. */
+void rl_response_sums(size_t B, const size_t *off, const float *x, float *sums);
 
 /* GAE per response: δ_t = r_t + γ V_{t+1} − V_t with V after the last
  * token 0; A_t = δ_t + γλ A_{t+1}; returns R_t = A_t + V_t.  Advantages

@@ -1150,6 +1150,10 @@ int tok_encode(const struct tokenizer *t, const char *text, size_t len, int32_t 
 	return NR_OK;
 }
 
+/* What an id that is no token decodes to: U+FFFD, as text_json and
+ * Python's errors="replace" show what is not UTF-8. */
+static const char replacement[] = "\xef\xbf\xbd";
+
 int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, char **text,
 	       size_t *len, struct err *e)
 {
@@ -1157,17 +1161,24 @@ int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, char **t
 	char *out;
 
 	for (size_t i = 0; i < n; i++) {
-		if (ids[i] < 0 || ids[i] >= t->n || t->kind[ids[i]] == KIND_NONE)
-			return err_set(e, NR_EINPUT, "token %" PRId32 " (at %zu) is not in the "
-				       "vocabulary of %" PRId32 " ids", ids[i], i, t->n);
-		total += t->len[ids[i]];
+		size_t k;
+		const char *p = tok_piece(t, ids[i], &k);
+
+		total += p ? k : sizeof replacement - 1;
 	}
 	out = malloc(total + 1);
 	if (!out)
 		return err_set(e, NR_EIO, "out of memory decoding %zu tokens", n);
 	for (size_t i = 0; i < n; i++) {
-		memcpy(out + o, t->text + t->off[ids[i]], t->len[ids[i]]);
-		o += t->len[ids[i]];
+		size_t k;
+		const char *p = tok_piece(t, ids[i], &k);
+
+		if (!p) {
+			p = replacement;
+			k = sizeof replacement - 1;
+		}
+		memcpy(out + o, p, k);
+		o += k;
 	}
 	out[o] = '\0';
 	*text = out;

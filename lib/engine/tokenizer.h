@@ -106,7 +106,9 @@ int tok_encode(const struct tokenizer *t, const char *text, size_t len, int32_t 
 	       size_t *n, struct err *e);
 /* Decode ids into a new buffer *text of *len bytes plus a NUL (the caller
  * frees it); it is valid UTF-8 only if the ids spell it.  An id that is
- * not a token is an error (NR_EINPUT) naming it and its index. */
+ * not a token (past the ids, or one the file leaves unused: a model's
+ * padded rows) decodes as U+FFFD.  Fails only when memory runs out
+ * (NR_EIO). */
 int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, char **text,
 	       size_t *len, struct err *e);
 /* The bytes of token id and, in *len, how many; NULL if id is no token. */

@@ -1015,7 +1015,8 @@ static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 	struct part *gp = &t->part[t->gen_alias ? t->actor : t->gen];
 	struct gen_params gparams = {
 		.temperature = (float)c->temperature, .top_p = c->top_p < 1 ? (float)c->top_p : 0,
-		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)max_new(t), .neos = 1,
+		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)max_new(t),
+		.vocab = t->tok.n, .neos = 1,
 		.eos = { t->tok.eos }, .seed = job->data.seed, .step = (uint64_t)s };
 	size_t N = (size_t)t->B * (size_t)max_new(t);
 	float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
@@ -1183,10 +1184,20 @@ static int advantages(struct trainer *t, struct trainer_stats *st, struct err *e
 	size_t N = t->off[t->B];
 
 	if (c->algorithm == RL_GRPO) {
+		const float *scores = t->scores;
+
 		st->kl = N ? rl_kl(c->kl_loss_type, N, t->old_logp, t->ref_logp, t->rewards) /
 			     (double)N : 0;
+		if (c->use_kl_in_reward) {
+			/* the KL comes off the token rewards, which GRPO sums;
+			 * it has no returns, so ret holds the sums */
+			rl_shape_rewards(c, (size_t)t->B, t->off, t->old_logp, t->ref_logp,
+					 t->scores, t->rewards);
+			rl_response_sums((size_t)t->B, t->off, t->rewards, t->ret);
+			scores = t->ret;
+		}
 		return rl_grpo_advantages((size_t)t->B, t->off, (size_t)t->job->samples_per_prompt,
-					  t->scores, c->norm_adv_by_std_in_grpo, t->adv, e);
+					  scores, c->norm_adv_by_std_in_grpo, t->adv, e);
 	}
 	st->kl = rl_shape_rewards(c, (size_t)t->B, t->off, t->old_logp, t->ref_logp, t->scores,
 				  t->rewards);

@@ -14,7 +14,8 @@ and redo that mini-batch from the math in float64: llama_ref.py's
 forward on the weights the probe reports, the scores (the reward model
 at each sequence's last token), the old and reference log-probs and the
 critic's values at rollout, the advantages (GRPO's groups; PPO's
-KL-shaped rewards, GAE and whitening) and the losses (rl_torch.py's
+KL-shaped rewards, GAE and whitening; with the KL in GRPO's reward, the
+shaped rewards summed per response) and the losses (rl_torch.py's
 formulas: clipped policy loss, k3 KL loss, entropy bonus, clipped value
 loss, token-means over the mini-batch), differentiated with autograd.
 The actor's and the critic's parameter gradients must equal the
@@ -72,6 +73,14 @@ CONFIGS = {
                  rl=dict(RL, use_kl_loss=True, kl_loss_type="low_var_kl", kl_loss_coef=0.1,
                          norm_adv_by_std_in_grpo=True,
                          actor_optim={"lr": 1e-2, "grad_clip": 1.0})),
+    # GRPO with the KL in the reward (verl's apply_kl_penalty, then its
+    # outcome advantage over the token rewards' sum), not in the loss
+    "grpo_kl_reward": dict(algorithm="grpo",
+                           models={"actor": POLICY_TIED, "reference": POLICY_TIED,
+                                   "reward": SCORER},
+                           rl=dict(RL, use_kl_in_reward=True, kl_penalty="kl", kl_coef=0.5,
+                                   use_kl_loss=False, norm_adv_by_std_in_grpo=True,
+                                   actor_optim={"lr": 1e-2, "grad_clip": 1.0})),
     # PPO: untied actor, a critic with a score head, k1 KL in the reward
     "ppo": dict(algorithm="ppo", models={"actor": POLICY_UNTIED, "critic": CRITIC,
                                          "reference": POLICY_UNTIED, "reward": SCORER},
@@ -178,7 +187,13 @@ def compare(name, conf, build, d):
         chk.close("old log-probs", got["old_logp"], old, note=False)
         chk.close("reference log-probs", got["ref_logp"], ref_lp, note=False)
         if conf["algorithm"] == "grpo":
-            adv = rl.grpo_advantages(off, scores, SAMPLES, c["norm_adv_by_std_in_grpo"])
+            outcome = scores
+            if c.get("use_kl_in_reward"):
+                # each token's reward is -kl_coef k1, the score added at
+                # the last; a response's outcome is their sum
+                rewards = rl.shaped_rewards(off, old, ref_lp, scores, c)
+                outcome = torch.stack([rewards[lo:hi].sum() for lo, hi in rl.spans(off)])
+            adv = rl.grpo_advantages(off, outcome, SAMPLES, c["norm_adv_by_std_in_grpo"])
         else:
             values = per_token(models["critic"], at["critic"], seqs, plen, temp, "value")
             chk.close("values", got["values"], values, note=False)

@@ -3,8 +3,8 @@
  * greedy loop picks; sequences that stop leave the batch without changing
  * the others; seeded sampling repeats and does not depend on the batch
  * around a sequence or on how prompts are grouped for prefill; top-k 1 is
- * greedy; the sampler's truncations keep the documented mass; bad prompts
- * are refused. */
+ * greedy; the sampler's truncations keep the documented mass, and rows
+ * past the tokenizer's ids are never drawn; bad prompts are refused. */
 #include "engine/generate.h"
 #include "unit.h"
 #include "unitengine.h"
@@ -368,6 +368,55 @@ static void test_sampler_truncation(void)
 		     (double[]){ sqrt(0.1) / s, sqrt(0.5) / s, sqrt(0.15) / s, sqrt(0.25) / s });
 }
 
+/* Rows at and past p.vocab (a padded embedding's) are never drawn, though
+ * they hold the largest logits: greedy, sampling, top-k and top-p pick
+ * among the others, renormalised, and the log-prob stays that of the
+ * model's whole distribution. */
+static void test_sampler_mask(void)
+{
+	enum { N = 20000 };
+	/* probabilities 0.04, 0.2, 0.06, 0.1 kept; 0.6 masked */
+	float z[5] = { logf(0.04f), logf(0.2f), logf(0.06f), logf(0.1f), logf(0.6f) };
+	struct gen_params ps[] = { params(0, 1, 0), params(1, 1, 0), params(1, 1, 2),
+				   params(1, 0.5f, 0), params(0.5f, 0.9f, 4), params(1, 1, 1) };
+	const double want[][4] = { { 0, 1, 0, 0 }, { 0.1, 0.5, 0.15, 0.25 },
+				   { 0, 2.0 / 3, 0, 1.0 / 3 }, { 0, 1, 0, 0 },
+				   /* squared, 0.0016 0.04 0.0036 0.01 of 0.0552: 0.04
+				    * and 0.01 reach 0.9 */
+				   { 0, 0.8, 0, 0.2 }, { 0, 1, 0, 0 } };
+	struct gen_cand cand[5];
+	float lp, none[5] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, 0 };
+
+	for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
+		float it = ps[k].temperature > 0 ? 1 / ps[k].temperature : 1;
+		double lse = 0;
+		int count[5] = { 0 };
+
+		ps[k].vocab = 4;
+		for (int v = 0; v < 5; v++)
+			lse += exp(z[v] * it);
+		lse = log(lse);
+		for (int i = 0; i < N; i++) {
+			int tok = gen_sample(z, 5, &ps[k], (i + 0.5) / N, cand, &lp);
+
+			CHECK(tok >= 0 && tok < 4);
+			if (tok < 0 || tok >= 4)
+				return;
+			count[tok]++;
+			CHECK(fabs(lp - (z[tok] * it - lse)) < 1e-5);
+		}
+		for (int v = 0; v < 4; v++) {
+			if (!(fabs(count[v] - N * want[k][v]) <= 1))
+				printf("#   case %zu token %d: %d draws, expected %.1f\n", k, v,
+				       count[v], N * want[k][v]);
+			CHECK(fabs(count[v] - N * want[k][v]) <= 1);
+		}
+	}
+	/* nothing left to draw from */
+	CHECK(gen_sample(none, 5, &ps[0], 0.5, cand, &lp) == -1);
+	CHECK(gen_sample(none, 5, &ps[1], 0.5, cand, &lp) == -1);
+}
+
 static void test_bad_prompts(void)
 {
 	struct arch a = gen_arch();
@@ -457,6 +506,7 @@ int main(void)
 	RUN(test_top_k_one_is_greedy);
 	RUN(test_tp2_generation);
 	RUN(test_sampler_truncation);
+	RUN(test_sampler_mask);
 	RUN(test_bad_prompts);
 	RUN(test_context_limit);
 	RUN(test_not_finite);

@@ -130,6 +130,42 @@ static void grpo_groups(void)
 	CHECK(rl_grpo_advantages(9, off, 0, s, true, a, &e) == NR_EINPUT);
 }
 
+/* GRPO with the KL in the reward, as verl: the token rewards' sum per
+ * response is its score in the groups.  Two groups of two. */
+static void grpo_kl_in_reward(void)
+{
+	struct rl_config c;
+	const size_t off[] = { 0, 2, 3, 5, 6 };
+	/* k1 = 0.2, 0.4 | 0 | 1, 1 | −0.5 */
+	const float lp[] = { -1, -1, -2, -1, -1, -1.5f }, ref[] = { -1.2f, -1.4f, -2, -2, -2, -1 };
+	const float s[] = { 1, 0, 1, 1 };
+	float r[6], sums[4], a[6];
+	struct err e;
+
+	rl_config_defaults(&c, RL_GRPO);
+	c.use_kl_in_reward = true;
+	c.kl_penalty = RL_KL_K1;
+	c.kl_coef = 0.5;
+	/* scores less 0.5 Σ k1: 0.7, 0, 0, 1.25 */
+	CHECK_NEAR(rl_shape_rewards(&c, 4, off, lp, ref, s, r), 2.1, 1e-6);
+	rl_response_sums(4, off, r, sums);
+	CHECK_NEAR(sums[0], 0.7, 1e-6);
+	CHECK_NEAR(sums[1], 0, 1e-6);
+	CHECK_NEAR(sums[2], 0, 1e-6);
+	CHECK_NEAR(sums[3], 1.25, 1e-6);
+	/* group 1: mean 0.35, std 0.35 √2; group 2: mean 0.625, std 0.625 √2
+	 * (its scores alone were equal: no advantage) */
+	CHECK(rl_grpo_advantages(4, off, 2, sums, true, a, &e) == NR_OK);
+	CHECK_NEAR(a[0], 0.35 / (0.35 * sqrt(2) + 1e-6), 1e-6);
+	CHECK(a[1] == a[0]);
+	CHECK_NEAR(a[2], -0.35 / (0.35 * sqrt(2) + 1e-6), 1e-6);
+	CHECK_NEAR(a[3], -0.625 / (0.625 * sqrt(2) + 1e-6), 1e-6);
+	CHECK_NEAR(a[5], 0.625 / (0.625 * sqrt(2) + 1e-6), 1e-6);
+	CHECK(rl_grpo_advantages(4, off, 2, sums, false, a, &e) == NR_OK);
+	CHECK_NEAR(a[0], 0.35, 1e-6);
+	CHECK_NEAR(a[5], 0.625, 1e-6);
+}
+
 /* Each clipping region of the policy loss, ε 0.2, c 3, on one token each. */
 static void policy_clip_regions(void)
 {
@@ -422,6 +458,7 @@ int main(void)
 	RUN(shaped_rewards);
 	RUN(whitening);
 	RUN(grpo_groups);
+	RUN(grpo_kl_in_reward);
 	RUN(policy_clip_regions);
 	RUN(value_clip);
 	RUN(kl_estimators);

@@ -336,6 +336,46 @@ static void check_names_fields(void)
 	CHECK(strstr(e.msg, "cluster 'h100-8x8' has 64") != NULL);
 }
 
+/* In a warm-up step only the actor trains: the critic's training entry
+ * may have no time there, and nowhere else. */
+static void warm_up_critic_untimed(void)
+{
+	struct step_record a, b;
+	struct err e;
+	char *text;
+	int critic = -1, actor = -1;
+
+	record(&a, 5);
+	a.rl = (struct step_rl){ .known = true, .sft = true, .reward_mean = 0.5,
+				 .response_len_mean = a.response.mean, .kl = NAN,
+				 .policy_loss = NAN, .value_loss = NAN, .entropy = NAN,
+				 .clip_frac = NAN, .grad_norm = 1, .sft_loss = 2 };
+	for (int i = 0; i < a.nms; i++) {
+		if (a.ms[i].stage != STAGE_TRAIN)
+			continue;
+		if (strcmp(a.ms[i].model, "critic") == 0)
+			critic = i;
+		else
+			actor = i;
+	}
+	CHECK(critic >= 0 && actor >= 0);
+	if (critic < 0 || actor < 0)
+		return;
+	a.ms[critic].time_s = a.ms[critic].peak_gib = NAN;
+	text = line_of(&a);
+	CHECK(parse(text, &b, NULL, &e) == NR_OK);
+	CHECK(b.rl.sft && isnan(b.ms[critic].time_s));
+	free(text);
+	a.rl.sft = false;
+	CHECK(steprec_check(&a, &job, &cl, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "needs a measured time") != NULL);
+	a.rl.sft = true;
+	a.ms[critic].time_s = 1;
+	a.ms[actor].time_s = NAN;
+	CHECK(steprec_check(&a, &job, &cl, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "needs a measured time") != NULL);
+}
+
 int main(void)
 {
 	struct err e;
@@ -354,5 +394,6 @@ int main(void)
 	RUN(refused_as_the_loader_does);
 	RUN(oom_and_paused);
 	RUN(check_names_fields);
+	RUN(warm_up_critic_untimed);
 	return UNIT_END();
 }

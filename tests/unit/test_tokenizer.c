@@ -333,20 +333,31 @@ static void test_decode_exact(void)
 	tok_free(&t);
 }
 
+/* An id that is no token (past the ids, below 0, or one the file leaves
+ * unused) decodes as U+FFFD, and the rest as they are. */
 static void test_decode_bad_id(void)
 {
-	struct spec sp = { LLAMA3, false, false, { { NULL } }, { NULL }, { NULL } };
+	struct spec sp = { LLAMA3, false, false, { { NULL } }, { NULL }, { "<|x|>" } };
+	json_t *doc = build(&sp);
 	struct tokenizer t;
-	int32_t ids[] = { 104, 256, 105 };
+	int32_t ids[] = { 104, 300, 105, -1, 270, 301 };
 	char *out;
 	size_t len;
 	struct err e;
+	int rc;
 
-	CHECK(load(&t, &sp) == NR_OK);
-	CHECK(tok_decode(&t, ids, 3, &out, &len, &e) == NR_EINPUT);
-	CHECK(strcmp(e.msg, "token 256 (at 1) is not in the vocabulary of 256 ids") == 0);
-	ids[1] = -1;
-	CHECK(tok_decode(&t, ids, 3, &out, &len, &e) == NR_EINPUT);
+	/* <|x|> at 300: ids 256 to 299 are unused */
+	json_object_set_new(json_array_get(json_object_get(doc, "added_tokens"), 0), "id",
+			    json_integer(300));
+	CHECK(load_doc(&t, doc, &e) == NR_OK);
+	CHECK(t.n == 301);
+	rc = tok_decode(&t, ids, 6, &out, &len, &e);
+	CHECK(rc == NR_OK);
+	if (rc == NR_OK) {
+		CHECK(len == 16 &&
+		      strcmp(out, "h<|x|>i\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd") == 0);
+		free(out);
+	}
 	tok_free(&t);
 }
 
