@@ -82,6 +82,25 @@ int print_version(void)
 	return NR_OK;
 }
 
+int option_tail(int c, int argc, char *const argv[], const struct option *longopts,
+		const char *usage)
+{
+	switch (c) {
+	case -1:
+		if (optind < argc)
+			return usage_error("unexpected argument '%s'", argv[optind]);
+		return NR_OK;
+	case 'h':
+		fputs(usage, stdout);
+		return OPTIONS_DONE;
+	case 'V':
+		print_version();
+		return OPTIONS_DONE;
+	default:
+		return option_error(c, argv, longopts);
+	}
+}
+
 int close_stdout(int rc)
 {
 	if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {

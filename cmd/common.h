@@ -28,6 +28,19 @@ void set_subcommand(const char *name);
 int option_error(int c, char *const argv[], const struct option *longopts);
 /* Print the version line and return 0. */
 int print_version(void);
+/* The end every option loop shares.  For what getopt_long returned as c
+ * and the loop does not take itself: -h prints usage to standard output
+ * and -V the version, both OPTIONS_DONE (the command is over, exit 0);
+ * anything else is option_error's usage error.  With c = -1, after the
+ * loop: NR_OK, or a usage error for the first operand left over.  So a
+ * loop ends
+ *     default: return option_tail(c, argc, argv, longopts, usage);
+ * and is followed by
+ *     if ((rc = option_tail(-1, argc, argv, longopts, usage))) return rc;
+ * in a parse function whose caller exits 0 on OPTIONS_DONE. */
+#define OPTIONS_DONE (-1)
+int option_tail(int c, int argc, char *const argv[], const struct option *longopts,
+		const char *usage);
 /* Flush and close stdout; a failure (full disk, closed pipe) is NR_EIO. */
 int close_stdout(int rc);
 /* Whether progress output should be shown (stderr is a terminal). */

@@ -1,6 +1,7 @@
 /* State stores on disk: opening and checking one, the work directory every
  * output is built in, and store_apply, which reshards a store into a new
- * one with the copy engine (store_xfer.c). */
+ * one with the copy engine (store_xfer.c); and the layouts a plan gives
+ * the job's models. */
 #include "state/store_impl.h"
 
 #include <dirent.h>
@@ -18,6 +19,7 @@
 #include <xxhash.h>
 
 #include "common/json.h"
+#include "plan/plan.h"
 
 static int oom(struct err *e)
 {
@@ -859,4 +861,24 @@ int store_layouts(const char *src, struct store_layout *out, int max, int *n, st
 		out[i] = m.models[i].lo;
 	manifest_free(&m);
 	return NR_OK;
+}
+
+void store_layout_of(const struct job *job, int m, const struct pconf *c,
+		     struct store_layout *lo)
+{
+	memset(lo, 0, sizeof *lo);
+	snprintf(lo->name, sizeof lo->name, "%s", job->models[m].name);
+	lo->arch = job->models[m].arch;
+	lo->tp = c->tp;
+	lo->pp = c->pp;
+	lo->dp = c->dp;
+	lo->zero = c->zero >= ZERO_1;
+	lo->trainable = job->models[m].stages[STAGE_TRAIN];
+}
+
+void store_layouts_of_plan(const struct job *job, const struct plan *p,
+			   struct store_layout *lo)
+{
+	for (int m = 0; m < job->nmodels; m++)
+		store_layout_of(job, m, &p->home[m], &lo[m]);
 }

@@ -185,6 +185,19 @@ int store_save(const char *dst, const struct store_state *models, int n, json_t 
 int store_layouts(const char *src, struct store_layout *out, int max, int *n,
 		  struct err *e);
 
+struct pconf;
+struct plan;
+/* The layout model m of job takes in configuration c (a plan's home[m]):
+ * the model's name and architecture from the job, c's TP, PP and DP, ZeRO
+ * when c splits the optimizer state across DP (ZeRO-1 and up), trainable
+ * when the model trains. */
+void store_layout_of(const struct job *job, int m, const struct pconf *c,
+		     struct store_layout *lo);
+/* The layouts plan p gives the job's models, into lo[0..job->nmodels):
+ * each model's in its home configuration. */
+void store_layouts_of_plan(const struct job *job, const struct plan *p,
+			   struct store_layout *lo);
+
 /* --- the manifest ------------------------------------------------------------ */
 
 #define STORE_MANIFEST "manifest.json"
