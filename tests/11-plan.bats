@@ -172,7 +172,8 @@ PY
 @test "issue 10: 8B PPO on 8 A100-40GB has a plan no pin beats" {
 	cat > a100.json <<'JSON'
 { "nereus": 1, "kind": "cluster", "name": "a100-40", "nodes": 1, "gpus_per_node": 8,
-  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 } }
+  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "links": { "intra_node_gbps": 300 } }
 JSON
 	run nereus-plan --job "$JOB8" --cluster a100.json -o plan.json
 	assert_success
