@@ -183,9 +183,13 @@ static int run(const struct args *a)
 	out = &best;
 	if (a->current) {
 		struct switch_cost sc;
-		/* the graph's schedule when it can be built (both plans placed on
-		 * GPUs that are up), else the lower bound */
-		charge_transition(&v, &cur, &best, cur.feasible, &sc);
+		/* the state is where the current plan put it, whether or not that
+		 * plan fits now: the graph moves it from there (what was on GPUs
+		 * now down comes from the store) */
+		if ((rc = charge_graph(&v, &cur, &best, &sc, &e))) {
+			err_prefix(&e, "pricing the switch from %s", a->current);
+			return report(&e);
+		}
 		plan_decide_with(&v, &cur, &best, a->remaining, a->min_gain, &sc, &d);
 		if (!d.do_switch)
 			out = &cur;

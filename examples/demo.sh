@@ -64,6 +64,7 @@ if command -v mpirun > /dev/null; then
 	cat > "$out/cpu4.json" <<'EOF'
 { "nereus": 1, "kind": "cluster", "name": "this-machine-4", "nodes": 1, "gpus_per_node": 4,
   "gpu": { "model": "cpu", "memory_gib": 2, "tflops": 0.05, "hbm_gbps": 10 },
+  "links": { "intra_node_gbps": 450 },
   "engine": "builtin" }
 EOF
 	cat > "$out/events.jsonl" <<EOF

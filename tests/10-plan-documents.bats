@@ -423,6 +423,56 @@ EOF
 	assert_equal "$stderr" "nereus-plan: cluster.json:6:10: gpu: missing required field \"tflops\""
 }
 
+@test "a GPU model not among the presets needs the speeds of its links" {
+	cat > cluster.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cluster",
+  "nodes": 2,
+  "gpus_per_node": 8,
+  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: cluster.json:1:1: GPU model \"A100-40GB\" is not a preset, so the speeds of its links must be given: missing \"links.intra_node_gbps\" and \"links.inter_node_gbps\""
+	cat > cluster.json <<'EOF'
+{
+  "nereus": 1,
+  "kind": "cluster",
+  "nodes": 2,
+  "gpus_per_node": 8,
+  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "links": { "intra_node_gbps": 300 }
+}
+EOF
+	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
+	refute_output
+	assert_equal "$stderr" "nereus-plan: cluster.json:7:12: links: GPU model \"A100-40GB\" is not a preset, so the speeds of its links must be given: missing \"links.inter_node_gbps\""
+}
+
+@test "a GPU model not among the presets gives only the links its cluster has" {
+	# one node: no link between nodes to give; one GPU a node: none inside
+	cat > one-node.json <<'EOF'
+{ "nereus": 1, "kind": "cluster", "nodes": 1, "gpus_per_node": 8,
+  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "links": { "intra_node_gbps": 300 } }
+EOF
+	cat > one-gpu.json <<'EOF'
+{ "nereus": 1, "kind": "cluster", "nodes": 4, "gpus_per_node": 1,
+  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "links": { "inter_node_gbps": 25 } }
+EOF
+	for c in one-node.json one-gpu.json; do
+		run --separate-stderr nereus-plan --job job.json --cluster "$c" -o plan.json
+		[ "$status" -eq 0 ] || [ "$status" -eq 3 ]
+		[[ $stderr != *"not a preset"* ]]
+	done
+	sed 's/"intra_node_gbps": 300/"host_gbps": 16/' one-node.json > no-intra.json
+	run -2 --separate-stderr nereus-plan --job job.json --cluster no-intra.json
+	assert_equal "$stderr" "nereus-plan: no-intra.json:3:12: links: GPU model \"A100-40GB\" is not a preset, so the speeds of its links must be given: missing \"links.intra_node_gbps\""
+}
+
 @test "a cost document with an out-of-range coefficient is rejected" {
 	cat > cost.json <<'EOF'
 {

@@ -172,7 +172,8 @@ PY
 @test "issue 10: 8B PPO on 8 A100-40GB has a plan no pin beats" {
 	cat > a100.json <<'JSON'
 { "nereus": 1, "kind": "cluster", "name": "a100-40", "nodes": 1, "gpus_per_node": 8,
-  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 } }
+  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "links": { "intra_node_gbps": 300 } }
 JSON
 	run nereus-plan --job "$JOB8" --cluster a100.json -o plan.json
 	assert_success
@@ -263,6 +264,43 @@ sys.exit(0 if b >= a else 1)' adaptive.json $l.json || fail "$l faster than adap
 	[ "$(json next.json 'd["decision"]["switch"]')" = True ]
 	[ "$(json next.json 'd["decision"]["forced"]')" = True ]
 	[ "$(json next.json 'd["feasible"]')" = True ]
+}
+
+# switch_priced_by_graph JOB CLUSTER: the plan for the 8B job on the full
+# cluster no longer fits JOB on CLUSTER; --current prices the forced switch
+# with the transition graph from where that plan's state is, the schedule
+# nereus-transition predicts for the same pair.
+switch_priced_by_graph() {
+	nereus-plan --job "$JOB8" --cluster "$H100" -o plan.json
+	run --separate-stderr nereus-plan --job "$1" --cluster "$2" --current plan.json -o next.json
+	assert_success
+	[[ $stderr == "nereus-plan: switch: the current plan no longer fits"* ]]
+	[ "$(json next.json 'd["decision"]["forced"]')" = True ]
+	[ "$(json next.json 'd["decision"]["transition_source"]')" = "transition graph schedule" ]
+	nereus-transition --from plan.json --to next.json --job "$1" --cluster "$2" -o t.json
+	python3 - next.json t.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["decision"]
+t = json.load(open(sys.argv[2]))
+move, graph = d["transition"]["move_s"], t["predicted_s"]
+assert abs(move - graph) <= 1e-6, (move, graph)
+assert abs(d["transition_s"] - d["transition"]["move_s"] - d["transition"]["store_s"]
+           - d["transition"]["communicators_s"] - d["transition"]["engines_s"]) <= 1e-9
+PY
+}
+
+@test "--current prices a switch forced by longer responses with the transition graph" {
+	python3 - "$JOB8" long.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["batch"]["response_len"] = {"mean": 4096, "p90": 8192, "max": 16384}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+	switch_priced_by_graph long.json "$H100"
+}
+
+@test "--current prices a switch forced by GPUs going down with the transition graph" {
+	switch_priced_by_graph "$JOB8" "$DEGRADED"
 }
 
 @test "--remaining-steps 0 keeps the current plan (exit 1)" {

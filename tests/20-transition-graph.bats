@@ -50,7 +50,7 @@ print(repr(4 * (2 * V * h + h + L * layer) * float(sys.argv[1]) / 2**30))' "$1")
 	cat > swap-cluster.json <<JSON
 { "nereus": 1, "kind": "cluster", "name": "swap", "nodes": 1, "gpus_per_node": 4,
   "gpu": { "model": "small", "memory_gib": $gib, "tflops": 100, "hbm_gbps": 1000 },
-  "memory_headroom": 0 }
+  "links": { "intra_node_gbps": 450 }, "memory_headroom": 0 }
 JSON
 	for p in a b; do
 		local actor=0 reference=1

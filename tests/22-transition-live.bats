@@ -53,7 +53,8 @@ PY
 JSON
 	cat > cluster.json <<'JSON'
 { "nereus": 1, "kind": "cluster", "name": "tiny", "nodes": 1, "gpus_per_node": 4,
-  "gpu": { "model": "small", "memory_gib": 16, "tflops": 100, "hbm_gbps": 1000 } }
+  "gpu": { "model": "small", "memory_gib": 16, "tflops": 100, "hbm_gbps": 1000 },
+  "links": { "intra_node_gbps": 450 } }
 JSON
 	for c in tp2,pp2 tp4,pp1 tp1,pp2; do
 		nereus-plan --job job.json --cluster cluster.json --pin actor@training=$c \
@@ -100,7 +101,8 @@ live() {
 	need_mpirun
 	cat > cluster2.json <<'JSON'
 { "nereus": 1, "kind": "cluster", "name": "tiny2", "nodes": 2, "gpus_per_node": 2,
-  "gpu": { "model": "small", "memory_gib": 16, "tflops": 100, "hbm_gbps": 1000 } }
+  "gpu": { "model": "small", "memory_gib": 16, "tflops": 100, "hbm_gbps": 1000 },
+  "links": { "intra_node_gbps": 450, "inter_node_gbps": 48 } }
 JSON
 	for c in tp2,pp2 tp1,pp1,dp4,nozero; do
 		nereus-plan --job "$D/job.json" --cluster cluster2.json --pin actor@training=$c \

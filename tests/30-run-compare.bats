@@ -78,7 +78,8 @@ EOF
 @test "a baseline whose layout does not fit is paused, and compare says so" {
 	cat > c1.json <<'JSON'
 { "nereus": 1, "kind": "cluster", "name": "one-node", "nodes": 1, "gpus_per_node": 8,
-  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 } }
+  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "links": { "intra_node_gbps": 300 } }
 JSON
 	run --separate-stderr nereus-run compare --job "$JOB" --cluster c1.json --steps 4
 	assert_success

@@ -32,7 +32,8 @@ JSON
 	for n in 2 4; do
 		cat > cpu$n.json <<JSON
 { "nereus": 1, "kind": "cluster", "name": "cpu-$n", "nodes": 1, "gpus_per_node": $n,
-  "engine": "builtin", "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 } }
+  "engine": "builtin", "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 },
+  "links": { "intra_node_gbps": 450 } }
 JSON
 	done
 	plan() { # NAME CLUSTER CONF GENERATION: every model-stage in CONF, micro-batches of 4

@@ -273,7 +273,8 @@ EOF
 	# optimizer's state split), the saved store keeps its run and resumes
 	cat > two.json <<'JSON'
 { "nereus": 1, "kind": "cluster", "name": "two", "nodes": 1, "gpus_per_node": 2,
-  "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 } }
+  "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 },
+  "links": { "intra_node_gbps": 450 } }
 JSON
 	nereus-plan --job j.json --cluster two.json --layout verl -o two-plan.json
 	nereus-transition apply --state saved/step-000003 --to two-plan.json --job j.json \

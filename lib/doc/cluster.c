@@ -118,6 +118,25 @@ static int load_down(const struct jdoc *d, json_t *root, struct cluster *c, stru
 	return NR_OK;
 }
 
+/* The link defaults are the presets' (NVLink, one NIC a GPU): a GPU that
+ * is none of them gives the speeds of the links the cluster has, inside a
+ * node when a node has more than one GPU, between nodes when there is more
+ * than one node.  The host link, PCIe, keeps its default. */
+static int check_links_given(const struct jdoc *d, json_t *links, const struct cluster *c,
+			     struct err *e)
+{
+	struct gpu_spec preset;
+	bool intra = c->gpus_per_node > 1 && !(links && json_object_get(links, "intra_node_gbps"));
+	bool inter = c->nodes > 1 && !(links && json_object_get(links, "inter_node_gbps"));
+
+	if (gpu_preset(c->gpu.model, &preset) || (!intra && !inter))
+		return NR_OK;
+	return jdoc_fail(d, links ? "links" : "", e, "GPU model \"%s\" is not a preset, so "
+			 "the speeds of its links must be given: missing %s%s%s", c->gpu.model,
+			 intra ? "\"links.intra_node_gbps\"" : "", intra && inter ? " and " : "",
+			 inter ? "\"links.inter_node_gbps\"" : "");
+}
+
 int cluster_load(struct cluster *c, const char *file, struct err *e)
 {
 	static const char *const keys[] = { "nereus", "kind", "name", "nodes", "gpus_per_node",
@@ -164,6 +183,8 @@ int cluster_load(struct cluster *c, const char *file, struct err *e)
 				     &c->inter_gbps, e)) ||
 		      (rc = jget_num(&d, links, "links", "host_gbps", false, 0.001, 1e6,
 				     &c->host_gbps, e))))
+		goto out;
+	if ((rc = check_links_given(&d, links, c, e)))
 		goto out;
 	if ((rc = jget_num(&d, d.root, "", "host_memory_gib", false, 0, 1e9, &c->host_mem_gib,
 			   e)) ||

@@ -141,6 +141,8 @@ static int layout_openrlhf(const struct env *v, struct space *sp, struct err *e)
 	for (int m = 0; m < j->nmodels; m++) {
 		const struct model *md = &j->models[m];
 		items[with_actor(md->role) ? 1 : 2] |= 1u << (1 + m);
+		/* DeepSpeed without AutoTP (--ds.tensor_parallel_size 1), no PP */
+		sp->home[m].tp = sp->home[m].pp = 1;
 		shard(&sp->home[m], md, SHARD_FULL);      /* --zero_stage 3 */
 		if (model_trainable(md)) {
 			sp->home[m].rc = RC_FULL;         /* --gradient_checkpointing */
@@ -177,6 +179,7 @@ static void layout_openrlhf_hybrid(const struct env *v, struct space *sp)
 	for (int m = 0; m < j->nmodels; m++) {
 		if (model_trainable(&j->models[m]))
 			sp->home[m].rc = RC_FULL;
+		sp->home[m].tp = sp->home[m].pp = 1;
 		shard(&sp->home[m], &j->models[m], SHARD_FULL);
 		sp->home[m].offload = 1;
 	}

@@ -111,15 +111,15 @@ double mem_layer_act(const struct arch *a, double s, double b, int tp, enum reco
 /* Per logit element: the output layer's result in the model's dtype, its
  * fp32 upcast (none when that is the dtype), the fp32 log-softmax, and when
  * training its fp32 gradient: 14 bytes for bf16.  A score head has one
- * logit a token (a value, kept whole on every TP rank). */
+ * logit a token (a value, kept whole on every TP rank).  The frameworks
+ * compute the output layer for the whole micro-batch at once (memory.h). */
 double mem_logits(const struct arch *a, double s, double b, int tp, bool grad)
 {
 	double e = a->dtype_bytes, per = e + (e < 4 ? 4 : 0) + 4 + (grad ? 4 : 0);
-	double tokens = fmin(s * b, LOGITS_CHUNK_TOKENS);
 
 	if (a->score_head)
 		return s * b * per;
-	return tokens * padded_vocab(a, tp) / tp * per;
+	return s * b * padded_vocab(a, tp) / tp * per;
 }
 
 /* Parameters per TP rank of the largest two neighbouring FSDP units of a
@@ -138,6 +138,20 @@ static double unit_pair(const struct arch *a, int tp, double nl, bool emb, bool 
 	return pair / tp;
 }
 
+/* Parameters per TP rank of the largest FSDP unit of a stage, the
+ * embedding and the final norm with the output layer counted when it holds
+ * them. */
+static double unit_max(const struct arch *a, int tp, bool emb, bool out)
+{
+	double unit = arch_layer_params(a);
+
+	if (emb)
+		unit = fmax(unit, padded_vocab(a, tp) * a->hidden);
+	if (out)
+		unit = fmax(unit, head_params(a, tp) + a->hidden);
+	return unit / tp;
+}
+
 /* The shape without the gathered units unless units is set. */
 static void shape(const struct arch *a, int tp, int pp, bool units, struct mem_shape *out)
 {
@@ -148,6 +162,8 @@ static void shape(const struct arch *a, int tp, int pp, bool units, struct mem_s
 	out->stage = out->first > out->last ? out->first : out->last;
 	out->ufirst = units ? unit_pair(a, tp, out->layers, true, pp == 1) : 0;
 	out->ulast = units ? unit_pair(a, tp, out->layers, pp == 1, true) : 0;
+	out->gfirst = units ? unit_max(a, tp, true, pp == 1) : 0;
+	out->glast = units ? unit_max(a, tp, pp == 1, true) : 0;
 	out->params = arch_params(a);
 	out->mb = 0;
 }
@@ -209,6 +225,31 @@ double mem_gathered(const struct arch *a, const struct pconf *c)
 	return fmax(first, last);
 }
 
+/* FSDP reduce-scatters a unit's gradient after its backward, so the
+ * autograd gradient of one whole unit (in the weights' dtype) is held
+ * unsharded next to the sharded fp32 ones. */
+static void unsharded_stages(const struct arch *a, const struct mem_shape *sh,
+			     const struct pconf *c, double *first, double *last)
+{
+	double e = a->dtype_bytes;
+
+	*first = *last = 0;
+	if (c->zero != ZERO_3)
+		return;
+	*first = e * sh->gfirst;
+	*last = e * sh->glast;
+}
+
+double mem_unsharded_grad(const struct arch *a, const struct pconf *c)
+{
+	struct mem_shape sh;
+	double first, last;
+
+	mem_shape_for(a, c, &sh);
+	unsharded_stages(a, &sh, c, &first, &last);
+	return fmax(first, last);
+}
+
 static void finish(struct mem *m, const struct coef *k)
 {
 	m->frag = k->frag * (m->act + m->logits + m->kv);
@@ -230,7 +271,7 @@ static void state_terms(const struct arch *a, const struct pconf *c, double p, d
 void mem_train_at(const struct job *job, const struct arch *a, const struct mem_shape *sh,
 		  const struct pconf *c, const struct coef *k, struct mem *out)
 {
-	double gf, gl, s = job_max_seq(job);
+	double gf, gl, uf, ul, s = job_max_seq(job);
 	double lp = sh->layers;
 	long m = job_microbatches(job, c->dp, c->mb);
 	double inflight = (double)(m < c->pp ? m : c->pp);
@@ -240,7 +281,9 @@ void mem_train_at(const struct job *job, const struct arch *a, const struct mem_
 	struct mem f = { 0 }, l = { 0 };
 
 	gathered_stages(a, sh, c, &gf, &gl);
+	unsharded_stages(a, sh, c, &uf, &ul);
 	state_terms(a, c, sh->first, gf, &f);
+	f.grads += uf;
 	f.act = layer * lp * inflight + redo;
 	if (c->pp == 1)
 		f.logits = batch_logits(a, sh, s, c, true);
@@ -250,6 +293,7 @@ void mem_train_at(const struct job *job, const struct arch *a, const struct mem_
 		return;
 	/* 1F1B: the last stage has one micro-batch in flight, plus the logits */
 	state_terms(a, c, sh->last, gl, &l);
+	l.grads += ul;
 	l.act = layer * lp + redo;
 	l.logits = batch_logits(a, sh, s, c, true);
 	finish(&l, k);

@@ -6,7 +6,14 @@
  * KV heads, d head dim, F ffn, V_p padded vocabulary, e the model's dtype
  * bytes, t TP, p PP, L layers.  The worst pipeline stage is reported (the
  * first holds the embedding and the most in-flight micro-batches, the last
- * the output layer and logits). */
+ * the output layer and logits).
+ *
+ * The mem_ functions but the mem_builtin_ ones model the frameworks of a
+ * cluster whose "engine" is "megatron": Megatron-LM, FSDP (verl's
+ * default workers) or DeepSpeed (OpenRLHF) training, a paged engine
+ * generating.  None of them chunks the output layer: a micro-batch's
+ * logits are materialised whole.  The built-in engine, which does chunk
+ * them, has its own terms below. */
 #ifndef NEREUS_MEMORY_H
 #define NEREUS_MEMORY_H
 
@@ -14,14 +21,10 @@
 #include "doc/job.h"
 #include "doc/pconf.h"
 
-/* Tokens of one chunk of the output layer: the engine computes the logits,
- * their log-softmax and its gradient this many tokens at a time, so a
- * micro-batch never holds more than LOGITS_CHUNK_TOKENS × V_p/t of them. */
-#define LOGITS_CHUNK_TOKENS 1024
-
 struct mem {
 	double weights;    /* weights in the model's dtype (gathered FSDP units included) */
-	double grads;      /* fp32 gradients (training) */
+	double grads;      /* fp32 gradients (training), and under FSDP the unsharded
+			    * gradient of the unit being reduced */
 	double master;     /* fp32 master weights (training) */
 	double adam;       /* Adam m and v, fp32 (training) */
 	double act;        /* activations kept for backward, or one layer's forward */
@@ -48,6 +51,7 @@ struct mem_shape {
 	double first, last;   /* parameters per TP rank, first and last stage */
 	double stage;         /* the more of the two: mem_stage_params */
 	double ufirst, ulast; /* parameters of the gathered units there */
+	double gfirst, glast; /* and of the largest unit there (mem_unsharded_grad) */
 	double params;        /* the whole model's: arch_params */
 	int mb;               /* the micro-batch size of what follows; 0 none */
 	double act[NRECOMPUTE]; /* mem_layer_act at the longest sequence */
@@ -63,12 +67,17 @@ void mem_shape_batch(const struct job *job, const struct arch *a, int mb, struct
  * plus FlashAttention's fp32 log-sum-exp without recompute; the layer's
  * input alone with full recompute. */
 double mem_layer_act(const struct arch *a, double s, double b, int tp, enum recompute rc);
-/* Logit bytes of one micro-batch of b sequences of s tokens, chunked. */
+/* Logit bytes of one micro-batch of b sequences of s tokens, all s·b
+ * tokens' at once. */
 double mem_logits(const struct arch *a, double s, double b, int tp, bool grad);
 /* Weights FSDP holds gathered on the worst stage: the largest two
  * neighbouring units (embedding, each layer, final norm with the output
  * layer), the one computing and the one prefetched. */
 double mem_gathered(const struct arch *a, const struct pconf *c);
+/* The gradient FSDP holds unsharded on the worst stage while it reduces
+ * it: the largest unit's (a layer, or the embedding, or the final norm
+ * with the output layer), in the model's dtype; 0 below ZeRO-3. */
+double mem_unsharded_grad(const struct arch *a, const struct pconf *c);
 
 /* Training: weights, grads, optimizer, activations of min(m, p) in-flight
  * micro-batches, logits.  m = micro-batches per mini-batch per replica. */

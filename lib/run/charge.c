@@ -8,17 +8,26 @@
 
 #include "state/tgraph.h"
 
+int charge_graph(const struct env *v, const struct plan *a, const struct plan *b,
+		 struct switch_cost *c, struct err *e)
+{
+	struct tgraph g;
+	int rc = tgraph_build(v, a, b, &g, e);
+
+	if (rc)
+		return rc;
+	switch_cost(v, a, b, g.predicted_s, (double)g.link_bytes[TG_STORE], c);
+	tgraph_free(&g);
+	return NR_OK;
+}
+
 void charge_transition(const struct env *v, const struct plan *a, const struct plan *b,
 		       bool graph, struct switch_cost *c)
 {
-	struct tgraph g;
 	struct err e;
 
-	if (graph && tgraph_build(v, a, b, &g, &e) == NR_OK) {
-		switch_cost(v, a, b, g.predicted_s, (double)g.link_bytes[TG_STORE], c);
-		tgraph_free(&g);
+	if (graph && charge_graph(v, a, b, c, &e) == NR_OK)
 		return;
-	}
 	switch_cost(v, a, b, -1, 0, c);
 }
 

@@ -62,5 +62,9 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 /* The same, once, without remembering. */
 void charge_transition(const struct env *v, const struct plan *a, const struct plan *b,
 		       bool graph, struct switch_cost *c);
+/* The transition graph's price alone: NR_OK, or tgraph_build's error when
+ * the graph cannot be built for the pair (c is then not set). */
+int charge_graph(const struct env *v, const struct plan *a, const struct plan *b,
+		 struct switch_cost *c, struct err *e);
 
 #endif

@@ -46,7 +46,8 @@ JSON
 for n in 2 4; do
 	cat > cpu$n.json <<JSON
 { "nereus": 1, "kind": "cluster", "name": "cpu-$n", "nodes": 1, "gpus_per_node": $n,
-  "engine": "builtin", "gpu": { "model": "cpu", "memory_gib": 2, "tflops": 0.05, "hbm_gbps": 10 } }
+  "engine": "builtin", "gpu": { "model": "cpu", "memory_gib": 2, "tflops": 0.05, "hbm_gbps": 10 },
+  "links": { "intra_node_gbps": 450 } }
 JSON
 done
 nereus-run init --job job.json -o st || exit 1

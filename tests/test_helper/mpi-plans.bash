@@ -24,7 +24,8 @@ JSON
 	for n in 2 4; do
 		cat > cluster$n.json <<JSON
 { "nereus": 1, "kind": "cluster", "name": "tiny", "nodes": 1, "gpus_per_node": $n,
-  "gpu": { "model": "small", "memory_gib": 16, "tflops": 100, "hbm_gbps": 1000 } }
+  "gpu": { "model": "small", "memory_gib": 16, "tflops": 100, "hbm_gbps": 1000 },
+  "links": { "intra_node_gbps": 450 } }
 JSON
 	done
 	plan tp2dp2 cluster4.json tp2,pp1,dp2,zero tp1,pp1,dp4,nozero tp2 &&

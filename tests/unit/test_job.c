@@ -811,12 +811,21 @@ static void test_cluster_gpu_object_and_links(void)
 	/* 94 GiB · 0.9 */
 	CHECK_NEAR(cluster_gpu_bytes(&c), 94.0 * 1073741824.0 * 0.9, 1e-12);
 
+	/* a model that is no preset gives the speeds of the links between its
+	 * GPUs; the host link keeps its default */
 	CHECK(load_cluster(&c, &e, "\"nodes\": 2, \"gpus_per_node\": 4, \"gpu\": {\"model\": "
 			   "\"MI300X\", \"memory_gib\": 192, \"tflops\": 1307, \"hbm_gbps\": "
-			   "5300}") == NR_OK);
+			   "5300}, \"links\": {\"intra_node_gbps\": 448, \"inter_node_gbps\": "
+			   "50}") == NR_OK);
 	CHECK(strcmp(c.gpu.model, "MI300X") == 0);
 	CHECK(c.gpu.mem_gib == 192 && c.gpu.tflops == 1307 && c.gpu.hbm_gbps == 5300);
-	CHECK(c.intra_gbps == 450 && c.inter_gbps == 48 && c.host_gbps == 50);
+	CHECK(c.intra_gbps == 448 && c.inter_gbps == 50 && c.host_gbps == 50);
+	CHECK(cluster_rejects(&c, "\"nodes\": 2, \"gpus_per_node\": 4, \"gpu\": {\"model\": "
+			      "\"MI300X\", \"memory_gib\": 192, \"tflops\": 1307, \"hbm_gbps\": "
+			      "5300}, \"links\": {\"host_gbps\": 64}",
+			      "links: GPU model \"MI300X\" is not a preset, so the speeds of its "
+			      "links must be given: missing \"links.intra_node_gbps\" and "
+			      "\"links.inter_node_gbps\""));
 }
 
 /* Down nodes and GPUs: a GPU in a down node is counted once. */

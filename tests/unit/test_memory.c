@@ -95,15 +95,14 @@ static void test_vocab_padding(void)
 	/* tp 8 on its own: (3,489,792,000 + 4096 + 528,482,304) / 8
 	 *                = 4,018,278,400 / 8 = 502,284,800 */
 	CHECK(mem_stage_params(&L8, 8, 2) == 502284800.0);
-	/* logits carry the padding too: 8B inference, tp 4, mb 1, s 5120, in
-	 * chunks of 1024 tokens, 10 bytes an element (forward):
-	 * 1024 · 128512 / 4 · 10 = 328,990,720 */
+	/* logits carry the padding too: 8B inference, tp 4, mb 1, s 5120,
+	 * 10 bytes an element (forward): 5120 · 128512 / 4 · 10 = 1,644,953,600 */
 	{
 		struct pconf c = pc(4, 1, 1, 1, RC_SELECTIVE, ZERO_0);
 		struct mem m;
 		setup();
 		mem_infer(&job, &L8, &c, &k, &m);
-		CHECK(m.logits == 328990720.0);
+		CHECK(m.logits == 1644953600.0);
 	}
 }
 
@@ -217,23 +216,68 @@ static void test_no_recompute_keeps_no_scores(void)
 /* The logits of one micro-batch per element: the output layer's result in
  * the model's dtype, its fp32 upcast, the fp32 log-softmax and, training,
  * the fp32 gradient: 2 + 4 + 4 + 4 = 14 bytes (bf16), 10 forward only; an
- * fp32 model skips the upcast: 12 and 8.  The engine computes them
- * LOGITS_CHUNK_TOKENS (1024) tokens at a time.
+ * fp32 model skips the upcast: 12 and 8.  Megatron-LM, FSDP and DeepSpeed
+ * compute them for every token of the micro-batch at once (only the
+ * built-in engine chunks them, test_memory_builtin.c).
  *   8B tp 2 (V_p / t = 64,128), s 512, b 1: 512 · 64,128 · 14 = 459,669,504
- *   s 5120: 1024 · 64,128 · 14 = 919,339,008; forward 656,670,720
- *   fp32: 1024 · 64,128 · 12 = 788,004,864; forward 525,336,576 */
+ *   s 5120: 5120 · 64,128 · 14 = 4,596,695,040; forward 3,283,353,600
+ *   fp32: 5120 · 64,128 · 12 = 3,940,024,320; forward 2,626,682,880 */
 static void test_logits(void)
 {
 	struct arch f32 = L8;
 
-	CHECK(LOGITS_CHUNK_TOKENS == 1024);
 	CHECK(mem_logits(&L8, 512, 1, 2, true) == 459669504.0);
-	CHECK(mem_logits(&L8, 5120, 1, 2, true) == 919339008.0);
-	CHECK(mem_logits(&L8, 5120, 1, 2, false) == 656670720.0);
+	CHECK(mem_logits(&L8, 5120, 1, 2, true) == 4596695040.0);
+	CHECK(mem_logits(&L8, 5120, 1, 2, false) == 3283353600.0);
 	CHECK(mem_logits(&L8, 256, 4, 2, true) == mem_logits(&L8, 1024, 1, 2, true));
+	CHECK(mem_logits(&L8, 5120, 8, 2, true) == 8 * mem_logits(&L8, 5120, 1, 2, true));
 	f32.dtype_bytes = 4;
-	CHECK(mem_logits(&f32, 5120, 1, 2, true) == 788004864.0);
-	CHECK(mem_logits(&f32, 5120, 1, 2, false) == 525336576.0);
+	CHECK(mem_logits(&f32, 5120, 1, 2, true) == 3940024320.0);
+	CHECK(mem_logits(&f32, 5120, 1, 2, false) == 2626682880.0);
+}
+
+/* The 8B actor's plan on 64 H100s (examples: ppo-llama3-8b on h100-8x8):
+ * training tp 4, pp 1, dp 16, micro-batches of 8, ZeRO-3, selective
+ * recompute; s = 1024 + 4096 = 5120.  V_p = 128,512 (a multiple of 128 · 4),
+ * V_p / t = 32,128.
+ *   logits: 5120 · 8 = 40,960 tokens · 32,128 · 14 = 18,423,480,320 bytes
+ *     (17.16 GiB; chunked 1024 tokens at a time they were 460,587,008,
+ *     0.43 GiB)
+ *   FSDP's units: a layer 218,112,000 parameters, the embedding 128,512 ·
+ *     4096 = 526,385,152, the final norm with the output layer 526,385,152
+ *     + 4096 = 526,389,248, the largest; per TP rank 131,597,312; its
+ *     unsharded bf16 gradient 263,194,624 bytes (0.245 GiB), beside the
+ *     fp32 shards 4P/16, P = (2 · 526,385,152 + 32 · 218,112,000 + 4096) / 4
+ *     = 2,008,089,600: 502,022,400.  Total grads 765,217,024.
+ * With pp 2 (dp 8: m = ceil(ceil(128 / 8) / 8) = 2 micro-batches, both in
+ * flight on the first stage) the first stage's largest unit is the
+ * embedding, 526,385,152 / 4 = 131,596,288 per rank, 263,192,576 bytes,
+ * the last's the output layer, 263,194,624; the first stage (16 layers'
+ * activations twice, 2 · 16 · 5120 · 8 · 139,264 / 4 = 45,634,027,520
+ * bytes, against the last's once and the logits) is reported, its fp32
+ * shards 4 · (526,385,152 + 16 · 218,112,000) / 4 / 8 = 502,022,144.
+ * Below ZeRO-3 no unit is held whole. */
+static void test_8b_actor_default_plan(void)
+{
+	struct pconf c = pc(4, 1, 16, 8, RC_SELECTIVE, ZERO_3);
+	struct mem m;
+
+	setup();
+	CHECK(mem_logits(&L8, 5120, 8, 4, true) == 18423480320.0);
+	CHECK(mem_unsharded_grad(&L8, &c) == 263194624.0);
+	mem_train(&job, &L8, &c, &k, &m);
+	CHECK(m.logits == 18423480320.0);
+	CHECK(m.grads == 502022400.0 + 263194624.0);
+	c.pp = 2;
+	c.dp = 8;
+	CHECK(mem_unsharded_grad(&L8, &c) == 263194624.0);
+	mem_train(&job, &L8, &c, &k, &m);
+	CHECK(m.logits == 0);
+	CHECK(m.grads == 502022144.0 + 263192576.0);
+	c = pc(4, 1, 16, 8, RC_SELECTIVE, ZERO_2);
+	CHECK(mem_unsharded_grad(&L8, &c) == 0);
+	mem_train(&job, &L8, &c, &k, &m);
+	CHECK(m.grads == 4 * 2008089600.0 / 16);
 }
 
 /* 8B, tp 2, pp 2, dp 4, mb 1, selective recompute, optimizer sharded.
@@ -281,8 +325,11 @@ static void test_train_8b_tp2_pp2_dp4_selective_zero(void)
  *        = 1,014,661,120
  *   frag 101,466,112; workspace 3,221,225,472; total 45,219,971,072
  * Last stage, P = 2,271,257,600 (norm + output instead of embedding):
- *   act 10,485,760 · 20 + 175,800,320 = 385,515,520;
- *   logits 1024 · 129024/8 · 14 = 231,211,008; total 44,782,261,452.8. */
+ *   weights 4,542,515,200; grads and master 9,085,030,400 each;
+ *   adam 18,170,060,800; act 10,485,760 · 20 + 175,800,320 = 385,515,520;
+ *   logits 5120 · 129024/8 · 14 = 1,156,055,040;
+ *   frag 0.1 · (385,515,520 + 1,156,055,040) = 154,157,056;
+ *   total 45,799,589,888 → the last stage is reported. */
 static void test_train_70b_tp8_pp4_dp2_full(void)
 {
 	struct pconf c = pc(8, 4, 2, 1, RC_FULL, ZERO_0);
@@ -290,15 +337,15 @@ static void test_train_70b_tp8_pp4_dp2_full(void)
 
 	setup();
 	mem_train(&job, &L70, &c, &k, &m);
-	CHECK(m.weights == 4542513152.0);
-	CHECK(m.grads == 9085026304.0);
-	CHECK(m.master == 9085026304.0);
-	CHECK(m.adam == 18170052608.0);
-	CHECK(m.act == 1014661120.0);
-	CHECK(m.logits == 0);
-	CHECK_NEAR(m.frag, 101466112.0, 1e-12);
+	CHECK(m.weights == 4542515200.0);
+	CHECK(m.grads == 9085030400.0);
+	CHECK(m.master == 9085030400.0);
+	CHECK(m.adam == 18170060800.0);
+	CHECK(m.act == 385515520.0);
+	CHECK(m.logits == 1156055040.0);
+	CHECK_NEAR(m.frag, 154157056.0, 1e-12);
 	CHECK(m.workspace == WS);
-	CHECK_NEAR(m.total, 45219971072.0, 1e-12);
+	CHECK_NEAR(m.total, 45799589888.0, 1e-12);
 	CHECK_NEAR(m.total, sum_terms(&m), 1e-12);
 }
 
@@ -310,10 +357,9 @@ static void test_train_70b_tp8_pp4_dp2_full(void)
  *   m = ceil(ceil(128/2)/2) = 32; in flight min(32, 1) = 1
  *   act: 5120 · 2 · 139,264 / 4 + 4 · 32 · 5120 · 2 / 4 = 356,515,840
  *        + 327,680 = 356,843,520 per layer · 32 = 11,418,992,640
- *   logits 1024 · 128512/4 · 14 = 460,587,008 (10,240 tokens, 1024 at a
- *   time)
- *   frag 0.1 · (11,418,992,640 + 460,587,008) = 1,187,957,964.8
- *   total 52,434,375,884.8 */
+ *   logits 10,240 tokens · 128512/4 · 14 = 4,605,870,080
+ *   frag 0.1 · (11,418,992,640 + 4,605,870,080) = 1,602,486,272
+ *   total 56,994,187,264 */
 static void test_train_8b_tp4_none_logits(void)
 {
 	struct pconf c = pc(4, 1, 2, 2, RC_NONE, ZERO_0);
@@ -326,16 +372,17 @@ static void test_train_8b_tp4_none_logits(void)
 	CHECK(m.master == 8032358400.0);
 	CHECK(m.adam == 16064716800.0);
 	CHECK(m.act == 11418992640.0);
-	CHECK(m.logits == 460587008.0);
-	CHECK_NEAR(m.frag, 1187957964.8, 1e-12);
-	CHECK_NEAR(m.total, 52434375884.8, 1e-12);
+	CHECK(m.logits == 4605870080.0);
+	CHECK_NEAR(m.frag, 1602486272.0, 1e-12);
+	CHECK_NEAR(m.total, 56994187264.0, 1e-12);
 	CHECK_NEAR(m.total, sum_terms(&m), 1e-12);
 }
 
 /* Bytes per parameter: 2 + 4 + 4 + 8 = 18 without sharding; with d DP
  * ranks ZeRO-1 shards the optimizer, 6 + 12/d; ZeRO-2 the gradients too,
- * 2 + 16/d; ZeRO-3 everything, 18/d, plus the gathered units (pp 1, where
- * every GPU holds mem_stage_params). */
+ * 2 + 16/d; ZeRO-3 everything, 18/d, plus the gathered units and the
+ * unsharded gradient of one (pp 1, where every GPU holds
+ * mem_stage_params). */
 static void test_bytes_per_param(void)
 {
 	static const int dps[] = { 1, 2, 4, 8, 16 };
@@ -361,8 +408,9 @@ static void test_bytes_per_param(void)
 				   1e-12);
 			c.zero = ZERO_3;
 			mem_train(&job, as[i], &c, &k, &m);
-			CHECK_NEAR((m.weights - mem_gathered(as[i], &c) + m.grads + m.master +
-				    m.adam) / p, 18.0 / d, 1e-12);
+			CHECK_NEAR((m.weights - mem_gathered(as[i], &c) + m.grads -
+				    mem_unsharded_grad(as[i], &c) + m.master + m.adam) / p,
+				   18.0 / d, 1e-12);
 		}
 	}
 }
@@ -468,7 +516,8 @@ static void test_1f1b_inflight(void)
 /* When one micro-batch is in flight the last stage (same activations plus
  * the logits and the output layer) is the worse one and is reported.
  * 8B tp 2 pp 2, dp 128 → m = 1:
- *   act 356,515,840 · 16 = 5,704,253,440; logits 919,339,008;
+ *   act 356,515,840 · 16 = 5,704,253,440; logits 5120 · 64,128 · 14 =
+ *   4,596,695,040;
  *   weights 2 · 2,007,566,336 = 4,015,132,672 */
 static void test_last_stage_reported(void)
 {
@@ -479,7 +528,7 @@ static void test_last_stage_reported(void)
 	CHECK(job_microbatches(&job, 128, 1) == 1);
 	mem_train(&job, &L8, &c, &k, &m);
 	CHECK(m.act == 5704253440.0);
-	CHECK(m.logits == 919339008.0);
+	CHECK(m.logits == 4596695040.0);
 	CHECK(m.weights == 4015132672.0);
 }
 
@@ -487,10 +536,10 @@ static void test_last_stage_reported(void)
  * without a gradient.  8B tp 2 pp 1, mb 4:
  *   weights 2 · 4,015,130,624 = 8,030,261,248
  *   act 5120 · 4 · 139,264 / 2 = 1,426,063,360
- *   logits 1024 · 128256/2 · 10 = 656,670,720
- *   frag 0.1 · (1,426,063,360 + 656,670,720) = 208,273,408
- *   total 8,030,261,248 + 1,426,063,360 + 656,670,720 + 208,273,408
- *         + 3,221,225,472 = 13,542,494,208 */
+ *   logits 5120 · 4 · 128256/2 · 10 = 13,133,414,400
+ *   frag 0.1 · (1,426,063,360 + 13,133,414,400) = 1,455,947,776
+ *   total 8,030,261,248 + 1,426,063,360 + 13,133,414,400 + 1,455,947,776
+ *         + 3,221,225,472 = 27,266,912,256 */
 static void test_infer_8b(void)
 {
 	struct pconf c = pc(2, 1, 4, 4, RC_NONE, ZERO_0);
@@ -501,15 +550,15 @@ static void test_infer_8b(void)
 	CHECK(m.weights == 8030261248.0);
 	CHECK(m.grads == 0 && m.master == 0 && m.adam == 0 && m.kv == 0);
 	CHECK(m.act == 1426063360.0);
-	CHECK(m.logits == 656670720.0);
-	CHECK_NEAR(m.frag, 208273408.0, 1e-12);
-	CHECK_NEAR(m.total, 13542494208.0, 1e-12);
+	CHECK(m.logits == 13133414400.0);
+	CHECK_NEAR(m.frag, 1455947776.0, 1e-12);
+	CHECK_NEAR(m.total, 27266912256.0, 1e-12);
 	CHECK_NEAR(m.total, sum_terms(&m), 1e-12);
 }
 
 /* 70B inference tp 8 pp 4, mb 1: weights 2 · 2,271,257,600 (last stage) =
- * 4,542,515,200; act 175,636,480; logits 1024 · 129024/8 · 10 =
- * 165,150,720 */
+ * 4,542,515,200; act 175,636,480; logits 5120 · 129024/8 · 10 =
+ * 825,753,600 */
 static void test_infer_70b(void)
 {
 	struct pconf c = pc(8, 4, 1, 1, RC_NONE, ZERO_0);
@@ -519,7 +568,7 @@ static void test_infer_70b(void)
 	mem_infer(&job, &L70, &c, &k, &m);
 	CHECK(m.weights == 4542515200.0);
 	CHECK(m.act == 175636480.0);
-	CHECK(m.logits == 165150720.0);
+	CHECK(m.logits == 825753600.0);
 	CHECK_NEAR(m.total, sum_terms(&m), 1e-12);
 }
 
@@ -670,7 +719,8 @@ static void test_fsdp_shards_everything(void)
 	CHECK(mem_gathered(&L8, &c) == gathered);
 	mem_train(&job, &L8, &c, &k, &m);
 	CHECK_NEAR(m.weights, 2 * p / 8 + gathered, 1e-12);
-	CHECK_NEAR(m.grads, 4 * p / 8, 1e-12);
+	/* and the output layer's gradient unsharded, 2 · 525,340,672 */
+	CHECK_NEAR(m.grads, 4 * p / 8 + 1050681344.0, 1e-12);
 	CHECK_NEAR(m.master + m.adam, 12 * p / 8, 1e-12);
 	CHECK_NEAR(mem_resident(&L8, &c, true), 14 * p / 8, 1e-12);
 	CHECK_NEAR(mem_resident(&L8, &c, false), 2 * p / 8, 1e-12);
@@ -772,6 +822,7 @@ int main(void)
 	RUN(test_layer_activations);
 	RUN(test_no_recompute_keeps_no_scores);
 	RUN(test_logits);
+	RUN(test_8b_actor_default_plan);
 	RUN(test_train_8b_tp2_pp2_dp4_selective_zero);
 	RUN(test_train_70b_tp8_pp4_dp2_full);
 	RUN(test_train_8b_tp4_none_logits);
