@@ -86,6 +86,7 @@ static const char usage[] =
 	"'nereus-run init --help' (and generate, score) say what the subcommands take.\n"
 	"\n"
 	"Exit status: 0 the run finished or stopped at --until, 2 bad usage or input,\n"
+	"3 the job can never fit (nothing fits, and no later event can change that),\n"
 	"4 runtime or I/O failure (builtin: a value that is not finite); interrupted,\n"
 	"it dies of the signal after the summary.\n";
 
@@ -563,7 +564,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	bool mpi = a->engine == ENGINE_BUILTIN && under_mpi();
 	struct run_summary s;
 	struct sigaction sa;
-	struct err e = { 0 };
+	struct err e = { 0 }, never = { 0 };
 	int rc;
 
 	if (a->engine == ENGINE_BUILTIN) {
@@ -588,6 +589,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	r.k = in->k;
 	r.price_graph = !a->bound;
 	r.stop = &stop_signal;
+	r.ev = &in->ev;
 	r.emit = emit;
 	r.notice = notice;
 	r.boundary = a->now && o.rank == 0 ? publish : NULL;
@@ -620,6 +622,12 @@ static int run_one(const struct args *a, struct inputs *in)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	rc = run_go(&r, &e);
+	/* nothing will fit again: a run with records ends as a stopped one
+	 * does (store, summary, picture), then exits 3 */
+	if (rc == NR_EINFEASIBLE && r.log.n > 0) {
+		never = e;
+		rc = NR_OK;
+	}
 	if (rc == NR_OK && a->save && r.started)
 		rc = save(&o, r.next, &e);
 	if (o.f && o.f != stdout && fclose(o.f) != 0 && !rc)
@@ -651,7 +659,7 @@ out:
 	}
 	if (rc)
 		return report(&e);
-	return NR_OK;
+	return never.code ? report(&never) : NR_OK;
 }
 
 int main(int argc, char **argv)
