@@ -86,6 +86,7 @@ static const char usage[] =
 	"'nereus-run init --help' (and generate, score) say what the subcommands take.\n"
 	"\n"
 	"Exit status: 0 the run finished or stopped at --until, 2 bad usage or input,\n"
+	"3 the job can never fit (nothing fits, and no later event can change that),\n"
 	"4 runtime or I/O failure (builtin: a value that is not finite); interrupted,\n"
 	"it dies of the signal after the summary.\n";
 
@@ -341,11 +342,26 @@ static int check_saves(const struct args *a, long from, struct err *e)
 	return rc;
 }
 
+/* --records FILE, as the first record is ready: replaced, or with --resume
+ * cut back to the records the run continues from and appended to. */
+static int open_records(struct out *o, struct err *e)
+{
+	const char *file = o->pending;
+
+	o->pending = NULL;
+	if (o->a->resume && truncate(file, (off_t)o->keep) != 0)
+		return err_set(e, NR_EIO, "cannot truncate '%s': %s", file, strerror(errno));
+	o->name = file;
+	return out_open_stream(file, o->a->resume, &o->f, e);
+}
+
 int emit(void *arg, const struct step_record *r, struct err *e)
 {
 	struct out *o = arg;
 	int rc;
 
+	if (o->pending && (rc = open_records(o, e)))
+		return rc;
 	if (o->f && (rc = steprec_fprint(o->f, r, e)))
 		return rc;
 	if (o->f && fflush(o->f) != 0)
@@ -490,7 +506,8 @@ static int check_outputs(const struct args *a, struct err *e)
 {
 	int rc = NR_OK;
 
-	if ((a->summary && (rc = out_check(a->summary, e))) ||
+	if ((a->records && (rc = out_check_stream(a->records, e))) ||
+	    (a->summary && (rc = out_check(a->summary, e))) ||
 	    (a->svg && (rc = out_check(a->svg, e))) || (a->now && (rc = check_dir(a->now, e))) ||
 	    (a->save && !a->resume && (rc = check_saves(a, 0, e))))
 		return rc;
@@ -541,13 +558,13 @@ static int run_one(const struct args *a, struct inputs *in)
 	static struct run r;
 	struct engine eng;
 	struct records rs = { 0 };
-	struct out o = { a, in, stdout, "<stdout>", false, 0, NULL, -1, 0 };
+	struct out o = { .a = a, .in = in, .f = stdout, .name = "<stdout>", .saved = -1 };
 	static struct comm world;
 	static struct builtin_ranks ranks;
 	bool mpi = a->engine == ENGINE_BUILTIN && under_mpi();
 	struct run_summary s;
 	struct sigaction sa;
-	struct err e = { 0 };
+	struct err e = { 0 }, never = { 0 };
 	int rc;
 
 	if (a->engine == ENGINE_BUILTIN) {
@@ -572,6 +589,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	r.k = in->k;
 	r.price_graph = !a->bound;
 	r.stop = &stop_signal;
+	r.ev = &in->ev;
 	r.emit = emit;
 	r.notice = notice;
 	r.boundary = a->now && o.rank == 0 ? publish : NULL;
@@ -585,23 +603,17 @@ static int run_one(const struct args *a, struct inputs *in)
 		run_refit_hook(&r);
 	}
 	rc = o.rank == 0 ? check_outputs(a, &e) : NR_OK;
-	/* every rank reads the records before rank 0 cuts them */
+	/* every rank reads the records before rank 0 cuts them, at its first */
 	if (rc == NR_OK && a->resume)
 		rc = resume_records(a, in, &r, &rs, &e);
 	if (mpi)
 		rc = world.agree(world.ctx, rc, &e);
 	if (rc)
 		goto out;
-	if (a->resume && o.rank == 0 && truncate(a->records, (off_t)rs.bytes) != 0)
-		rc = err_set(&e, NR_EIO, "cannot truncate '%s': %s", a->records, strerror(errno));
-	if (mpi)
-		rc = world.agree(world.ctx, rc, &e);
-	if (rc)
-		goto out;
 	if (o.rank == 0 && a->records && strcmp(a->records, "-")) {
-		o.name = a->records;
-		if ((rc = out_open_stream(a->records, a->resume, &o.f, &e)))
-			goto out;
+		o.f = NULL;
+		o.pending = a->records;
+		o.keep = rs.bytes;
 	}
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
@@ -610,6 +622,12 @@ static int run_one(const struct args *a, struct inputs *in)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	rc = run_go(&r, &e);
+	/* nothing will fit again: a run with records ends as a stopped one
+	 * does (store, summary, picture), then exits 3 */
+	if (rc == NR_EINFEASIBLE && r.log.n > 0) {
+		never = e;
+		rc = NR_OK;
+	}
 	if (rc == NR_OK && a->save && r.started)
 		rc = save(&o, r.next, &e);
 	if (o.f && o.f != stdout && fclose(o.f) != 0 && !rc)
@@ -641,7 +659,7 @@ out:
 	}
 	if (rc)
 		return report(&e);
-	return NR_OK;
+	return never.code ? report(&never) : NR_OK;
 }
 
 int main(int argc, char **argv)

@@ -99,7 +99,7 @@ static int run_row(const struct args *a, struct inputs *in, const struct row *ro
 	static struct run r;
 	static struct engine eng;
 	struct args quiet = *a;
-	struct out o = { &quiet, in, NULL, NULL, false, 0, NULL, -1, 0 };
+	struct out o = { .a = &quiet, .in = in, .saved = -1 };
 	char path[4096];
 	int rc;
 

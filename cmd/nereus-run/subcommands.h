@@ -42,6 +42,11 @@ struct out {
 	struct builtin *bi; /* the built-in engine, which --save saves */
 	long saved;      /* the step the last store saved continues at, -1 none */
 	int rank;        /* over MPI ranks, this one's: only rank 0 writes and speaks */
+	/* --records FILE, opened when the first record is ready (cut back to
+	 * keep bytes, the records resumed from, with --resume), so that a run
+	 * refused before it has a record leaves the file as it was */
+	const char *pending;
+	size_t keep;
 };
 
 int load_inputs(const struct args *a, struct inputs *in, struct err *e);

@@ -358,6 +358,25 @@ int out_check(const char *name, struct err *e)
 	return rc;
 }
 
+int out_check_stream(const char *name, struct err *e)
+{
+	struct target t;
+	int rc;
+
+	if (strcmp(name, "-") == 0)
+		return NR_OK;
+	if ((rc = resolve(name, &t, e)))
+		return rc;
+	/* a regular file is written in place: the file, not its folder, must
+	 * let us write */
+	if (t.kind == T_REGULAR && access(t.path, W_OK) != 0)
+		rc = err_set(e, NR_EIO, "cannot write '%s': %s", name, strerror(errno));
+	else if (t.kind == T_NEW)
+		rc = out_check(name, e);
+	free(t.path);
+	return rc;
+}
+
 int out_open_stream(const char *name, bool append, FILE **f, struct err *e)
 {
 	struct target t;

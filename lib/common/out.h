@@ -64,6 +64,11 @@ int out_check(const char *name, struct err *e);
  * directory refused with NR_EINPUT.  *f is stdout for "-". */
 int out_open_stream(const char *name, bool append, FILE **f, struct err *e);
 
+/* Check before long work that out_open_stream could open name, without
+ * touching what is there: NR_EINPUT for a directory, NR_EIO for a regular
+ * file it may not write or a new one in a folder it may not write in. */
+int out_check_stream(const char *name, struct err *e);
+
 /* out_open, out_write, out_commit: buf as the whole of name. */
 int write_file_atomic(const char *name, const void *buf, size_t len, struct err *e);
 

@@ -124,6 +124,33 @@ int ctl_best(struct controller *c, const struct cond *w, struct plan *best, stru
 	return search_now(c, w, best, &c->scratch[1], e);
 }
 
+int ctl_fits(struct controller *c, const struct cond *w, bool all_up, struct err *e)
+{
+	struct cluster *cl = malloc(sizeof *cl);
+	struct plan *best = malloc(sizeof *best);
+	struct env v = { &w->job, cl, &c->k };
+	struct space sp;
+	int rc;
+
+	if (!cl || !best) {
+		free(cl);
+		free(best);
+		return err_set(e, NR_EIO, "out of memory");
+	}
+	*cl = w->cl;
+	for (int g = 0; all_up && g < cluster_gpus(cl); g++)
+		cl->up[g] = true;
+	/* the fixed policy keeps adaptive's first plan: until it has one, it
+	 * fits where adaptive does */
+	space_init(&sp);
+	rc = c->policy == LAYOUT_FIXED && !c->have_ref ? NR_OK : policy_space(c, &v, &sp, e);
+	if (rc == NR_OK)
+		rc = search_in(c, &v, &sp, NULL, best, e);
+	free(cl);
+	free(best);
+	return rc;
+}
+
 const char *ctl_name(const struct controller *c)
 {
 	return c->label ? c->label : layout_names[c->policy];

@@ -129,6 +129,12 @@ const char *ctl_name(const struct controller *c);
  * its counts.  NR_OK, NR_EINFEASIBLE with the reason in e, or an error. */
 int ctl_best(struct controller *c, const struct cond *w, struct plan *best, struct err *e);
 
+/* Whether a plan of the policy fits the job under w (the fixed policy's
+ * before it has its first plan: adaptive's), on the GPUs up or, all_up, on
+ * every GPU of the cluster: NR_OK, NR_EINFEASIBLE with the shortfall in e
+ * (plan_search's, the words nereus-plan uses), or an error. */
+int ctl_fits(struct controller *c, const struct cond *w, bool all_up, struct err *e);
+
 /* Decide at a boundary, under conditions w with remaining steps left.  On
  * CTL_START and CTL_SWITCH, c->cur is the plan to run next; on CTL_PAUSE
  * nothing runs.  Returns NR_OK, or NR_EIO (out of memory) / the refit

@@ -244,6 +244,38 @@ static int follow(struct run *r, long step, double *trans, bool *moved,
 	return NR_OK;
 }
 
+/* Paused at step: whether nothing can fit again before the run ends.  Only
+ * events change what fits: with a later one that changes the response
+ * lengths or the headroom, it may; else never when nothing fits with every
+ * GPU of the cluster up, nor when nothing brings a GPU up again (a plan
+ * that fits on some GPUs fits on more).  NR_EINFEASIBLE with the
+ * shortfall when it never will. */
+static int check_fits_again(struct run *r, long step, struct err *e)
+{
+	const struct cluster *cl = &r->cond->cl;
+	bool up = false;
+	struct err le = { 0 };
+	int rc;
+
+	for (size_t i = 0; i < r->ev->n; i++) {
+		const struct event *x = &r->ev->v[i];
+		if (x->step <= step || x->step >= r->steps)
+			continue;
+		if (x->kind == EV_RESPONSE || x->kind == EV_HEADROOM)
+			return NR_OK;
+		up = up || x->kind == EV_UP;
+	}
+	rc = ctl_fits(r->ctl, r->cond, true, &le);
+	if (rc == NR_EINFEASIBLE)
+		return err_set(e, rc, "step %ld: nothing fits, even with every GPU of the cluster "
+			       "up (%d): %s", step, cluster_gpus(cl), le.msg);
+	if (rc == NR_OK && !up && (rc = ctl_fits(r->ctl, r->cond, false, &le)) == NR_EINFEASIBLE)
+		return err_set(e, rc, "step %ld: nothing fits on the %d GPU%s up, and no later "
+			       "event brings one back: %s", step, cluster_gpus_up(cl),
+			       cluster_gpus_up(cl) == 1 ? "" : "s", le.msg);
+	return rc ? err_set(e, rc, "%s", le.msg) : NR_OK;
+}
+
 static int control(struct run *r, long step, unsigned changed, bool replay, double *trans,
 		   bool *moved, struct switch_cost *sc, struct err *e)
 {
@@ -261,6 +293,9 @@ static int control(struct run *r, long step, unsigned changed, bool replay, doub
 	if (r->eng->agree && (r->eng->agree(r->eng->self, &out, sizeof out) ||
 			      r->eng->agree(r->eng->self, &c->cur, sizeof c->cur)))
 		return err_set(e, NR_EIO, "the engine's processes cannot agree on a plan");
+	if (!c->running && r->ev && (out.act == CTL_PAUSE || changed) &&
+	    (rc = check_fits_again(r, step, e)))
+		return rc;
 	if (out.act == CTL_KEEP)
 		return NR_OK;
 	say(r, "step %ld: %s", step, out.why);

@@ -12,7 +12,12 @@
  *
  * A run stops at the end, before step until, or at the first boundary after
  * *stop is set (a signal), always after a whole step: the records are
- * complete up to the last finished step.  run_resume continues one. */
+ * complete up to the last finished step.  run_resume continues one.  With
+ * the controller and the trace ahead known (ev), a run also stops, with
+ * NR_EINFEASIBLE and the shortfall, at a boundary where nothing fits and
+ * nothing the trace holds can change that: every GPU of the cluster up
+ * would not be enough, or no GPU comes up again, and neither the response
+ * lengths nor the headroom change. */
 #ifndef NEREUS_RUN_H
 #define NEREUS_RUN_H
 
@@ -51,6 +56,10 @@ struct run {
 	long every;               /* controller: every this many steps (0: on changes only) */
 	double pace_s;            /* wall-clock seconds to wait after each step */
 	const volatile sig_atomic_t *stop; /* set: stop at the next boundary */
+	/* controller: the trace the engine follows, all of it (NULL: what
+	 * comes is unknown); a pause that no later event can end stops the
+	 * run with NR_EINFEASIBLE instead of pausing to the end */
+	const struct events *ev;
 	/* the outputs: each record, and (may be NULL) messages for people and
 	 * the conditions at every boundary (with the COND_* bits that changed) */
 	int (*emit)(void *arg, const struct step_record *r, struct err *e);
@@ -89,8 +98,9 @@ void run_init(struct run *r);
 void run_refit_hook(struct run *r);
 void run_free(struct run *r);
 
-/* Run until the end, cfg.until or a stop.  NR_OK, or the first error of
- * the engine, the controller, or emit. */
+/* Run until the end, cfg.until or a stop.  NR_OK; NR_EINFEASIBLE when
+ * nothing will fit again (ev), the records complete up to r->next; or the
+ * first error of the engine, the controller, or emit. */
 int run_go(struct run *r, struct err *e);
 
 /* The whole records already in file: their lines (without newlines) and

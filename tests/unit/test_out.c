@@ -269,6 +269,14 @@ static void test_stream(void)
 	}
 	CHECK(holds(at("r.jsonl"), "new\n"));
 	CHECK(out_open_stream("-", false, &f, &e) == NR_OK && f == stdout);
+	/* checked before a run: nothing touched, nothing made */
+	CHECK(out_check_stream(at("r.jsonl"), &e) == NR_OK && holds(at("r.jsonl"), "new\n"));
+	CHECK(out_check_stream(at("unmade.jsonl"), &e) == NR_OK && type_of(at("unmade.jsonl")) == 0);
+	CHECK(out_check_stream(at("none/r.jsonl"), &e) == NR_EIO);
+	CHECK(strstr(e.msg, "none/r.jsonl'") != NULL);
+	CHECK(mkdir(at("rd"), 0755) == 0);
+	CHECK(out_check_stream(at("rd"), &e) == NR_EINPUT && type_of(at("rd")) == S_IFDIR);
+	CHECK(temporaries() == 0);
 }
 
 /* Moves that must not replace: a free name is taken; an existing one
