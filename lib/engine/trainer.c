@@ -1373,12 +1373,26 @@ static void note_tokenizer(json_t *run, const struct job *job)
 }
 
 /* Every shard of every model, gathered to rank 0 for store_save: one
- * buffer per (model, kind, tp, pp, dp) shard the store keeps. */
+ * buffer per (model, kind, tp, pp, dp) shard the store keeps, and the
+ * dtype of each tensor's weights.  Rank 0 may hold none of a model (its
+ * pool is elsewhere): what the save needs comes from the plan and from the
+ * model's ranks, never from rank 0's state. */
 struct gathered {
 	const struct trainer *t;
 	int model;
+	bool train;
 	float *buf[NKINDS][64];    /* [kind][shard index] */
+	unsigned char *wdtype;     /* [tensor] */
+	bool own[NKINDS][64];      /* buf is rank 0's state, not a copy */
+	bool own_wdtype;
 };
+
+/* Whether the shards of a kind are split across DP as the plan's layout c
+ * keeps them: a trained model's optimizer state under ZeRO. */
+static bool split_over_dp(const struct pconf *c, bool train, int kind)
+{
+	return kind != KIND_WEIGHT && train && c->zero >= ZERO_1 && c->dp > 1;
+}
 
 /* The shard index of (tp, pp, dp) among a layout's shards of a kind. */
 static int shard_index(const struct pconf *c, bool split, int tp, int pp, int dp)
@@ -1390,10 +1404,50 @@ static const float *gathered_buffer(void *ctx, enum state_kind kind, int tp, int
 {
 	const struct gathered *g = ctx;
 	const struct rank_role *ro = &g->t->g->rr.r[g->model];
-	const struct mstate *st = &g->t->rs->st[g->model];
-	bool split = kind != KIND_WEIGHT && st->zero && ro->conf.dp > 1;
+	bool split = split_over_dp(&ro->conf, g->train, kind);
 
 	return g->buf[kind][shard_index(&ro->conf, split, tp, pp, split ? dp : 0)];
+}
+
+/* The dtypes of model mi's weights into g on rank 0, from the model's
+ * first rank (every rank of a model keeps them all). */
+static int gather_wdtype(const struct trainer *t, int mi, struct gathered *g, struct err *e)
+{
+	const struct rank_role *ro = &t->g->rr.r[mi];
+	const struct comm *w = &t->g->world;
+	const struct part *pt = &t->part[mi];
+	int from = ro->world[0], n = t->part[mi].held ? pt->st->lo.ntensors : 0, rc = NR_OK;
+	float *f;
+
+	if (w->rank == 0 && from == 0) {
+		g->wdtype = pt->st->wdtype;
+		g->own_wdtype = true;
+		return NR_OK;
+	}
+	if (w->rank != 0 && w->rank != from)
+		return NR_OK;
+	if (w->rank == 0) {
+		struct layout lo;
+
+		if ((rc = layout_init(&lo, &t->job->models[mi].arch, 1, 1, 1, false, NULL, e)))
+			return rc;
+		n = lo.ntensors;
+		layout_free(&lo);
+	}
+	if (!(f = malloc(((size_t)n + 1) * sizeof *f)))
+		return oom(e);
+	if (w->rank == from) {
+		for (int i = 0; i < n; i++)
+			f[i] = pt->st->wdtype[i];
+		rc = w->send(w->ctx, 0, f, (size_t)n, e);
+	} else if ((rc = w->recv(w->ctx, from, f, (size_t)n, e)) == NR_OK) {
+		if (!(g->wdtype = malloc((size_t)n + 1)))
+			rc = oom(e);
+		for (int i = 0; rc == NR_OK && i < n; i++)
+			g->wdtype[i] = (unsigned char)f[i];
+	}
+	free(f);
+	return rc;
 }
 
 /* Model mi's shards into g on rank 0: each shard's holder (DP rank 0 for a
@@ -1410,8 +1464,10 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 	memset(g, 0, sizeof *g);
 	g->t = t;
 	g->model = mi;
+	g->train = train;
+	rc = gather_wdtype(t, mi, g, e);
 	for (int k = 0; k < (train ? NKINDS : 1) && rc == NR_OK; k++) {
-		bool split = k != KIND_WEIGHT && ro->conf.zero >= ZERO_1 && ro->conf.dp > 1;
+		bool split = split_over_dp(&ro->conf, train, k);
 
 		for (int r = 0; r < ro->nranks && rc == NR_OK; r++) {
 			int tp, pp, dp, at, from = ro->world[r];
@@ -1441,6 +1497,7 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 				break;
 			if (w->rank == 0 && from == 0) {
 				g->buf[k][at] = pt->st->buf[k];
+				g->own[k][at] = true;
 			} else if (w->rank == 0) {
 				if (!(g->buf[k][at] = malloc((len + 1) * sizeof(float))))
 					rc = oom(e);
@@ -1458,8 +1515,12 @@ static void gathered_free(struct gathered *g)
 {
 	for (int k = 0; k < NKINDS; k++)
 		for (int i = 0; i < 64; i++)
-			if (g->t && g->buf[k][i] != g->t->rs->st[g->model].buf[k])
+			if (!g->own[k][i])
 				free(g->buf[k][i]);
+	if (!g->own_wdtype)
+		free(g->wdtype);
+	/* a later save that fails before gathering this model frees nothing twice */
+	memset(g, 0, sizeof *g);
 }
 
 int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
@@ -1482,10 +1543,7 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 			.lo = { .arch = t->job->models[i].arch, .tp = ro->conf.tp, .pp = ro->conf.pp,
 				.dp = ro->conf.dp, .zero = ro->conf.zero >= ZERO_1,
 				.trainable = t->job->models[i].stages[STAGE_TRAIN] },
-			.wdtype = t->part[i].held ? t->part[i].st->wdtype : NULL,
-			.buffer = gathered_buffer, .ctx = &g[i] };
-		if (t->part[i].held)
-			ss[n].lo.arch = t->part[i].st->lo.arch;
+			.wdtype = g[i].wdtype, .buffer = gathered_buffer, .ctx = &g[i] };
 		memcpy(ss[n].lo.name, t->job->models[i].name, sizeof ss[n].lo.name);
 		n++;
 		if (t->job->models[i].stages[STAGE_TRAIN])
