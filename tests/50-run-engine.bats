@@ -357,6 +357,37 @@ JSON
 	[[ $stderr == *"store 'st' has no model 'reference'"* ]]
 }
 
+@test "bad input: a store that computes otherwise than the job says, exit 2 naming the field and both values" {
+	job j grpo actor
+	nereus-run init --job j.json -o st
+	# the job's arch changed in a field no tensor's shape shows
+	local f want
+	for f in 'rope_theta=500000|rope_theta 500000, but store '\''st'\'' has 10000' \
+		'norm_eps=1e-6|norm_eps 1e-06, but store '\''st'\'' has 1e-05' \
+		'max_position_embeddings=64|max_position_embeddings 64, but store '\''st'\'' has 32' \
+		'max_position_embeddings=|no max_position_embeddings, but store '\''st'\'' has it' \
+		'rope_scaling={"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 16}|rope_scaling, but store '\''st'\'' has none'; do
+		want=${f#*|}
+		python3 - "${f%%|*}" <<'EOF2'
+import json, sys
+key, _, value = sys.argv[1].partition("=")
+j = json.load(open("j.json"))
+a = j["models"]["actor"]["arch"]
+if value:
+    a[key] = json.loads(value)
+else:
+    del a[key]
+json.dump(j, open("k.json", "w"))
+EOF2
+		run -2 --separate-stderr nereus-run --engine builtin --job k.json --cluster "$CLUSTER" \
+			--state st --steps 1 -q
+		assert_equal "$stderr" "nereus-run: model 'actor' of the job has $want"
+	done
+	# the job as the store says trains
+	run -0 --separate-stderr nereus-run --engine builtin --job j.json --cluster "$CLUSTER" \
+		--state st --steps 1 -q
+}
+
 @test "bad input: prompts too long for the context, or ids past the vocabulary, exit 2 at FILE:LINE" {
 	job j grpo actor
 	nereus-run init --job j.json -o st
@@ -406,6 +437,11 @@ JSON
 	cp -r clean nan
 	python3 - <<'EOF'
 import json, struct
+# the architecture the job below says, in every field
+for d in ("clean", "nan"):
+    c = json.load(open(d + "/config.json"))
+    c.update(rms_norm_eps=1e-5, max_position_embeddings=32)
+    json.dump(c, open(d + "/config.json", "w"))
 with open("nan/model.safetensors", "r+b") as f:
     n = struct.unpack("<Q", f.read(8))[0]
     header = json.loads(f.read(n))
