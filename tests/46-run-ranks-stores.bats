@@ -129,6 +129,14 @@ assert (gpus["actor"], gpus["critic"]) == (sys.argv[2], sys.argv[3]), (sys.argv[
 		--steps 3 --plan p4.json --records resumed.jsonl --resume -q
 	assert_success
 	[ "$(wc -l < resumed.jsonl)" -eq 3 ]
+	# without --resume, a new run: its optimizers count from 0 again
+	run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
+		nereus-run --engine builtin --job job.json --cluster cpu4.json --state s4/step-000002 \
+		--steps 1 --plan p4.json --records new.jsonl --save new -q
+	assert_success
+	python3 -c 'import json
+r = json.load(open("new/step-000001/manifest.json"))["run"]
+assert r["optimizer_steps"] == {"actor": 1, "critic": 1}, r'
 }
 
 @test "norms kept in fp32 beside bf16 weights: saved so by a pool without rank 0" {

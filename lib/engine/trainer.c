@@ -431,6 +431,19 @@ void trainer_take_run(struct trainer *t, const json_t *run)
 									  t->job->models[i].name));
 }
 
+void trainer_restart_optim(struct trainer *t)
+{
+	for (int i = 0; i < t->job->nmodels; i++) {
+		struct part *pt = &t->part[i];
+
+		t->opt_steps[i] = 0;
+		if (!pt->held || !pt->st->trainable)
+			continue;
+		memset(pt->st->buf[KIND_ADAM_M], 0, pt->st->len[KIND_ADAM_M] * sizeof(float));
+		memset(pt->st->buf[KIND_ADAM_V], 0, pt->st->len[KIND_ADAM_V] * sizeof(float));
+	}
+}
+
 void trainer_close(struct trainer *t)
 {
 	void *bufs[] = { t->tokens, t->start, t->plen, t->zstart, t->zplen, t->off, t->gen_tok,
@@ -1352,6 +1365,7 @@ int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err
 	struct err scratch;
 	int rc = trainer_rollout(t, s, st, e);
 
+	st->lr = lr_at(st->sft ? &c->sft_optim : &c->actor_optim, t->opt_steps[t->actor]);
 	if (rc == NR_OK)
 		rc = st->sft ? sft_update(t, s, st, e) : rl_updates(t, s, st, e);
 	/* the RL starts from the SFT model: the reference is it */
