@@ -1389,23 +1389,29 @@ static void note_tokenizer(json_t *run, const struct job *job)
 /* Every shard of every model, gathered to rank 0 for store_save: one
  * buffer per (model, kind, tp, pp, dp) shard the store keeps, and the
  * dtype of each tensor's weights.  Rank 0 may hold none of a model (its
- * pool is elsewhere): what the save needs comes from the plan and from the
- * model's ranks, never from rank 0's state. */
+ * pool is elsewhere): what the save needs comes from the layout the store
+ * is written in (lo, the plan's) and from the model's ranks, never from
+ * rank 0's state; which kinds are split across DP is the store's own
+ * decision (store_kind_split), for gathering as for writing. */
 struct gathered {
 	const struct trainer *t;
 	int model;
-	bool train;
+	struct store_layout lo;
 	float *buf[NKINDS][64];    /* [kind][shard index] */
 	unsigned char *wdtype;     /* [tensor] */
 	bool own[NKINDS][64];      /* buf is rank 0's state, not a copy */
 	bool own_wdtype;
 };
 
-/* Whether the shards of a kind are split across DP as the plan's layout c
- * keeps them: a trained model's optimizer state under ZeRO. */
-static bool split_over_dp(const struct pconf *c, bool train, int kind)
+/* The layout model mi is saved in: its layout in the plan running. */
+static void save_layout(const struct trainer *t, int mi, struct store_layout *lo)
 {
-	return kind != KIND_WEIGHT && train && c->zero >= ZERO_1 && c->dp > 1;
+	const struct pconf *c = &t->g->rr.r[mi].conf;
+
+	*lo = (struct store_layout){ .arch = t->job->models[mi].arch, .tp = c->tp, .pp = c->pp,
+				     .dp = c->dp, .zero = c->zero >= ZERO_1,
+				     .trainable = t->job->models[mi].stages[STAGE_TRAIN] };
+	memcpy(lo->name, t->job->models[mi].name, sizeof lo->name);
 }
 
 /* The shard index of (tp, pp, dp) among a layout's shards of a kind. */
@@ -1418,7 +1424,7 @@ static const float *gathered_buffer(void *ctx, enum state_kind kind, int tp, int
 {
 	const struct gathered *g = ctx;
 	const struct rank_role *ro = &g->t->g->rr.r[g->model];
-	bool split = split_over_dp(&ro->conf, g->train, kind);
+	bool split = store_kind_split(&g->lo, kind);
 
 	return g->buf[kind][shard_index(&ro->conf, split, tp, pp, split ? dp : 0)];
 }
@@ -1478,11 +1484,13 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 	memset(g, 0, sizeof *g);
 	g->t = t;
 	g->model = mi;
-	g->train = train;
+	save_layout(t, mi, &g->lo);
 	rc = gather_wdtype(t, mi, g, e);
-	for (int k = 0; k < (train ? NKINDS : 1) && rc == NR_OK; k++) {
-		bool split = split_over_dp(&ro->conf, train, k);
+	for (int k = 0; k < NKINDS && rc == NR_OK; k++) {
+		bool split = store_kind_split(&g->lo, (enum state_kind)k);
 
+		if (!store_has_kind(&g->lo, (enum state_kind)k))
+			continue;
 		for (int r = 0; r < ro->nranks && rc == NR_OK; r++) {
 			int tp, pp, dp, at, from = ro->world[r];
 			struct layout lo;
@@ -1545,20 +1553,14 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 	int n = 0, rc = NR_OK;
 
 	for (int i = 0; i < t->job->nmodels && rc == NR_OK; i++) {
-		const struct rank_role *ro = &t->g->rr.r[i];
-
 		rc = agree(t, t->part[i].held && !mstate_finite(t->part[i].st) ?
 			      err_set(e, NR_EIO, "model '%s' holds a value that is not finite; "
 				      "nothing saved", t->job->models[i].name) : NR_OK, e);
 		if (rc == NR_OK)
 			rc = gather_model(t, i, &g[i], e);
 		rc = agree(t, rc, e);
-		ss[n] = (struct store_state){
-			.lo = { .arch = t->job->models[i].arch, .tp = ro->conf.tp, .pp = ro->conf.pp,
-				.dp = ro->conf.dp, .zero = ro->conf.zero >= ZERO_1,
-				.trainable = t->job->models[i].stages[STAGE_TRAIN] },
-			.wdtype = g[i].wdtype, .buffer = gathered_buffer, .ctx = &g[i] };
-		memcpy(ss[n].lo.name, t->job->models[i].name, sizeof ss[n].lo.name);
+		ss[n] = (struct store_state){ .lo = g[i].lo, .wdtype = g[i].wdtype,
+					      .buffer = gathered_buffer, .ctx = &g[i] };
 		n++;
 		if (t->job->models[i].stages[STAGE_TRAIN])
 			json_object_set_new(steps, t->job->models[i].name,
