@@ -569,6 +569,8 @@ static int run_one(const struct args *a, struct inputs *in)
 
 	if (a->engine == ENGINE_BUILTIN) {
 		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
+		if (a->resume)
+			builtin_resume(&bi);
 		if (mpi && (rc = start_ranks(&bi, &world, &ranks, &o.rank, &e)))
 			return report(&e);
 		eng = builtin_engine(&bi);

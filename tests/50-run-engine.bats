@@ -234,7 +234,7 @@ EOF
 		'all(m["time_s"] > 0 and m["peak_gib"] > 0 for r in recs for m in r["model_stages"])' \
 		'all(m["tp"] == m["pp" if "pp" in m else "tp"] == m["dp"] == m["gpus"] == 1 for r in recs for m in r["model_stages"])' \
 		'all(r["sequences"] == 8 and r["prompt_len"] == 5 and 1 <= r["response_len"]["max"] <= 6 for r in recs)' \
-		'all(sorted(r["rl"]) == sorted(["phase", "reward_mean", "response_len_mean", "kl", "policy_loss", "value_loss", "entropy", "clip_frac", "grad_norm", "sft_loss"]) for r in recs)' \
+		'all(sorted(r["rl"]) == sorted(["phase", "reward_mean", "response_len_mean", "kl", "policy_loss", "value_loss", "entropy", "clip_frac", "grad_norm", "lr", "sft_loss"]) for r in recs)' \
 		'[r["rl"]["phase"] for r in recs] == ["sft", "sft", "rl", "rl"]' \
 		'all(r["rl"]["sft_loss"] > 0 and r["rl"]["policy_loss"] is None and r["rl"]["entropy"] is None and r["rl"]["clip_frac"] is None and r["rl"]["kl"] is None for r in recs[:2])' \
 		'all(r["rl"]["sft_loss"] is None and isinstance(r["rl"]["policy_loss"], float) and r["rl"]["entropy"] > 0 and 0 <= r["rl"]["clip_frac"] <= 1 and r["rl"]["kl"] >= 0 for r in recs[2:])' \
@@ -335,6 +335,33 @@ JSON
 			"saved/step-00000$k/actor/master/pp00-tp00.safetensors"
 		prev=saved/step-00000$k
 	done
+}
+
+@test "a new run from a saved store: its schedule at its own step 0, Adam's moments zero, the weights kept" {
+	# a cosine schedule to 0 over 3 steps: the saved store is at its floor
+	job j grpo actor '"actor_optim": { "lr": 0.001, "warmup_style": "cosine", "min_lr_ratio": 0 }'
+	nereus-run init --job j.json -o st
+	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" --state st --steps 3 \
+		--records first.jsonl --save saved -q
+	holds first.jsonl 'recs[0]["rl"]["lr"] == 0.001' '0 < recs[2]["rl"]["lr"] < recs[1]["rl"]["lr"] < 0.001'
+	holds saved/step-000003/manifest.json 'recs[0]["run"]["optimizer_steps"] == {"actor": 3}'
+	# without --resume: a run of its own, starting at the schedule's peak
+	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" --state saved/step-000003 \
+		--steps 3 --records new.jsonl --save new -q
+	holds new.jsonl 'recs[0]["rl"]["lr"] == 0.001'
+	cmp <(python3 -c 'import json
+for l in open("first.jsonl"): print(json.loads(l)["rl"]["lr"])') <(python3 -c 'import json
+for l in open("new.jsonl"): print(json.loads(l)["rl"]["lr"])')
+	holds new/step-000003/manifest.json 'recs[0]["run"] == {"job": "j", "next_step": 3, "optimizer_steps": {"actor": 3}, "tokenizer": "bytes"}'
+	# it trained from the saved weights: its first step is not the first run's
+	run ! cmp -s <(figures first.jsonl | head -1) <(figures new.jsonl | head -1)
+	# and Adam started over: the same first update as a store of those
+	# weights with no optimizer state (nereus-transition export, import)
+	nereus-transition export --state saved/step-000003 --model actor -o hf
+	nereus-transition import --hf actor=hf -o bare
+	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" --state bare --steps 3 \
+		--records bare.jsonl -q
+	cmp <(figures new.jsonl) <(figures bare.jsonl)
 }
 
 @test "events: a response event past the job's longest response, a GPU down and up" {
@@ -447,6 +474,37 @@ EOF
 	[[ $stderr == *"store 'st' has no model 'reference'"* ]]
 }
 
+@test "bad input: a store that computes otherwise than the job says, exit 2 naming the field and both values" {
+	job j grpo actor
+	nereus-run init --job j.json -o st
+	# the job's arch changed in a field no tensor's shape shows
+	local f want
+	for f in 'rope_theta=500000|rope_theta 500000, but store '\''st'\'' has 10000' \
+		'norm_eps=1e-6|norm_eps 1e-06, but store '\''st'\'' has 1e-05' \
+		'max_position_embeddings=64|max_position_embeddings 64, but store '\''st'\'' has 32' \
+		'max_position_embeddings=|no max_position_embeddings, but store '\''st'\'' has it' \
+		'rope_scaling={"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 16}|rope_scaling, but store '\''st'\'' has none'; do
+		want=${f#*|}
+		python3 - "${f%%|*}" <<'EOF2'
+import json, sys
+key, _, value = sys.argv[1].partition("=")
+j = json.load(open("j.json"))
+a = j["models"]["actor"]["arch"]
+if value:
+    a[key] = json.loads(value)
+else:
+    del a[key]
+json.dump(j, open("k.json", "w"))
+EOF2
+		run -2 --separate-stderr nereus-run --engine builtin --job k.json --cluster "$CLUSTER" \
+			--state st --steps 1 -q
+		assert_equal "$stderr" "nereus-run: model 'actor' of the job has $want"
+	done
+	# the job as the store says trains
+	run -0 --separate-stderr nereus-run --engine builtin --job j.json --cluster "$CLUSTER" \
+		--state st --steps 1 -q
+}
+
 @test "bad input: prompts too long for the context, or ids past the vocabulary, exit 2 at FILE:LINE" {
 	job j grpo actor
 	nereus-run init --job j.json -o st
@@ -496,6 +554,11 @@ EOF
 	cp -r clean nan
 	python3 - <<'EOF'
 import json, struct
+# the architecture the job below says, in every field
+for d in ("clean", "nan"):
+    c = json.load(open(d + "/config.json"))
+    c.update(rms_norm_eps=1e-5, max_position_embeddings=32)
+    json.dump(c, open(d + "/config.json", "w"))
 with open("nan/model.safetensors", "r+b") as f:
     n = struct.unpack("<Q", f.read(8))[0]
     header = json.loads(f.read(n))

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const arch_dtype_names[] = { "bf16", "fp16", "fp32", NULL };
@@ -346,4 +347,67 @@ int arch_compare(const char *what, const struct arch *want, const struct arch *g
 		return err_set(e, NR_EINPUT, "%s has dtype %s, but %s has %s", what, want->dtype,
 			       where, got->dtype);
 	return NR_OK;
+}
+
+/* x in the fewest digits that read back as x. */
+static void shortest(char *buf, size_t n, double x)
+{
+	for (int p = 6; p <= 17; p++) {
+		snprintf(buf, n, "%.*g", p, x);
+		if (strtod(buf, NULL) == x)
+			return;
+	}
+}
+
+/* The fields a decoder computes with but whose tensors do not show, by
+ * name: RoPE's, the norm's and the context's; NULL when they agree. */
+static const char *compute_difference(const struct arch *w, const struct arch *g, double *vw,
+				      double *vg)
+{
+	const struct rope_scaling *sw = &w->rope_scaling, *sg = &g->rope_scaling;
+	static const char *const names[] = { "rope_theta", "norm_eps", "max_position_embeddings",
+					     "rope_scaling.factor", "rope_scaling.low_freq_factor",
+					     "rope_scaling.high_freq_factor",
+					     "rope_scaling.original_max_position_embeddings" };
+	const double a[] = { w->rope_theta, w->norm_eps, (double)w->max_pos, sw->factor,
+			     sw->low_freq_factor, sw->high_freq_factor,
+			     (double)sw->original_max_pos };
+	const double b[] = { g->rope_theta, g->norm_eps, (double)g->max_pos, sg->factor,
+			     sg->low_freq_factor, sg->high_freq_factor,
+			     (double)sg->original_max_pos };
+	/* rope_scaling's members count only where both have it */
+	int n = sw->on && sg->on ? 7 : 3;
+
+	for (int i = 0; i < n; i++)
+		if (a[i] != b[i]) {
+			*vw = a[i];
+			*vg = b[i];
+			return names[i];
+		}
+	return NULL;
+}
+
+int arch_compare_all(const char *what, const struct arch *want, const struct arch *got,
+		     const char *where, struct err *e)
+{
+	char a[32], b[32];
+	double vw, vg;
+	const char *field;
+	int rc = arch_compare(what, want, got, where, e);
+
+	if (rc)
+		return rc;
+	if (want->rope_scaling.on != got->rope_scaling.on)
+		return err_set(e, NR_EINPUT, "%s has %srope_scaling, but %s has %s", what,
+			       want->rope_scaling.on ? "" : "no ", where,
+			       got->rope_scaling.on ? "it" : "none");
+	if (!(field = compute_difference(want, got, &vw, &vg)))
+		return NR_OK;
+	/* max_position_embeddings 0: not given */
+	if (strcmp(field, "max_position_embeddings") == 0 && (vw == 0 || vg == 0))
+		return err_set(e, NR_EINPUT, "%s has %s%s, but %s has %s", what,
+			       vw == 0 ? "no " : "", field, where, vg == 0 ? "none" : "it");
+	shortest(a, sizeof a, vw);
+	shortest(b, sizeof b, vg);
+	return err_set(e, NR_EINPUT, "%s has %s %s, but %s has %s", what, field, a, where, b);
 }

@@ -71,6 +71,12 @@ int arch_from_hf(json_t *root, const char *file, struct arch *a, struct err *e);
 int arch_compare(const char *what, const struct arch *want, const struct arch *got,
 		 const char *where, struct err *e);
 
+/* arch_compare, and then every field the computation reads though no
+ * tensor's shape shows it: rope_theta, norm_eps, max_position_embeddings
+ * and rope_scaling ("WHAT has rope_theta 10000, but WHERE has 500000"). */
+int arch_compare_all(const char *what, const struct arch *want, const struct arch *got,
+		     const char *where, struct err *e);
+
 /* Parameters of the whole model (embedding, layers, final norm, head). */
 double arch_params(const struct arch *a);
 /* Parameters of one transformer layer. */

@@ -252,10 +252,10 @@ static const char *const record_keys[NRECORD_KEYS + 1] = {
 };
 
 /* The "rl" object: its phase, then its figures in this order. */
-#define NRL_NUMS 9
+#define NRL_NUMS 10
 static const char *const rl_keys[NRL_NUMS + 2] = {
 	"phase", "reward_mean", "response_len_mean", "kl", "policy_loss", "value_loss",
-	"entropy", "clip_frac", "grad_norm", "sft_loss", NULL
+	"entropy", "clip_frac", "grad_norm", "lr", "sft_loss", NULL
 };
 static const char *const rl_phases[] = { "rl", "sft", NULL };
 
@@ -263,7 +263,7 @@ static double *rl_num(struct step_rl *rl, int i)
 {
 	double *v[NRL_NUMS] = { &rl->reward_mean, &rl->response_len_mean, &rl->kl,
 				&rl->policy_loss, &rl->value_loss, &rl->entropy, &rl->clip_frac,
-				&rl->grad_norm, &rl->sft_loss };
+				&rl->grad_norm, &rl->lr, &rl->sft_loss };
 
 	return v[i];
 }
@@ -272,7 +272,7 @@ static double rl_value(const struct step_rl *rl, int i)
 {
 	const double v[NRL_NUMS] = { rl->reward_mean, rl->response_len_mean, rl->kl,
 				     rl->policy_loss, rl->value_loss, rl->entropy, rl->clip_frac,
-				     rl->grad_norm, rl->sft_loss };
+				     rl->grad_norm, rl->lr, rl->sft_loss };
 
 	return v[i];
 }

@@ -88,6 +88,7 @@ struct step_rl {
 	double kl;           /* mean KL to the reference per response token */
 	double policy_loss, value_loss, entropy, clip_frac;
 	double grad_norm;    /* the actor's gradient norm before clipping */
+	double lr;           /* the actor's learning rate at the step's first update */
 	double sft_loss;     /* warm-up: mean -log p of the answers' tokens */
 };
 

@@ -28,6 +28,11 @@ void builtin_init(struct builtin *b, const struct job *job, const struct cluster
 	b->state = state;
 }
 
+void builtin_resume(struct builtin *b)
+{
+	b->resume = true;
+}
+
 void builtin_use_ranks(struct builtin *b, const struct builtin_ranks *ranks)
 {
 	b->ranks = ranks;
@@ -84,6 +89,16 @@ static double seconds(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The optimizers as the run goes on from the store: resumed, at the step
+ * counts its run object gives; a new run, at their own start. */
+static void take_optim(struct builtin *b, const json_t *run)
+{
+	if (b->resume)
+		trainer_take_run(&b->t, run);
+	else
+		trainer_restart_optim(&b->t);
+}
+
 /* The state of the store b->state laid out as plan p on this rank. */
 static int open_ranks(struct builtin *b, const struct env *v, const struct plan *p, const int *mb,
 		      struct err *e)
@@ -102,7 +117,7 @@ static int open_ranks(struct builtin *b, const struct env *v, const struct plan 
 	if ((rc = x->world->agree(x->world->ctx, rc, e)) == NR_OK)
 		rc = trainer_open(&b->t, &b->job, &b->g, &b->rs, mb, e);
 	if ((rc = x->world->agree(x->world->ctx, rc, e)) == NR_OK)
-		trainer_take_run(&b->t, store_reader_manifest(r)->run);
+		take_optim(b, store_reader_manifest(r)->run);
 	store_reader_close(r);
 	if (rc) {
 		rank_state_free(&b->rs);
@@ -181,6 +196,9 @@ static int builtin_transition(void *self, const struct plan *from, const struct 
 	if (!b->open) {
 		rc = trainer_open_one(&b->t, &b->job, b->state, mb, e);
 		b->open = rc == NR_OK;
+		/* trainer_open_one took the store's step counts */
+		if (b->open && !b->resume)
+			trainer_restart_optim(&b->t);
 	} else {
 		/* TP1 to TP1: only the micro-batches change */
 		memcpy(b->t.mb, mb, sizeof mb);
@@ -295,7 +313,8 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 			.policy_loss = st.sft ? NAN : st.policy_loss,
 			.value_loss = st.sft || b->t.critic < 0 ? NAN : st.value_loss,
 			.entropy = st.sft ? NAN : st.entropy, .clip_frac = st.sft ? NAN : st.clip_frac,
-			.grad_norm = st.grad_norm, .sft_loss = st.sft ? st.sft_loss : NAN };
+			.grad_norm = st.grad_norm, .lr = st.lr,
+			.sft_loss = st.sft ? st.sft_loss : NAN };
 	}
 	snprintf(r->engine, sizeof r->engine, "builtin");
 	r->gpus_up = cluster_gpus_up(&b->c.cl);

@@ -51,6 +51,7 @@ struct builtin {
 	size_t next_ev;
 	struct coef k;           /* what the records' plans are evaluated with */
 	const char *state;       /* the store the run starts from */
+	bool resume;             /* the run goes on from state's run (--resume) */
 	struct trainer t;
 	bool open;
 	struct plan eval;        /* scratch: the plan running, evaluated */
@@ -67,6 +68,11 @@ struct builtin {
 void builtin_init(struct builtin *b, const struct job *job, const struct cluster *cl,
 		  const struct coef *k, const struct events *ev, const char *state, long steps);
 void builtin_free(struct builtin *b);
+/* The run continues the one that saved the store (--resume): the
+ * optimizers go on at the step counts and with the moments it saved.
+ * Without it the run is a new one from the store's weights: every
+ * optimizer at its step 0, Adam's moments zero. */
+void builtin_resume(struct builtin *b);
 /* Run over ranks (before the run starts): every model-stage under its
  * plan's TP, PP and DP on the ranks that play its GPUs, plan switches
  * moving the state in memory. */

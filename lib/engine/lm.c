@@ -103,7 +103,7 @@ int lm_find(struct store_reader *r, const struct model *m, const char *store, in
 			*index = i;
 			snprintf(what, sizeof what, "model '%s' of the job", m->name);
 			snprintf(where, sizeof where, "store '%s'", store);
-			return arch_compare(what, &m->arch, &man->models[i].lo.arch, where, e);
+			return arch_compare_all(what, &m->arch, &man->models[i].lo.arch, where, e);
 		}
 		snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'", i ? ", " : "",
 			 man->models[i].lo.name);

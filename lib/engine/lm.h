@@ -43,7 +43,9 @@ void lm_release(struct lm *m);
 int64_t lm_bytes(const struct lm *m);
 
 /* The store model called name in r, or NR_EINPUT naming the store's
- * models; the architecture must be the job model's. */
+ * models; the architecture must be the job model's in every field
+ * (arch_compare_all): a job that trains a store computes as the store's
+ * own architecture says, or not at all. */
 int lm_find(struct store_reader *r, const struct model *m, const char *store, int *index,
 	    struct err *e);
 

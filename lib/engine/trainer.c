@@ -431,6 +431,19 @@ void trainer_take_run(struct trainer *t, const json_t *run)
 									  t->job->models[i].name));
 }
 
+void trainer_restart_optim(struct trainer *t)
+{
+	for (int i = 0; i < t->job->nmodels; i++) {
+		struct part *pt = &t->part[i];
+
+		t->opt_steps[i] = 0;
+		if (!pt->held || !pt->st->trainable)
+			continue;
+		memset(pt->st->buf[KIND_ADAM_M], 0, pt->st->len[KIND_ADAM_M] * sizeof(float));
+		memset(pt->st->buf[KIND_ADAM_V], 0, pt->st->len[KIND_ADAM_V] * sizeof(float));
+	}
+}
+
 void trainer_close(struct trainer *t)
 {
 	void *bufs[] = { t->tokens, t->start, t->plen, t->zstart, t->zplen, t->off, t->gen_tok,
@@ -1363,6 +1376,7 @@ int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err
 	struct err scratch;
 	int rc = trainer_rollout(t, s, st, e);
 
+	st->lr = lr_at(st->sft ? &c->sft_optim : &c->actor_optim, t->opt_steps[t->actor]);
 	if (rc == NR_OK)
 		rc = st->sft ? sft_update(t, s, st, e) : rl_updates(t, s, st, e);
 	/* the RL starts from the SFT model: the reference is it */
@@ -1384,12 +1398,32 @@ static void note_tokenizer(json_t *run, const struct job *job)
 }
 
 /* Every shard of every model, gathered to rank 0 for store_save: one
- * buffer per (model, kind, tp, pp, dp) shard the store keeps. */
+ * buffer per (model, kind, tp, pp, dp) shard the store keeps, and the
+ * dtype of each tensor's weights.  Rank 0 may hold none of a model (its
+ * pool is elsewhere): what the save needs comes from the layout the store
+ * is written in (lo, the plan's) and from the model's ranks, never from
+ * rank 0's state; which kinds are split across DP is the store's own
+ * decision (store_kind_split), for gathering as for writing. */
 struct gathered {
 	const struct trainer *t;
 	int model;
+	struct store_layout lo;
 	float *buf[NKINDS][64];    /* [kind][shard index] */
+	unsigned char *wdtype;     /* [tensor] */
+	bool own[NKINDS][64];      /* buf is rank 0's state, not a copy */
+	bool own_wdtype;
 };
+
+/* The layout model mi is saved in: its layout in the plan running. */
+static void save_layout(const struct trainer *t, int mi, struct store_layout *lo)
+{
+	const struct pconf *c = &t->g->rr.r[mi].conf;
+
+	*lo = (struct store_layout){ .arch = t->job->models[mi].arch, .tp = c->tp, .pp = c->pp,
+				     .dp = c->dp, .zero = c->zero >= ZERO_1,
+				     .trainable = t->job->models[mi].stages[STAGE_TRAIN] };
+	memcpy(lo->name, t->job->models[mi].name, sizeof lo->name);
+}
 
 /* The shard index of (tp, pp, dp) among a layout's shards of a kind. */
 static int shard_index(const struct pconf *c, bool split, int tp, int pp, int dp)
@@ -1401,10 +1435,50 @@ static const float *gathered_buffer(void *ctx, enum state_kind kind, int tp, int
 {
 	const struct gathered *g = ctx;
 	const struct rank_role *ro = &g->t->g->rr.r[g->model];
-	const struct mstate *st = &g->t->rs->st[g->model];
-	bool split = kind != KIND_WEIGHT && st->zero && ro->conf.dp > 1;
+	bool split = store_kind_split(&g->lo, kind);
 
 	return g->buf[kind][shard_index(&ro->conf, split, tp, pp, split ? dp : 0)];
+}
+
+/* The dtypes of model mi's weights into g on rank 0, from the model's
+ * first rank (every rank of a model keeps them all). */
+static int gather_wdtype(const struct trainer *t, int mi, struct gathered *g, struct err *e)
+{
+	const struct rank_role *ro = &t->g->rr.r[mi];
+	const struct comm *w = &t->g->world;
+	const struct part *pt = &t->part[mi];
+	int from = ro->world[0], n = t->part[mi].held ? pt->st->lo.ntensors : 0, rc = NR_OK;
+	float *f;
+
+	if (w->rank == 0 && from == 0) {
+		g->wdtype = pt->st->wdtype;
+		g->own_wdtype = true;
+		return NR_OK;
+	}
+	if (w->rank != 0 && w->rank != from)
+		return NR_OK;
+	if (w->rank == 0) {
+		struct layout lo;
+
+		if ((rc = layout_init(&lo, &t->job->models[mi].arch, 1, 1, 1, false, NULL, e)))
+			return rc;
+		n = lo.ntensors;
+		layout_free(&lo);
+	}
+	if (!(f = malloc(((size_t)n + 1) * sizeof *f)))
+		return oom(e);
+	if (w->rank == from) {
+		for (int i = 0; i < n; i++)
+			f[i] = pt->st->wdtype[i];
+		rc = w->send(w->ctx, 0, f, (size_t)n, e);
+	} else if ((rc = w->recv(w->ctx, from, f, (size_t)n, e)) == NR_OK) {
+		if (!(g->wdtype = malloc((size_t)n + 1)))
+			rc = oom(e);
+		for (int i = 0; rc == NR_OK && i < n; i++)
+			g->wdtype[i] = (unsigned char)f[i];
+	}
+	free(f);
+	return rc;
 }
 
 /* Model mi's shards into g on rank 0: each shard's holder (DP rank 0 for a
@@ -1421,9 +1495,13 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 	memset(g, 0, sizeof *g);
 	g->t = t;
 	g->model = mi;
-	for (int k = 0; k < (train ? NKINDS : 1) && rc == NR_OK; k++) {
-		bool split = k != KIND_WEIGHT && ro->conf.zero >= ZERO_1 && ro->conf.dp > 1;
+	save_layout(t, mi, &g->lo);
+	rc = gather_wdtype(t, mi, g, e);
+	for (int k = 0; k < NKINDS && rc == NR_OK; k++) {
+		bool split = store_kind_split(&g->lo, (enum state_kind)k);
 
+		if (!store_has_kind(&g->lo, (enum state_kind)k))
+			continue;
 		for (int r = 0; r < ro->nranks && rc == NR_OK; r++) {
 			int tp, pp, dp, at, from = ro->world[r];
 			struct layout lo;
@@ -1452,6 +1530,7 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 				break;
 			if (w->rank == 0 && from == 0) {
 				g->buf[k][at] = pt->st->buf[k];
+				g->own[k][at] = true;
 			} else if (w->rank == 0) {
 				if (!(g->buf[k][at] = malloc((len + 1) * sizeof(float))))
 					rc = oom(e);
@@ -1469,8 +1548,12 @@ static void gathered_free(struct gathered *g)
 {
 	for (int k = 0; k < NKINDS; k++)
 		for (int i = 0; i < 64; i++)
-			if (g->t && g->buf[k][i] != g->t->rs->st[g->model].buf[k])
+			if (!g->own[k][i])
 				free(g->buf[k][i]);
+	if (!g->own_wdtype)
+		free(g->wdtype);
+	/* a later save that fails before gathering this model frees nothing twice */
+	memset(g, 0, sizeof *g);
 }
 
 int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
@@ -1481,23 +1564,14 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 	int n = 0, rc = NR_OK;
 
 	for (int i = 0; i < t->job->nmodels && rc == NR_OK; i++) {
-		const struct rank_role *ro = &t->g->rr.r[i];
-
 		rc = agree(t, t->part[i].held && !mstate_finite(t->part[i].st) ?
 			      err_set(e, NR_EIO, "model '%s' holds a value that is not finite; "
 				      "nothing saved", t->job->models[i].name) : NR_OK, e);
 		if (rc == NR_OK)
 			rc = gather_model(t, i, &g[i], e);
 		rc = agree(t, rc, e);
-		ss[n] = (struct store_state){
-			.lo = { .arch = t->job->models[i].arch, .tp = ro->conf.tp, .pp = ro->conf.pp,
-				.dp = ro->conf.dp, .zero = ro->conf.zero >= ZERO_1,
-				.trainable = t->job->models[i].stages[STAGE_TRAIN] },
-			.wdtype = t->part[i].held ? t->part[i].st->wdtype : NULL,
-			.buffer = gathered_buffer, .ctx = &g[i] };
-		if (t->part[i].held)
-			ss[n].lo.arch = t->part[i].st->lo.arch;
-		memcpy(ss[n].lo.name, t->job->models[i].name, sizeof ss[n].lo.name);
+		ss[n] = (struct store_state){ .lo = g[i].lo, .wdtype = g[i].wdtype,
+					      .buffer = gathered_buffer, .ctx = &g[i] };
 		n++;
 		if (t->job->models[i].stages[STAGE_TRAIN])
 			json_object_set_new(steps, t->job->models[i].name,

@@ -65,6 +65,7 @@ struct trainer_stats {
 	double kl;           /* mean KL to the reference per response token */
 	double policy_loss, value_loss, entropy, clip_frac;
 	double grad_norm;    /* the actor's, before clipping, mean over updates */
+	double lr;           /* the actor's learning rate at the step's first update */
 	double sft_loss;     /* warm-up: mean −log p of the answers' tokens */
 	int nms;
 	struct trainer_ms ms[TRAINER_MAX_MS];
@@ -172,6 +173,10 @@ int trainer_apply(struct trainer *t, int mi, long s, double *norm, struct err *e
 
 /* The optimizers' step counts from a store's run object (NULL: none). */
 void trainer_take_run(struct trainer *t, const json_t *run);
+/* A new run from the state held: every optimizer at its step 0 (the
+ * learning-rate schedule and Adam's bias correction start over) and
+ * Adam's moments zero; the weights and master weights stay. */
+void trainer_restart_optim(struct trainer *t);
 
 /* Save every model's state as the store dst, with run (may be NULL) and
  * the optimizers' step counts in its run object.  NR_EIO when a model's

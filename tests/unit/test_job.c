@@ -309,6 +309,46 @@ static void test_hf_config(void)
 	CHECK(m && m->arch.dtype_bytes == 2 && strcmp(m->arch.dtype, "fp16") == 0);
 }
 
+/* arch_compare_all: the fields no tensor shows, each named with both
+ * values in the fewest digits that tell them apart. */
+static void test_arch_compare_all(void)
+{
+	struct arch a = { .layers = 2, .hidden = 32, .heads = 4, .kv_heads = 4, .ffn = 64,
+			  .vocab = 258, .rope_theta = 10000, .norm_eps = 1e-5, .max_pos = 32,
+			  .dtype_bytes = 4, .dtype = "fp32" };
+	struct arch b = a;
+	struct err e;
+
+	CHECK(arch_compare_all("job", &a, &b, "store", &e) == NR_OK);
+	b.rope_theta = 500000;
+	CHECK(arch_compare_all("job", &a, &b, "store", &e) == NR_EINPUT);
+	CHECK(same(e.msg, "job has rope_theta 10000, but store has 500000"));
+	b = a;
+	b.norm_eps = 1.0000001e-5;
+	CHECK(arch_compare_all("job", &a, &b, "store", &e) == NR_EINPUT);
+	CHECK(same(e.msg, "job has norm_eps 1e-05, but store has 1.0000001e-05"));
+	b = a;
+	b.max_pos = 0;
+	CHECK(arch_compare_all("job", &a, &b, "store", &e) == NR_EINPUT);
+	CHECK(same(e.msg, "job has max_position_embeddings, but store has none"));
+	b.max_pos = 64;
+	CHECK(arch_compare_all("job", &a, &b, "store", &e) == NR_EINPUT);
+	CHECK(same(e.msg, "job has max_position_embeddings 32, but store has 64"));
+	b = a;
+	b.rope_scaling = (struct rope_scaling){ true, 8, 1, 4, 8192 };
+	CHECK(arch_compare_all("job", &a, &b, "store", &e) == NR_EINPUT);
+	CHECK(same(e.msg, "job has no rope_scaling, but store has it"));
+	a.rope_scaling = b.rope_scaling;
+	a.rope_scaling.factor = 32;
+	CHECK(arch_compare_all("job", &a, &b, "store", &e) == NR_EINPUT);
+	CHECK(same(e.msg, "job has rope_scaling.factor 32, but store has 8"));
+	/* a shape's difference is arch_compare's message */
+	b = a;
+	b.vocab = 300;
+	CHECK(arch_compare_all("job", &a, &b, "store", &e) == NR_EINPUT);
+	CHECK(same(e.msg, "job has vocab 258, but store has 300"));
+}
+
 /* The fields the engine's math needs: Qwen2's biases, RoPE θ, ε, Llama 3's
  * RoPE scaling; a critic's scalar head. */
 static void test_hf_config_math(void)
@@ -1063,6 +1103,7 @@ int main(void)
 	RUN(test_hf_config);
 	RUN(test_hf_config_errors);
 	RUN(test_hf_config_math);
+	RUN(test_arch_compare_all);
 	RUN(test_job_error_located);
 	RUN(test_job_errors_top);
 	RUN(test_job_errors_model);
