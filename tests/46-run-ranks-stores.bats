@@ -32,7 +32,8 @@ json.dump({"nereus": 1, "kind": "job", "name": "stores", "algorithm": "ppo",
 for name, down in (("cpu4", []), ("cpu4-down0", [0])):
     c = {"nereus": 1, "kind": "cluster", "name": name, "nodes": 1, "gpus_per_node": 4,
          "engine": "builtin",
-         "gpu": {"model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10}}
+         "gpu": {"model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10},
+         "links": {"intra_node_gbps": 450}}
     if down:
         c["down"] = {"gpus": down}
     json.dump(c, open(name + ".json", "w"))

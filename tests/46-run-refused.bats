@@ -15,7 +15,8 @@ setup() {
 	cp "$EXAMPLES/tasks/repeat.jsonl" .
 	cat > two.json <<'JSON'
 { "nereus": 1, "kind": "cluster", "name": "two", "nodes": 1, "gpus_per_node": 2,
-  "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 } }
+  "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 },
+  "links": { "intra_node_gbps": 450 } }
 JSON
 }
 
