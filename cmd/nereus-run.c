@@ -305,6 +305,9 @@ static int save(struct out *o, long next, struct err *e)
 		return NR_OK;
 	if (mkdir(o->a->save, 0777) != 0 && errno != EEXIST)
 		return err_set(e, NR_EIO, "cannot create '%s': %s", o->a->save, strerror(errno));
+	/* what saves that were killed left, at the first */
+	if (o->saved < 0 && o->rank == 0)
+		store_sweep(o->a->save);
 	snprintf(dst, sizeof dst, "%s/step-%06ld", o->a->save, next);
 	if ((rc = builtin_save(o->bi, next, dst, e)))
 		return rc;
