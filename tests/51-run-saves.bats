@@ -63,3 +63,61 @@ run_builtin() {
 	[ -f "d/step-$(printf %06d $((n + 1)))/manifest.json" ]
 	! compgen -G 'd/.*.tmp.*' > /dev/null || fail "a temporary is left: $(ls -A d)"
 }
+
+@test "one run saves into DIR at a time: a second exits 4 naming the first, which then resumes" {
+	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" -q --state st --steps 1000 \
+		--records a.jsonl --save d --save-every 1 &
+	local pid=$! end=$((SECONDS + 120))
+	until [ -s d/.nereus-run.lock ] || [ $SECONDS -ge $end ]; do
+		sleep 0.05
+	done
+	run -4 --separate-stderr run_builtin --state st --steps 2 --records b.jsonl --save d
+	[[ $stderr == "nereus-run: cannot save into 'd': another run saves there (pid $pid on "*"); one run saves into a directory at a time" ]] ||
+		fail "$stderr"
+	[ ! -e b.jsonl ] || [ ! -s b.jsonl ]
+	# interrupted, the first saves where it stopped and dies of the signal
+	kill -TERM "$pid"
+	local st=0
+	wait "$pid" || st=$?
+	[ "$st" -eq 143 ]
+	local last n
+	last=$(ls -d d/step-* | tail -1)
+	n=$((10#${last##*step-}))
+	run_builtin --state "$last" --steps $((n + 1)) --records a.jsonl --resume --save d
+	[ -f "d/step-$(printf %06d $((n + 1)))/manifest.json" ]
+}
+
+@test "--resume from another run's store is refused (exit 2) unless --adopt; a store without a run id resumes" {
+	run_builtin --state st --steps 3 --records a.jsonl --save da --save-every 3
+	run_builtin --state st --steps 3 --records b.jsonl --save db --save-every 3
+	cp a.jsonl a0.jsonl
+	run -2 --separate-stderr run_builtin --state db/step-000003 --steps 4 --records a.jsonl --resume
+	[[ $stderr == "nereus-run: 'a.jsonl' is not the records of the run that saved 'db/step-000003' (run "[0-9a-f]*"): its first 3 records are not those the store was saved after; resume from that run's own records, or give --adopt to continue these from the store" ]] ||
+		fail "$stderr"
+	cmp a.jsonl a0.jsonl
+	# its own store, its own records
+	cp a0.jsonl again.jsonl
+	run_builtin --state da/step-000003 --steps 4 --records again.jsonl --resume
+	[ "$(wc -l < again.jsonl)" -eq 4 ]
+	# adopted: the run goes on as the store's, whose id the next store keeps
+	run_builtin --state db/step-000003 --steps 4 --records a.jsonl --resume --adopt --save db
+	[ "$(wc -l < a.jsonl)" -eq 4 ]
+	python3 - <<'PY'
+import json
+a, b = (json.load(open("db/step-%06d/manifest.json" % k))["run"] for k in (3, 4))
+assert len(a["id"]) == 32 and a["id"] == b["id"], (a, b)
+assert a["records_xxh3"] != b["records_xxh3"] and b["next_step"] == 4, (a, b)
+PY
+	# a store saved before runs had ids: taken as it is
+	python3 - <<'PY'
+import json
+m = json.load(open("db/step-000003/manifest.json"))
+del m["run"]["id"], m["run"]["records_xxh3"]
+json.dump(m, open("db/step-000003/manifest.json", "w"))
+PY
+	cp a0.jsonl old.jsonl
+	run_builtin --state db/step-000003 --steps 4 --records old.jsonl --resume
+	[ "$(wc -l < old.jsonl)" -eq 4 ]
+	run -2 --separate-stderr run_builtin --state st --steps 4 --records a.jsonl --adopt
+	[[ $stderr == *"--adopt resumes the built-in engine from a store: it goes with --engine builtin and --resume"* ]]
+}
