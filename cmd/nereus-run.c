@@ -36,7 +36,7 @@ static const char usage[] =
 	"                  [--quiet]\n"
 	"       nereus-run --engine builtin --job FILE --cluster FILE --state STORE\n"
 	"                  --steps N [--save DIR] [--save-every K] [--records FILE]\n"
-	"                  [--resume] [the options above but --seed and --noise]\n"
+	"                  [--resume [--adopt]] [the options above but --seed and --noise]\n"
 	"       nereus-run init --job FILE [--seed S] -o STORE\n"
 	"       nereus-run generate|score --state STORE --prompts FILE [...]\n"
 	"       nereus-run compare --job FILE --cluster FILE [--events FILE]\n"
@@ -70,6 +70,8 @@ static const char usage[] =
 	"                      --resume; default: standard output)\n"
 	"  --resume            continue the run whose records are in --records FILE\n"
 	"                      (builtin: from the store --state, which --save wrote)\n"
+	"  --adopt             builtin, with --resume: continue the records even from a\n"
+	"                      store another run saved\n"
 	"  --until STEP        stop before STEP (resume later with --resume)\n"
 	"  --summary FILE      write the summary document to FILE\n"
 	"  --svg FILE          draw step latency over the run\n"
@@ -93,7 +95,7 @@ static const char usage[] =
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
        OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE, OPT_STATE,
-       OPT_SAVE, OPT_SAVE_EVERY };
+       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT };
 
 static const struct option options[] = {
 	{ "engine", required_argument, NULL, OPT_ENGINE },
@@ -110,6 +112,7 @@ static const struct option options[] = {
 	{ "cost", required_argument, NULL, OPT_COST },
 	{ "records", required_argument, NULL, OPT_RECORDS },
 	{ "resume", no_argument, NULL, OPT_RESUME },
+	{ "adopt", no_argument, NULL, OPT_ADOPT },
 	{ "until", required_argument, NULL, OPT_UNTIL },
 	{ "summary", required_argument, NULL, OPT_SUMMARY },
 	{ "svg", required_argument, NULL, OPT_SVG },
@@ -167,6 +170,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_NOW: a->now = optarg; break;
 		case OPT_OUTDIR: a->out_dir = optarg; break;
 		case OPT_RESUME: a->resume = true; break;
+		case OPT_ADOPT: a->adopt = true; break;
 		case OPT_CHARGE:
 			if ((rc = parse_choice("charge", optarg, charges, &k)))
 				return rc;
@@ -246,6 +250,9 @@ static int parse(int argc, char **argv, struct args *a)
 				   "job's \"data\": {\"seed\"}");
 	if (a->resume && (!a->records || strcmp(a->records, "-") == 0))
 		return usage_error("--resume continues the records in --records FILE");
+	if (a->adopt && (!a->resume || a->engine != ENGINE_BUILTIN))
+		return usage_error("--adopt resumes the built-in engine from a store: it goes with "
+				   "--engine builtin and --resume");
 	if (a->plan && a->policy)
 		return usage_error("--plan follows a file: there is no --policy to choose");
 	if ((!strcmp(a->job, "-") + !strcmp(a->cluster, "-") +
@@ -300,6 +307,7 @@ int load_inputs(const struct args *a, struct inputs *in, struct err *e)
 static int save(struct out *o, long next, struct err *e)
 {
 	char dst[4096];
+	json_t *run_of;
 	int rc;
 
 	if (o->saved == next)
@@ -307,7 +315,10 @@ static int save(struct out *o, long next, struct err *e)
 	if (mkdir(o->a->save, 0777) != 0 && errno != EEXIST)
 		return err_set(e, NR_EIO, "cannot create '%s': %s", o->a->save, strerror(errno));
 	snprintf(dst, sizeof dst, "%s/step-%06ld", o->a->save, next);
-	if ((rc = builtin_save(o->bi, next, dst, e)))
+	run_of = saves_run(o->sv);
+	rc = run_of ? builtin_save(o->bi, next, run_of, dst, e) : err_set(e, NR_EIO, "out of memory");
+	json_decref(run_of);
+	if (rc)
 		return rc;
 	o->saved = next;
 	return NR_OK;
@@ -366,6 +377,8 @@ int emit(void *arg, const struct step_record *r, struct err *e)
 		return rc;
 	if (o->f && fflush(o->f) != 0)
 		return err_set(e, NR_EIO, "cannot write '%s': %s", o->name, strerror(errno));
+	if (o->sv && (rc = saves_record(o->sv, r, e)))
+		return rc;
 	/* saved after its record is out: a store never runs ahead of them */
 	if (o->bi && o->a->save_every && (r->step + 1) % o->a->save_every == 0 &&
 	    (rc = save(o, r->step + 1, e)))
@@ -478,29 +491,6 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-/* Resuming the built-in engine: the records up to the step the store
- * continues at (those after it are run again). */
-static int resume_builtin(const struct args *a, struct records *rs, struct err *e)
-{
-	long next;
-	int rc = builtin_saved_step(a->state, &next, e);
-
-	if (rc)
-		return rc;
-	if (rs->n < next)
-		return err_set(e, NR_EINPUT, "'%s' holds %ld steps, but the store '%s' continues "
-			       "at step %ld", a->records, rs->n, a->state, next);
-	rs->bytes = 0;
-	for (long i = 0; i < rs->n; i++) {
-		if (i < next)
-			rs->bytes += strlen(rs->line[i]) + 1;
-		else
-			free(rs->line[i]);
-	}
-	rs->n = next;
-	return NR_OK;
-}
-
 /* An output that cannot be written fails now, not after the run. */
 static int check_outputs(const struct args *a, struct err *e)
 {
@@ -515,13 +505,15 @@ static int check_outputs(const struct args *a, struct err *e)
 }
 
 /* --resume: the records so far, as the run continues from them. */
-static int resume_records(const struct args *a, const struct inputs *in, struct run *r,
-			  struct records *rs, struct err *e)
+static int resume_records(const struct args *a, const struct inputs *in, struct saves *sv,
+			  struct run *r, struct records *rs, struct err *e)
 {
 	int rc;
 
+	/* the built-in engine's: those before the step the store continues at
+	 * (those after it are run again) */
 	if ((rc = records_load(rs, a->records, &in->job, e)) ||
-	    (a->engine == ENGINE_BUILTIN && (rc = resume_builtin(a, rs, e))) ||
+	    (a->engine == ENGINE_BUILTIN && (rc = saves_resume(sv, a, rs, e))) ||
 	    (a->save && (rc = check_saves(a, rs->n, e))))
 		return rc;
 	return run_resume(r, rs, a->records, e);
@@ -559,6 +551,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	struct engine eng;
 	struct records rs = { 0 };
 	struct out o = { .a = a, .in = in, .f = stdout, .name = "<stdout>", .saved = -1 };
+	struct saves sv = { .lock = -1 };
 	static struct comm world;
 	static struct builtin_ranks ranks;
 	bool mpi = a->engine == ENGINE_BUILTIN && under_mpi();
@@ -575,6 +568,7 @@ static int run_one(const struct args *a, struct inputs *in)
 			return report(&e);
 		eng = builtin_engine(&bi);
 		o.bi = &bi;
+		o.sv = &sv;
 		/* over ranks, rank 0 writes what the run writes */
 		if (o.rank != 0)
 			o.f = NULL;
@@ -604,10 +598,15 @@ static int run_one(const struct args *a, struct inputs *in)
 		r.ctl = &ctl;
 		run_refit_hook(&r);
 	}
-	rc = o.rank == 0 ? check_outputs(a, &e) : NR_OK;
+	rc = o.sv && !a->resume ? saves_start(&sv, NULL, &e) : NR_OK;
+	/* one run saves into DIR: before it is checked */
+	if (rc == NR_OK && o.sv && a->save && o.rank == 0)
+		rc = saves_lock(&sv, a->save, &e);
+	if (rc == NR_OK)
+		rc = o.rank == 0 ? check_outputs(a, &e) : NR_OK;
 	/* every rank reads the records before rank 0 cuts them, at its first */
 	if (rc == NR_OK && a->resume)
-		rc = resume_records(a, in, &r, &rs, &e);
+		rc = resume_records(a, in, &sv, &r, &rs, &e);
 	if (mpi)
 		rc = world.agree(world.ctx, rc, &e);
 	if (rc)
@@ -650,6 +649,8 @@ static int run_one(const struct args *a, struct inputs *in)
 	if (!a->quiet)
 		print_summary(&r, &s);
 out:
+	saves_unlock(&sv, o.saved >= 0);
+	saves_free(&sv);
 	records_free(&rs);
 	ctl_free(&ctl);
 	run_free(&r);

@@ -43,7 +43,7 @@ tree_sum() {
 # No output and no temporary beside it.
 nothing_at() {
 	[ ! -e "$1" ] || fail "'$1' exists"
-	! compgen -G "$1.tmp.*" > /dev/null || fail "a temporary of '$1' is left"
+	! compgen -G ".$1.tmp.*" > /dev/null || fail "a temporary of '$1' is left"
 }
 
 @test "--help of each subcommand prints its usage (the man page's synopsis) and exits 0" {

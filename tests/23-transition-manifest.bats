@@ -50,7 +50,7 @@ reject() {
 	assert_failure 2
 	[[ $stderr == nereus-transition:\ * ]] || fail "message: $stderr"
 	[ ! -e out ] || fail "out was written"
-	! compgen -G "out.tmp.*" > /dev/null || fail "a temporary of out is left"
+	! compgen -G ".out.tmp.*" > /dev/null || fail "a temporary of out is left"
 }
 
 @test "every EXAMPLE of nereus-manifest(5) runs" {

@@ -47,7 +47,7 @@ feed() {
 await_work() {
 	local i
 	for i in $(seq 200); do
-		[ "$(compgen -G "$2.tmp.*" | wc -l)" -ge "$1" ] && return 0
+		[ "$(compgen -G ".$2.tmp.*" | wc -l)" -ge "$1" ] && return 0
 		sleep 0.05
 	done
 	fail "no work folder beside '$2'"
@@ -74,7 +74,7 @@ intact() {
 		wait "$pid" || st=$?
 		[ "$st" -eq 4 ] || fail "apply -o $out exited $st: $(cat src.tar.err)"
 		[[ $(cat src.tar.err) == *"'$out' already exists"* ]] || fail "$(cat src.tar.err)"
-		! compgen -G "$out.tmp.*" > /dev/null || fail "a temporary is left"
+		! compgen -G ".$out.tmp.*" > /dev/null || fail "a temporary is left"
 	done
 	[ "$(cat out.tar)" = mine ]
 	[ -d out ] && [ -z "$(ls -A out)" ]
@@ -100,7 +100,7 @@ intact() {
 	[ "$sa" -eq 4 ] || loser=b.tar.err
 	[[ $(cat "$loser") == *"exists"* ]] || fail "$(cat "$loser")"
 	intact same.tar
-	! compgen -G "same.tar.tmp.*" > /dev/null || fail "a temporary is left"
+	! compgen -G ".same.tar.tmp.*" > /dev/null || fail "a temporary is left"
 }
 
 @test "an existing output of any kind is refused before any work and left as it was" {
@@ -121,7 +121,7 @@ intact() {
 	done
 	[ -d d ] && [ -z "$(ls -A d)" ] && [ "$(cat file)" = mine ] && [ -L dangling ] &&
 		[ -L link ] && [ -p fifo ]
-	! compgen -G "*.tmp.*" > /dev/null || fail "a temporary is left"
+	! compgen -G ".*.tmp.*" > /dev/null || fail "a temporary is left"
 }
 
 @test "an output in a folder that does not exist is exit 4 naming the output, not a temporary" {

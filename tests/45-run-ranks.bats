@@ -186,8 +186,20 @@ assert [x["transition_s"] > 0 for x in r] == [False, False, True, False, True, F
 for l in open("live.jsonl"): print(json.dumps(json.loads(l)["rl"]))') \
 	    <(python3 -c 'import json, sys
 for l in open("files.jsonl"): print(json.dumps(json.loads(l)["rl"]))')
-	# the stores saved at the end are the same, byte for byte
-	diff -r live/step-000006 files/step-000006
+	# the stores saved at the end are the same, byte for byte, but for which
+	# run saved them; the resumed run is the one that saved step 2, through
+	# both applies
+	diff -r -x manifest.json live/step-000006 files/step-000006
+	python3 - <<'PY'
+import json
+live, files, first = (json.load(open(p + "/manifest.json"))
+                      for p in ("live/step-000006", "files/step-000006", "files/step-000002"))
+assert files["run"]["id"] == first["run"]["id"], (files["run"], first["run"])
+assert live["run"]["id"] != files["run"]["id"], live["run"]
+for m in (live, files):
+    del m["run"]["id"], m["run"]["records_xxh3"]
+assert live == files
+PY
 }
 
 @test "a rank marked down hands its state over: the run goes on 3 ranks, and on 4 when it is back" {

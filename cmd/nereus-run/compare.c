@@ -100,6 +100,7 @@ static int run_row(const struct args *a, struct inputs *in, const struct row *ro
 	static struct engine eng;
 	struct args quiet = *a;
 	struct out o = { .a = &quiet, .in = in, .saved = -1 };
+	struct outfile of;
 	char path[4096];
 	int rc;
 
@@ -125,12 +126,15 @@ static int run_row(const struct args *a, struct inputs *in, const struct row *ro
 	r.emit = emit;
 	r.arg = &o;
 	snprintf(path, sizeof path, "%s/%s.jsonl", a->out_dir ? a->out_dir : "", row->name);
-	/* records only with --out-dir; without, emit writes nothing */
+	/* records only with --out-dir, each file whole or not at all (nothing
+	 * follows them as they grow); without, emit writes nothing */
 	o.name = path;
-	if (!a->out_dir || (rc = out_open_stream(path, false, &o.f, e)) == NR_OK) {
+	if (!a->out_dir || (rc = out_open_file(&of, path, &o.f, e)) == NR_OK) {
 		rc = run_go(&r, e);
-		if (o.f && fclose(o.f) != 0 && !rc)
-			rc = err_set(e, NR_EIO, "cannot write '%s': %s", o.name, strerror(errno));
+		if (a->out_dir && rc == NR_OK)
+			rc = out_commit_file(&of, o.f, e);
+		else if (a->out_dir)
+			out_abort_file(&of, o.f);
 	}
 	if (!rc) {
 		run_summarize(&r, s);

@@ -351,6 +351,7 @@ static int generate_or_score(int argc, char **argv, bool score)
 	struct model md = { 0 };
 	struct err e = { 0 };
 	bool have_tok = false, opened = false;
+	struct outfile of;
 	FILE *f = stdout;
 	const char *name;
 	int rc = parse(argc, argv, score, &a), mi = 0;
@@ -381,12 +382,16 @@ static int generate_or_score(int argc, char **argv, bool score)
 	if ((rc = lm_open(&m, &md, 0, false, r, mi, 0, &e)))
 		goto out;
 	opened = true;
-	if (a.out && (rc = out_open_stream(a.out, false, &f, &e)))
+	/* -o FILE appears whole or not at all: a prompt that fails halfway
+	 * leaves what was there */
+	if (a.out && (rc = out_open_file(&of, a.out, &f, &e)))
 		goto out;
 	rc = score ? run_score(&m, &ps, f, name, &e) :
 		     run_generate(&m, &ps, &a, ctx, &tok, have_tok, f, name, &e);
-	if (f != stdout && fclose(f) != 0 && rc == NR_OK)
-		rc = err_set(&e, NR_EIO, "cannot write '%s': %s", name, strerror(errno));
+	if (a.out && rc == NR_OK)
+		rc = out_commit_file(&of, f, &e);
+	else if (a.out)
+		out_abort_file(&of, f);
 out:
 	if (opened)
 		lm_close(&m);

@@ -434,6 +434,46 @@ int write_file_atomic(const char *name, const void *buf, size_t len, struct err 
 	return out_commit(&o, e);
 }
 
+int out_open_file(struct outfile *o, const char *name, FILE **f, struct err *e)
+{
+	int rc = out_open(o, name, e), fd;
+
+	*f = NULL;
+	if (rc)
+		return rc;
+	if (!o->own_fd && o->fd == STDOUT_FILENO) {
+		*f = stdout;
+		return NR_OK;
+	}
+	/* the stream's own descriptor: closing it leaves o's to sync and rename */
+	fd = fcntl(o->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0 || !(*f = fdopen(fd, "w"))) {
+		rc = err_set(e, NR_EIO, "cannot write '%s': %s", o->name, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		out_abort(o);
+	}
+	return rc;
+}
+
+int out_commit_file(struct outfile *o, FILE *f, struct err *e)
+{
+	if ((f == stdout ? fflush(f) : fclose(f)) != 0) {
+		int rc = err_set(e, NR_EIO, "cannot write '%s': %s", o->name, strerror(errno));
+
+		out_abort(o);
+		return rc;
+	}
+	return out_commit(o, e);
+}
+
+void out_abort_file(struct outfile *o, FILE *f)
+{
+	if (f != stdout)
+		fclose(f);
+	out_abort(o);
+}
+
 /* --- moves that replace nothing ------------------------------------------ */
 
 int move_noreplace(const char *from, const char *to)

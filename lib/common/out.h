@@ -72,6 +72,15 @@ int out_check_stream(const char *name, struct err *e);
 /* out_open, out_write, out_commit: buf as the whole of name. */
 int write_file_atomic(const char *name, const void *buf, size_t len, struct err *e);
 
+/* out_open with a stdio stream *f on it, for an output written as it goes
+ * but seen whole or not at all (generate's lines, compare's records): *f
+ * is stdout for "-" and /dev/stdout, else a stream on a copy of o's
+ * descriptor.  out_commit_file flushes and closes *f, then commits o;
+ * out_abort_file closes *f and gives o up, leaving what was at name. */
+int out_open_file(struct outfile *o, const char *name, FILE **f, struct err *e);
+int out_commit_file(struct outfile *o, FILE *f, struct err *e);
+void out_abort_file(struct outfile *o, FILE *f);
+
 /* Rename from to to unless to exists: renameat2's RENAME_NOREPLACE, and
  * where the file system lacks it, move_noreplace_compat.  0, or -1 with
  * errno (EEXIST: something is at to; from is left as it was). */

@@ -1257,16 +1257,24 @@ json_t *steprec_to_json(const struct step_record *r)
 	return o;
 }
 
-int steprec_fprint(FILE *f, const struct step_record *r, struct err *e)
+char *steprec_line(const struct step_record *r)
 {
 	json_t *o = steprec_to_json(r);
+	char *line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+
+	json_decref(o);
+	return line;
+}
+
+int steprec_fprint(FILE *f, const struct step_record *r, struct err *e)
+{
+	char *line = steprec_line(r);
 	int bad_write;
 
-	if (!o)
+	if (!line)
 		return err_set(e, NR_EIO, "out of memory");
-	bad_write = json_dumpf(o, f, JSON_COMPACT | JSON_REAL_PRECISION(10)) != 0 ||
-		    fputc('\n', f) == EOF;
-	json_decref(o);
+	bad_write = fputs(line, f) == EOF || fputc('\n', f) == EOF;
+	free(line);
 	if (bad_write)
 		return err_set(e, NR_EIO, "cannot write a step record: %s", strerror(errno));
 	return NR_OK;

@@ -136,6 +136,9 @@ int steprec_check(const struct step_record *r, const struct job *job,
 /* The record as a JSON object, fields in nereus-steps(5) order; NULL when
  * out of memory. */
 json_t *steprec_to_json(const struct step_record *r);
+/* The record's line as steprec_fprint writes it, without the newline
+ * (malloc'd; NULL when out of memory). */
+char *steprec_line(const struct step_record *r);
 /* Write the record as one line (compact JSON and a newline). */
 int steprec_fprint(FILE *f, const struct step_record *r, struct err *e);
 

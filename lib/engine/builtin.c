@@ -336,28 +336,19 @@ struct engine builtin_engine(struct builtin *b)
 				builtin_step, b->ranks ? builtin_agree : NULL };
 }
 
-int builtin_save(struct builtin *b, long next, const char *dst, struct err *e)
+int builtin_save(struct builtin *b, long next, const json_t *run_of, const char *dst,
+		 struct err *e)
 {
-	json_t *run = json_pack("{s:s, s:I}", "job", b->c.job.name, "next_step", (json_int_t)next);
+	json_t *run = run_of ? json_deep_copy(run_of) : json_object();
 	int rc;
 
 	if (!b->open)
-		return err_set(e, NR_EIO, "nothing to save: the run has not started");
-	rc = trainer_save(&b->t, dst, run, e);
+		rc = err_set(e, NR_EIO, "nothing to save: the run has not started");
+	else if (!run || json_object_set_new(run, "job", json_string(b->c.job.name)) ||
+		 json_object_set_new(run, "next_step", json_integer((json_int_t)next)))
+		rc = err_set(e, NR_EIO, "out of memory");
+	else
+		rc = trainer_save(&b->t, dst, run, e);
 	json_decref(run);
 	return rc;
-}
-
-int builtin_saved_step(const char *store, long *next, struct err *e)
-{
-	struct store_reader *r;
-	int rc = store_reader_open(&r, store, e);
-	const json_t *run;
-
-	if (rc)
-		return rc;
-	run = store_reader_manifest(r)->run;
-	*next = run ? (long)json_integer_value(json_object_get(run, "next_step")) : 0;
-	store_reader_close(r);
-	return NR_OK;
 }

@@ -80,11 +80,9 @@ void builtin_use_ranks(struct builtin *b, const struct builtin_ranks *ranks);
 /* After builtin_use_ranks, when the run is over ranks. */
 struct engine builtin_engine(struct builtin *b);
 
-/* Save the state as the store dst, to continue at step next. */
-int builtin_save(struct builtin *b, long next, const char *dst, struct err *e);
-
-/* The step a store saved by builtin_save continues at (0 for a store a
- * run did not save). */
-int builtin_saved_step(const char *store, long *next, struct err *e);
+/* Save the state as the store dst, to continue at step next; run_of:
+ * members of its run object that say which run saved it (NULL: none). */
+int builtin_save(struct builtin *b, long next, const json_t *run_of, const char *dst,
+		 struct err *e);
 
 #endif

@@ -121,12 +121,29 @@ static bool ours(int fd)
 	return ok;
 }
 
-/* Remove the work directories of runs that died: DST.tmp.XXXXXX folders
- * holding what ours hold, whose lock nobody holds. */
+/* Whether name is a work directory's for the output base: .BASE.tmp.XXXXXX,
+ * or BASE.tmp.XXXXXX as earlier versions named them; base NULL: for any
+ * output, hidden names only. */
+static bool work_name(const char *name, const char *base)
+{
+	size_t bl = base ? strlen(base) : 0;
+
+	if (!base) {
+		bl = strlen(name);
+		return name[0] == '.' && bl > 12 && strncmp(name + bl - 11, ".tmp.", 5) == 0;
+	}
+	if (name[0] == '.' && work_name(name + 1, base))
+		return true;
+	return strncmp(name, base, bl) == 0 && strncmp(name + bl, ".tmp.", 5) == 0 &&
+	       strlen(name + bl + 5) == 6;
+}
+
+/* Remove the work directories of runs that died: folders named as ours
+ * (for the output base, or any when NULL) holding what ours hold, whose
+ * lock nobody holds. */
 static void sweep(const char *parent, const char *base)
 {
 	DIR *d = opendir(parent);
-	size_t bl = strlen(base);
 	struct dirent *de;
 
 	if (!d)
@@ -135,8 +152,7 @@ static void sweep(const char *parent, const char *base)
 		char *path;
 		int fd;
 
-		if (strncmp(de->d_name, base, bl) != 0 || strncmp(de->d_name + bl, ".tmp.", 5) != 0 ||
-		    strlen(de->d_name + bl + 5) != 6)
+		if (!work_name(de->d_name, base))
 			continue;
 		path = path_join(parent, de->d_name);
 		fd = path ? open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -149,13 +165,18 @@ static void sweep(const char *parent, const char *base)
 	closedir(d);
 }
 
+void store_sweep(const char *dir)
+{
+	sweep(dir, NULL);
+}
+
 int work_begin(struct work *w, const char *dst, bool archive_ok, const struct store_opts *o,
 	       struct err *e)
 {
 	struct stat sb;
 	const char *base;
 	char *parent;
-	size_t n = strlen(dst);
+	size_t n = strlen(dst), len;
 
 	memset(w, 0, sizeof *w);
 	w->lock = -1;
@@ -171,12 +192,17 @@ int work_begin(struct work *w, const char *dst, bool archive_ok, const struct st
 	if (!parent)
 		return oom(e);
 	sweep(parent, base);
-	free(parent);
 	w->dst = xstrdup(dst);
-	w->dir = malloc(n + 12);
-	if (!w->dst || !w->dir)
+	len = strlen(parent) + strlen(base) + 14;
+	w->dir = malloc(len);
+	if (!w->dst || !w->dir) {
+		free(parent);
 		return oom(e);
-	snprintf(w->dir, n + 12, "%s.tmp.XXXXXX", dst);
+	}
+	/* hidden, so that no glob for the outputs (DIR/step-*) finds one a
+	 * killed run left */
+	snprintf(w->dir, len, "%s/.%s.tmp.XXXXXX", parent, base);
+	free(parent);
 	if (!mkdtemp(w->dir)) {
 		int saved = errno;
 

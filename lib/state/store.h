@@ -131,6 +131,11 @@ int store_import(const struct store_hf *models, int n, const char *dst,
 int store_export(const char *src, const char *model, uint64_t max_shard, const char *dst,
 		 const struct store_opts *o, struct err *e);
 
+/* Remove from dir the temporaries of outputs whose writers were killed
+ * (.NAME.tmp.XXXXXX folders that hold only what a writer puts there and
+ * that no writer has locked), whatever output they were for. */
+void store_sweep(const char *dir);
+
 /* --- state in memory ---------------------------------------------------------- */
 
 /* A store opened to read state into a running job's memory: a directory

@@ -80,8 +80,8 @@ int xread(int fd, const char *show, void *buf, size_t len, uint64_t off, struct 
 
 /* --- stores on disk (store.c) --------------------------------------------------- */
 
-/* An output under construction: dir is DST.tmp.XXXXXX beside dst, locked
- * while we live; out is the tree being built in it. */
+/* An output under construction: dir is .BASE.tmp.XXXXXX beside dst (BASE
+ * its name), locked while we live; out is the tree being built in it. */
 struct work {
 	char *dst;
 	char *dir;

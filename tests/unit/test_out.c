@@ -279,6 +279,34 @@ static void test_stream(void)
 	CHECK(temporaries() == 0);
 }
 
+/* A whole output written as it goes: nothing at the name changes until
+ * the commit, which replaces the file (a hard link to the old one keeps
+ * it); given up, the old file stays and no temporary is left. */
+static void test_file_stream(void)
+{
+	struct outfile o;
+	struct err e;
+	FILE *f = NULL;
+
+	CHECK(write_file_atomic(at("g.jsonl"), "old\n", 4, &e) == NR_OK);
+	CHECK(link(at("g.jsonl"), at("g-link")) == 0);
+	CHECK(out_open_file(&o, at("g.jsonl"), &f, &e) == NR_OK && f && f != stdout);
+	fputs("half\n", f);
+	CHECK(fflush(f) == 0);
+	CHECK(holds(at("g.jsonl"), "old\n"));
+	out_abort_file(&o, f);
+	CHECK(holds(at("g.jsonl"), "old\n") && temporaries() == 0);
+
+	CHECK(out_open_file(&o, at("g.jsonl"), &f, &e) == NR_OK && f);
+	fputs("new\n", f);
+	CHECK(out_commit_file(&o, f, &e) == NR_OK);
+	CHECK(holds(at("g.jsonl"), "new\n") && holds(at("g-link"), "old\n"));
+	CHECK(temporaries() == 0);
+
+	CHECK(out_open_file(&o, "-", &f, &e) == NR_OK && f == stdout);
+	CHECK(out_commit_file(&o, f, &e) == NR_OK);
+}
+
 /* Moves that must not replace: a free name is taken; an existing one
  * (made in between by someone else) is EEXIST and both stay as they were;
  * the same through the fallback used where renameat2 is missing. */
@@ -332,6 +360,7 @@ int main(void)
 	RUN(test_descriptor);
 	RUN(test_abort_and_change);
 	RUN(test_stream);
+	RUN(test_file_stream);
 	RUN(test_move_noreplace);
 	rmtree(dir);
 	return UNIT_END();

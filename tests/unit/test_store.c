@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -102,7 +103,7 @@ static uint64_t tree_sum(const char *path)
 	return h;
 }
 
-/* Entries beside dst named like its work directory. */
+/* Entries beside dst named like its work directory (hidden or not). */
 static int leftovers(const char *dst)
 {
 	const char *slash = strrchr(dst, '/'), *base = slash + 1;
@@ -113,12 +114,28 @@ static int leftovers(const char *dst)
 
 	snprintf(dir, sizeof dir, "%.*s", (int)(slash - dst), dst);
 	d = opendir(dir);
-	while (d && (de = readdir(d)))
-		if (strncmp(de->d_name, base, strlen(base)) == 0 &&
-		    strncmp(de->d_name + strlen(base), ".tmp.", 5) == 0)
+	while (d && (de = readdir(d))) {
+		const char *name = de->d_name + (de->d_name[0] == '.');
+
+		if (strncmp(name, base, strlen(base)) == 0 &&
+		    strncmp(name + strlen(base), ".tmp.", 5) == 0)
 			n++;
+	}
 	if (d)
 		closedir(d);
+	return n;
+}
+
+/* How many entries the shell's glob pattern (relative to root) finds. */
+static size_t globbed(const char *pattern)
+{
+	glob_t g;
+	size_t n;
+
+	if (glob(at(pattern), 0, NULL, &g) != 0)
+		return 0;
+	n = g.gl_pathc;
+	globfree(&g);
 	return n;
 }
 
@@ -974,8 +991,10 @@ static void test_disk_full(void)
 	CHECK(tree_sum(at("u1")) == sum);
 }
 
-/* A killed run leaves its work directory, which the next run removes;
- * one whose owner still holds its lock is left alone. */
+/* A killed run leaves its work directory, hidden from a glob for the
+ * outputs (ls DIR/step-* must not list a save that never finished), which
+ * the next run removes; one whose owner still holds its lock is left
+ * alone, and so is a folder that is not a work directory. */
 static void test_killed(void)
 {
 	struct store_layout to = lay("actor", 1, 2, 1, false, true);
@@ -994,18 +1013,23 @@ static void test_killed(void)
 	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	CHECK(!exists(at("killed")) && leftovers(at("killed")) == 1);
+	CHECK(globbed("killed*") == 0);
 	CHECK(tree_sum(at("u1")) == sum);
-	mkdir(at("killed.tmp.held00"), 0755);
-	fd = open(at("killed.tmp.held00"), O_RDONLY | O_DIRECTORY);
+	mkdir(at(".killed.tmp.held00"), 0755);
+	fd = open(at(".killed.tmp.held00"), O_RDONLY | O_DIRECTORY);
 	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
 	/* a folder of the same name that is not a work directory */
-	mkdir(at("killed.tmp.users0"), 0755);
-	spew(at("killed.tmp.users0/precious"), "x", 1);
+	mkdir(at(".killed.tmp.users0"), 0755);
+	spew(at(".killed.tmp.users0/precious"), "x", 1);
+	/* what an earlier version's killed run left, named without the dot */
+	mkdir(at("killed.tmp.older0"), 0755);
+	mkdir(at("killed.tmp.older0/out"), 0755);
 	CHECK(store_apply(at("u1"), &to, 1, at("killed"), NULL, &e) == NR_OK);
 	CHECK(exists(at("killed")) && leftovers(at("killed")) == 2);
-	CHECK(exists(at("killed.tmp.held00")) && exists(at("killed.tmp.users0/precious")));
+	CHECK(exists(at(".killed.tmp.held00")) && exists(at(".killed.tmp.users0/precious")));
+	CHECK(!exists(at("killed.tmp.older0")));
 	close(fd);
-	rmdir(at("killed.tmp.held00"));
+	rmdir(at(".killed.tmp.held00"));
 }
 
 int main(void)
