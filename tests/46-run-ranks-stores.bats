@@ -123,8 +123,8 @@ assert (gpus["actor"], gpus["critic"]) == (sys.argv[2], sys.argv[3]), (sys.argv[
 		same_store "$D/one-flat" f$k 1e-4 || { echo "plan $k: $s"; return 1; }
 	done
 	# the store of the critic on GPUs 2-3 resumes (save, then resume: the
-	# file path), the records going on as one process's
-	head -n 2 "$D/one.jsonl" > resumed.jsonl
+	# file path), its run's records going on
+	cp r4.jsonl resumed.jsonl
 	run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
 		nereus-run --engine builtin --job job.json --cluster cpu4.json --state s4/step-000002 \
 		--steps 3 --plan p4.json --records resumed.jsonl --resume -q
