@@ -129,10 +129,11 @@ static void peak_rss(const char *build)
 	       ru.ru_maxrss / 1024.0, ru.ru_maxrss <= 64 * 1024 ? "met" : "NOT met");
 }
 
-/* Run nereus-plan with args into out; its peak memory and wall-clock
- * seconds into *kib and *wall.  -1 when it did not run to success. */
+/* Run nereus-plan with args into out; its peak memory, wall-clock and
+ * processor seconds into *kib, *wall and *cpu.  -1 when it did not run to
+ * success. */
 static int run_tool(const char *build, const char *const args[], const char *out, long *kib,
-		    double *wall)
+		    double *wall, double *cpu)
 {
 	char tool[4096];
 	const char *argv[32];
@@ -160,6 +161,8 @@ static int run_tool(const char *build, const char *const args[], const char *out
 		return -1;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	*kib = ru.ru_maxrss;
+	*cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 	*wall = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	return 0;
 }
@@ -195,7 +198,7 @@ static void exhaustive_memory(const char *build)
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	char dir[4096], cl[4200], fast[4200], full[4200];
 	long kf, kx;
-	double wf, wx;
+	double wf, wx, cf, cx;
 	FILE *f;
 
 	snprintf(dir, sizeof dir, "%s/bench-plan-XXXXXX", tmp);
@@ -216,11 +219,13 @@ static void exhaustive_memory(const char *build)
 					  cl, NULL };
 		const char *const x[] = { "--job", "examples/jobs/ppo-llama3-8b.json", "--cluster",
 					  cl, "--exhaustive", NULL };
-		if (!f || run_tool(build, a, fast, &kf, &wf) || run_tool(build, x, full, &kx, &wx))
+		if (!f || run_tool(build, a, fast, &kf, &wf, &cf) ||
+		    run_tool(build, x, full, &kx, &wx, &cx))
 			printf("exhaustive 8B PPO on 8 A100-40GB: nereus-plan did not run\n");
 		else
-			printf("exhaustive 8B PPO on 8 A100-40GB: %.1f s, peak %.1f MiB (target 4096 "
-			       "MiB: %s); the search's plan: %s\n", wx, kx / 1024.0,
+			printf("exhaustive 8B PPO on 8 A100-40GB: %.1f s processor time (%.1f s wall), "
+			       "peak %.1f MiB (target 4096 MiB: %s); the search's plan: %s\n", cx, wx,
+			       kx / 1024.0,
 			       kx <= 4096 * 1024 ? "met" : "NOT met",
 			       same_file(fast, full) ? "same" : "DIFFERENT");
 	}
