@@ -81,9 +81,11 @@ struct hind {
  * shorter (a switch between segments cannot copy a row that switched
  * inside one, or paused where a plan fitted), so that the oracle row is no
  * longer than any. */
-static int foresee(const struct args *a, struct inputs *in, struct hind *hd, struct err *e)
+static int foresee(const struct args *a, struct inputs *in, struct hind *hd,
+		   const struct run_summary *s, struct err *e)
 {
 	const struct ctl_script *scripts[NROWS];
+	double known[NROWS] = { INFINITY };
 	struct replay rp = { &in->ev, (uint64_t)a->seed, a->noise, a->every, !a->bound };
 	struct charge ch;
 	int rc, n = 1, pick;
@@ -97,10 +99,14 @@ static int foresee(const struct args *a, struct inputs *in, struct hind *hd, str
 	if (rc)
 		return rc;
 	scripts[0] = &hd->script;
-	for (size_t i = 0; i < NROWS; i++)
-		if (i != R_ORACLE && (rc = ran_script(&hd->ran[i], &scripts[n++], e)))
+	for (size_t i = 0; i < NROWS; i++) {
+		if (i == R_ORACLE)
+			continue;
+		known[n] = s[i].total_s;
+		if ((rc = ran_script(&hd->ran[i], &scripts[n++], e)))
 			return rc;
-	if ((rc = hindsight_shortest(&hd->h, &rp, scripts, n, &pick, &hd->oracle_s, e)))
+	}
+	if ((rc = hindsight_shortest(&hd->h, &rp, scripts, known, n, &pick, &hd->oracle_s, e)))
 		return rc;
 	hd->follow = scripts[pick];
 	return NR_OK;
@@ -216,7 +222,7 @@ int cmd_compare(const struct args *a, struct inputs *in)
 	for (size_t i = 0; i < NROWS; i++)
 		if (i != R_ORACLE && (rc = run_row(a, in, &rows[i], &hd, &s[i], &doc[i], &e)))
 			goto out;
-	if ((rc = foresee(a, in, &hd, &e)) ||
+	if ((rc = foresee(a, in, &hd, s, &e)) ||
 	    (rc = run_row(a, in, &rows[R_ORACLE], &hd, &s[R_ORACLE], &doc[R_ORACLE], &e)))
 		goto out;
 	printf("%-15s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s %8s\n", "policy", "ok",

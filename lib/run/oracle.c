@@ -120,6 +120,7 @@ int hindsight_init(struct hindsight *h, const struct job *job, const struct clus
 			memcpy(&h->cand[h->ncand++], p, sizeof *p);
 	}
 	h->searches = c->st.searches;
+	h->nbest = h->ncand;
 	h->t = malloc((size_t)h->nseg * (size_t)(h->ncand + 1) * sizeof *h->t);
 	if (!h->t) {
 		rc = err_set(e, NR_EIO, "out of memory");
@@ -293,8 +294,10 @@ static int enter(struct hindsight *h, struct dp *d, struct charge *ch, int i, in
 	return NR_OK;
 }
 
-int hindsight_oracle(struct hindsight *h, struct charge *ch, struct ctl_script *script,
-		     const struct plan ***plans, double *total_s, struct err *e)
+/* The oracle's schedule among schedules no longer than upper. */
+static int oracle_within(struct hindsight *h, struct charge *ch, double upper,
+			 struct ctl_script *script, const struct plan ***plans, double *total_s,
+			 struct err *e)
 {
 	const int K = h->ncand, S = h->nseg;
 	struct dp d = { malloc((size_t)(S * K + 1) * sizeof *d.v),
@@ -321,6 +324,7 @@ int hindsight_oracle(struct hindsight *h, struct charge *ch, struct ctl_script *
 		d.ran[i] = !d.paused[i] || (i > 0 && d.ran[i - 1]);
 	}
 	bounds(h, &d);
+	d.upper = fmin(d.upper, upper);
 	for (int q = 0; q < K; q++) {
 		bool runs = isfinite(h->t[q]);
 		/* the first plan costs no switch; nothing ran before a pause */
@@ -385,6 +389,39 @@ static int discard(void *arg, const struct step_record *r, struct err *e)
 	(void)r;
 	(void)e;
 	return NR_OK;
+}
+
+/* With the rows' plans among the candidates, the schedule over the
+ * segments' best plans alone comes first: it is found with few switches
+ * priced, and its length bounds the whole programme, whose states that
+ * cannot beat it are then not priced (the prices it made are kept in ch). */
+int hindsight_oracle(struct hindsight *h, struct charge *ch, struct ctl_script *script,
+		     const struct plan ***plans, double *total_s, struct err *e)
+{
+	int K = h->ncand, rc;
+	double *all = h->t, upper = INFINITY;
+	const struct plan **best = NULL;
+	struct ctl_script sc;
+
+	if (h->nbest == K)
+		return oracle_within(h, ch, INFINITY, script, plans, total_s, e);
+	h->t = malloc((size_t)h->nseg * (size_t)(h->nbest + 1) * sizeof *h->t);
+	if (!h->t) {
+		h->t = all;
+		return err_set(e, NR_EIO, "out of memory");
+	}
+	for (int i = 0; i < h->nseg; i++)
+		for (int q = 0; q < h->nbest; q++)
+			h->t[i * h->nbest + q] = all[i * K + q];
+	h->ncand = h->nbest;
+	rc = oracle_within(h, ch, INFINITY, &sc, &best, &upper, e);
+	free(h->t);
+	free(best);
+	h->t = all;
+	h->ncand = K;
+	if (rc && rc != NR_EINFEASIBLE)
+		return rc;
+	return oracle_within(h, ch, rc ? INFINITY : upper, script, plans, total_s, e);
 }
 
 /* --- what the rows ran -------------------------------------------------------------- */
@@ -521,7 +558,7 @@ int hindsight_add(struct hindsight *h, const struct ran *r, struct err *e)
 		long end = j + 1 < r->n ? r->from[j + 1] : r->steps;
 		for (int i = 0; i < h->nseg && at[j] >= 0; i++)
 			if (h->from[i] < end && h->from[i] + seg_len(h, i) > r->from[j] &&
-			    at[j] >= had)
+			    !isfinite(t[i * h->ncand + at[j]]))
 				t[i * h->ncand + at[j]] = time_in(h, i, &h->cand[at[j]], scratch);
 	}
 	free(h->t);
@@ -575,14 +612,16 @@ static int replay_total(const struct hindsight *h, const struct replay *rp,
 }
 
 int hindsight_shortest(const struct hindsight *h, const struct replay *rp,
-		       const struct ctl_script *const *scripts, int n, int *pick,
-		       double *total_s, struct err *e)
+		       const struct ctl_script *const *scripts, const double *known, int n,
+		       int *pick, double *total_s, struct err *e)
 {
 	*pick = -1;
 	for (int i = 0; i < n; i++) {
 		double t = INFINITY;
-		int rc = replay_total(h, rp, scripts[i], &t, e);
-		if (rc)
+		int rc;
+		if (*pick >= 0 && !(known[i] < *total_s))
+			continue;
+		if ((rc = replay_total(h, rp, scripts[i], &t, e)))
 			return rc;
 		if (*pick < 0 || t < *total_s) {
 			*pick = i;

@@ -40,7 +40,7 @@ struct hindsight {
 	int nseg;
 	long *from;            /* first step of each segment */
 	struct cond *cond;     /* each segment's conditions */
-	int ncand;
+	int ncand, nbest;      /* candidates; the first nbest the segments' best */
 	struct plan *cand;     /* the distinct best plans of the segments, then the rows' */
 	double *t;             /* t[i * ncand + c]: candidate c's step time in segment i;
 				* INFINITY when it does not run there */
@@ -100,10 +100,13 @@ struct replay {
 };
 
 /* The shortest of n scripts as the oracle row runs them: *pick its index
- * (the first of equals), *total_s its run.  With the oracle's schedule and
- * every row's own among them, the oracle row is no longer than any row. */
+ * (the first of equals), *total_s its run.  known[i] is the run of the row
+ * that ran script i (INFINITY: none); a script whose row already ran no
+ * shorter than the shortest so far is not run again, as its run would be
+ * the row's.  With the oracle's schedule and every row's own among them,
+ * the oracle row is no longer than any row. */
 int hindsight_shortest(const struct hindsight *h, const struct replay *rp,
-		       const struct ctl_script *const *scripts, int n, int *pick,
-		       double *total_s, struct err *e);
+		       const struct ctl_script *const *scripts, const double *known, int n,
+		       int *pick, double *total_s, struct err *e);
 
 #endif

@@ -305,6 +305,7 @@ static void test_oracle_is_no_longer_than_any_row(void)
 		static struct plan ref;
 		static struct ran ran[NPOL + 1];
 		const struct ctl_script *scripts[NPOL + 1];
+		double known[NPOL + 1] = { INFINITY };
 		struct replay rp = { &ev, 7, c % 2 ? 0.05 : 0, 10, true };
 		const struct plan **plans = NULL;
 		struct ctl_script dp;
@@ -335,9 +336,12 @@ static void test_oracle_is_no_longer_than_any_row(void)
 		CHECK(hindsight_oracle(&h, &ch, &dp, &plans, &oracle, &e) == NR_OK);
 		charge_free(&ch);
 		scripts[0] = &dp;
-		for (int i = 0; i < NPOL; i++)
+		for (int i = 0; i < NPOL; i++) {
+			known[i + 1] = row[i];
 			CHECK(ran_script(&ran[i], &scripts[i + 1], &e) == NR_OK);
-		CHECK(hindsight_shortest(&h, &rp, scripts, NPOL + 1, &pick, &oracle, &e) == NR_OK);
+		}
+		CHECK(hindsight_shortest(&h, &rp, scripts, known, NPOL + 1, &pick, &oracle, &e) ==
+		      NR_OK);
 		/* the oracle row follows the shortest, and takes what it said */
 		CHECK_NEAR(run_row(LAYOUT_ADAPTIVE, NULL, &ev, steps, rp.noise, scripts[pick],
 				   &ran[NPOL]), oracle, 1e-9 * oracle);
