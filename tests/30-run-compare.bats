@@ -55,6 +55,23 @@ print("adaptive: %+.2f%% of the oracle\x27s total (%.1f s against %.1f s): the c
 	assert_line --partial "this run: mean step latency "
 }
 
+@test "the oracle is a lower bound over the rows: none beats it after a step up in response lengths" {
+	cat > c4.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "four-nodes", "nodes": 4, "gpus_per_node": 8,
+  "gpu": "H100-SXM" }
+JSON
+	printf '%s\n' '{"nereus": 1, "kind": "response", "step": 7, "mean": 2000, "p90": 4000, "max": 8192}' \
+		> up.jsonl
+	nereus-run compare --job "$JOB" --cluster c4.json --events up.jsonl --steps 11 --out-dir out \
+		> /dev/null
+	python3 - "${POLICIES[@]}" <<'EOF'
+import json, sys
+for p in sys.argv[1:]:
+    s = json.load(open("out/%s-summary.json" % p))
+    assert s["oracle"]["gap"] >= -1e-9, (p, s["total_s"], s["oracle"])
+EOF
+}
+
 @test "fixed-best keeps one TP/PP for the whole run, and is no slower than fixed" {
 	nereus-run compare "${ARGS[@]}" --noise 0 --out-dir out > /dev/null
 	python3 - <<'EOF'

@@ -65,28 +65,51 @@ static void print_row(const char *name, const struct run_summary *s,
 	putchar('\n');
 }
 
-/* What knowing the trace gives the last two rows. */
+/* What knowing the trace gives fixed-best and the oracle. */
 struct hind {
 	struct hindsight h;
 	struct plan ref;           /* fixed-best's plan */
-	struct ctl_script script;  /* the oracle's */
+	struct ran ran[NROWS];     /* what each row ran */
+	struct ctl_script script;  /* the oracle's dynamic programme */
 	const struct plan **plans;
+	const struct ctl_script *follow; /* the oracle row's: the shortest */
 	double fixed_s, oracle_s;  /* predicted runs */
 };
 
-static int foresee(const struct args *a, struct inputs *in, struct hind *hd, struct err *e)
+/* The oracle's schedule: the dynamic programme's over every plan a row
+ * ran as well as the segments' best, or a row's own where that runs
+ * shorter (a switch between segments cannot copy a row that switched
+ * inside one, or paused where a plan fitted), so that the oracle row is no
+ * longer than any. */
+static int foresee(const struct args *a, struct inputs *in, struct hind *hd,
+		   const struct run_summary *s, struct err *e)
 {
+	const struct ctl_script *scripts[NROWS];
+	double known[NROWS] = { INFINITY };
+	struct replay rp = { &in->ev, (uint64_t)a->seed, a->noise, a->every, !a->bound };
 	struct charge ch;
-	int rc;
+	int rc, n = 1, pick;
 
-	if ((rc = hindsight_init(&hd->h, &in->job, &in->cl, &in->k, &in->ev, a->steps, e)))
-		return rc;
-	if ((rc = hindsight_fixed_best(&hd->h, &hd->ref, &hd->fixed_s, e)))
-		return rc;
+	for (size_t i = 0; i < NROWS; i++)
+		if (i != R_ORACLE && (rc = hindsight_add(&hd->h, &hd->ran[i], e)))
+			return rc;
 	charge_init(&ch, !a->bound);
 	rc = hindsight_oracle(&hd->h, &ch, &hd->script, &hd->plans, &hd->oracle_s, e);
 	charge_free(&ch);
-	return rc;
+	if (rc)
+		return rc;
+	scripts[0] = &hd->script;
+	for (size_t i = 0; i < NROWS; i++) {
+		if (i == R_ORACLE)
+			continue;
+		known[n] = s[i].total_s;
+		if ((rc = ran_script(&hd->ran[i], &scripts[n++], e)))
+			return rc;
+	}
+	if ((rc = hindsight_shortest(&hd->h, &rp, scripts, known, n, &pick, &hd->oracle_s, e)))
+		return rc;
+	hd->follow = scripts[pick];
+	return NR_OK;
 }
 
 /* Run one row: its records into out_dir (or nowhere), its summary into
@@ -97,7 +120,8 @@ static int run_row(const struct args *a, struct inputs *in, const struct row *ro
 	static struct sim sim;
 	static struct controller ctl;
 	static struct run r;
-	static struct engine eng;
+	static struct engine eng, sim_eng;
+	struct ran *ran = &hd->ran[row - rows];
 	struct args quiet = *a;
 	struct out o = { .a = &quiet, .in = in, .saved = -1 };
 	struct outfile of;
@@ -106,7 +130,10 @@ static int run_row(const struct args *a, struct inputs *in, const struct row *ro
 
 	quiet.quiet = true;
 	sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
-	eng = sim_engine(&sim);
+	sim_eng = sim_engine(&sim);
+	ran_free(ran);
+	ran_init(ran, &sim_eng, a->steps);
+	eng = ran_engine(ran);
 	ctl_init(&ctl, row->policy, a->min_gain, &in->k);
 	ctl.price_graph = !a->bound;
 	ctl.label = row->name;
@@ -118,7 +145,7 @@ static int run_row(const struct args *a, struct inputs *in, const struct row *ro
 	r.eng = &eng;
 	r.ctl = &ctl;
 	if (row->kind == ROW_ORACLE)
-		ctl.script = &hd->script; /* it knows the truth: no refit */
+		ctl.script = hd->follow; /* it knows the truth: no refit */
 	else
 		run_refit_hook(&r);
 	r.steps = a->steps;
@@ -192,17 +219,20 @@ int cmd_compare(const struct args *a, struct inputs *in)
 	}
 	if (a->out_dir && (rc = check_dir(a->out_dir, &e)))
 		return report(&e);
-	/* the oracle first: every row is measured against it */
-	if ((rc = foresee(a, in, &hd, &e)) ||
+	if ((rc = hindsight_init(&hd.h, &in->job, &in->cl, &in->k, &in->ev, a->steps, &e)) ||
+	    (rc = hindsight_fixed_best(&hd.h, &hd.ref, &hd.fixed_s, &e)))
+		goto out;
+	/* the oracle last: it knows what every row ran */
+	for (size_t i = 0; i < NROWS; i++)
+		if (i != R_ORACLE && (rc = run_row(a, in, &rows[i], &hd, &s[i], &doc[i], &e)))
+			goto out;
+	if ((rc = foresee(a, in, &hd, s, &e)) ||
 	    (rc = run_row(a, in, &rows[R_ORACLE], &hd, &s[R_ORACLE], &doc[R_ORACLE], &e)))
 		goto out;
 	printf("%-15s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s %8s\n", "policy", "ok",
 	       "paused", "oom", "mean s", "p50 s", "p99 s", "total s", "moves", "move %",
 	       "seq/s", "adaptive", "oracle");
 	for (size_t i = 0; i < NROWS; i++) {
-		if (i != R_ORACLE &&
-		    (rc = run_row(a, in, &rows[i], &hd, &s[i], &doc[i], &e)))
-			goto out;
 		if (a->out_dir && (rc = write_summary(a, &rows[i], doc[i], &s[i], &s[R_ORACLE], &e)))
 			goto out;
 		print_row(rows[i].name, &s[i], &s[0], &s[R_ORACLE]);
@@ -219,6 +249,8 @@ out:
 		json_decref(doc[i]);
 	free(hd.plans);
 	hindsight_free(&hd.h);
+	for (size_t i = 0; i < NROWS; i++)
+		ran_free(&hd.ran[i]);
 	if (rc)
 		return report(&e);
 	return NR_OK;

@@ -61,6 +61,7 @@
  * test_search_diff checks that both agree on random jobs and clusters. */
 #include "plan/search.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -377,7 +378,8 @@ static bool sizes_fit(const struct search *s, const int *size, int k)
 
 /* --- candidates per model and size --------------------------------------- */
 
-/* Make room for n elements in a growing array. */
+/* Make room for n elements in a growing array; past 2^30 of them, which
+ * the doubling of an int would overflow, there is no room. */
 static int reserve(void **v, int *cap, int n, size_t elem)
 {
 	void *nv;
@@ -385,8 +387,11 @@ static int reserve(void **v, int *cap, int n, size_t elem)
 
 	if (n <= *cap)
 		return 0;
-	while (nc < n)
+	while (nc < n) {
+		if (nc > INT_MAX / 2)
+			return -1;
 		nc *= 2;
+	}
 	nv = realloc(*v, elem * (size_t)nc);
 	if (!nv)
 		return -1;
@@ -898,19 +903,17 @@ static bool pair_beaten(double beat[2][64], int n, double ti, double tt)
 	return false;
 }
 
-/* Add e; with prune, rule 3: unless an entry ties or beats it, and
- * dropping the entries it beats. */
-static int front_add(struct front *f, const struct entry *e, bool prune)
+/* Add e by rule 3: unless an entry ties or beats it, and dropping the
+ * entries it beats. */
+static int front_add(struct front *f, const struct entry *e)
 {
-	if (prune) {
-		if (front_beats(f, e->v))
-			return 0;
-		for (int i = 0; i < f->n;)
-			if (entry_beats(e->v, f->v[i].v))
-				f->v[i] = f->v[--f->n];
-			else
-				i++;
-	}
+	if (front_beats(f, e->v))
+		return 0;
+	for (int i = 0; i < f->n;)
+		if (entry_beats(e->v, f->v[i].v))
+			f->v[i] = f->v[--f->n];
+		else
+			i++;
 	if (grow((void **)&f->v, &f->cap, f->n, sizeof *f->v) < 0)
 		return -1;
 	f->v[f->n++] = *e;
@@ -1145,16 +1148,17 @@ static void rests(struct search *s, int zi, const int *order, int n, struct rest
 	}
 }
 
-/* The front of a pool of items at size zi: its models combined one at a
- * time, the actor last so that its move into the engines is known when the
- * engines are costed. */
+/* The front of a pool of items at size zi, for the fast search (the
+ * exhaustive one streams instead: stream_pool): its models combined one at
+ * a time, the actor last so that its move into the engines is known when
+ * the engines are costed. */
 static struct front *front(struct search *s, unsigned items, int zi)
 {
 	struct front *f = &s->fronts[items * (unsigned)s->nsizes + (unsigned)zi];
 	struct parts cur = { 0 }, next = { 0 }, spare = { 0 };
 	struct part zero;
 	bool gen_here = items & 1u, actor_here = items & (1u << (1 + s->actor));
-	bool prune = !s->exhaustive, bound;
+	bool bound;
 	int order[MAX_MODELS], twin_at[MAX_MODELS], n = 0;
 	struct rest rest[MAX_MODELS + 1];
 
@@ -1172,7 +1176,7 @@ static struct front *front(struct search *s, unsigned items, int zi)
 	 * same combination, so their picks never decrease */
 	for (int k = 0; k < n; k++) {
 		twin_at[k] = -1;
-		for (int j = 0; j < k && prune; j++)
+		for (int j = 0; j < k; j++)
 			if (s->twin[order[j]] == s->twin[order[k]])
 				twin_at[k] = j;
 	}
@@ -1201,22 +1205,19 @@ static struct front *front(struct search *s, unsigned items, int zi)
 					break;
 				if (q.res + q.trans > s->cap)
 					continue;
-				if (prune) {
-					const struct rest *r = &rest[k + 1];
-					/* what is still to come needs at least this much */
-					q.trans = MAX(q.trans, r->trans);
-					if (q.res + r->res + q.trans > s->cap)
-						continue;
-					if (bound && beyond(s, gfix, q.ti + r->ti, q.tt + r->tt,
-							    q.ti + q.tt + r->sum))
-						continue;
-				}
+				/* what is still to come needs at least this much */
+				q.trans = MAX(q.trans, rest[k + 1].trans);
+				if (q.res + rest[k + 1].res + q.trans > s->cap)
+					continue;
+				if (bound && beyond(s, gfix, q.ti + rest[k + 1].ti, q.tt + rest[k + 1].tt,
+						    q.ti + q.tt + rest[k + 1].sum))
+					continue;
 				q.pick[m] = (uint16_t)c;
 				if (parts_add(&next, &q) < 0)
 					s->err = NR_EIO;
 			}
 		}
-		if (prune && keep_pareto(s, &next, &spare) < 0)
+		if (keep_pareto(s, &next, &spare) < 0)
 			s->err = NR_EIO;
 		struct parts t = cur;
 		cur = next;
@@ -1224,14 +1225,14 @@ static struct front *front(struct search *s, unsigned items, int zi)
 	}
 	/* the last model (or none): entries, from the fastest combinations on,
 	 * so that the front soon holds entries that beat most of the rest */
-	if (prune && order_parts(s, &cur, &spare) < 0)
+	if (order_parts(s, &cur, &spare) < 0)
 		s->err = NR_EIO;
 	for (int i = 0; i < cur.n && !s->err; i++) {
 		int last = n ? order[n - 1] : -1, nbeat = 0;
 		const struct clist *l = n ? cands(s, last, zi) : NULL;
 		int from = n && twin_at[n - 1] >= 0 ? cur.v[i].pick[order[twin_at[n - 1]]] : 0;
-		double gfix = prune ? pool_gen_lb(s, zi, gen_here, actor_here,
-						  cur.v[i].res + (n ? l->min_res : 0)) : 0;
+		double gfix = pool_gen_lb(s, zi, gen_here, actor_here,
+					  cur.v[i].res + (n ? l->min_res : 0));
 		/* gfix bounds the engines' time as well, and costs nothing */
 		double g0 = bound ? MAX(gfix, s->glb[STAGE_GEN]) : gfix;
 		/* beyond(s, gfix, 0, 0, sum) for this combination, but for sum */
@@ -1242,16 +1243,14 @@ static struct front *front(struct search *s, unsigned items, int zi)
 		 * engines take no longer than g0: an entry at (g0, ti, tt) is
 		 * beaten when one of them ties or beats (ti, tt) */
 		double beat[2][64];
-		if (prune) {
-			double least[NSTAGES] = { g0, cur.v[i].ti + (n ? l->min_ti : 0),
-						  cur.v[i].tt + (n ? l->min_tt : 0) };
-			for (int st = STAGE_INF; bound && st < NSTAGES; st++)
-				least[st] = MAX(least[st], s->glb[st]);
-			/* the least any entry of this combination can be */
-			if (front_beats(f, least))
-				continue;
-			nbeat = front_under(f, g0, beat);
-		}
+		double least[NSTAGES] = { g0, cur.v[i].ti + (n ? l->min_ti : 0),
+					  cur.v[i].tt + (n ? l->min_tt : 0) };
+		for (int st = STAGE_INF; bound && st < NSTAGES; st++)
+			least[st] = MAX(least[st], s->glb[st]);
+		/* the least any entry of this combination can be */
+		if (front_beats(f, least))
+			continue;
+		nbeat = front_under(f, g0, beat);
 		for (int c = from; c < (n ? ncands(s, l) : 1) && !s->err; c++) {
 			const struct cand *d = n ? &l->v[c] : NULL;
 			const double *mv = d && last == s->actor ? d->mv : NULL;
@@ -1269,7 +1268,7 @@ static struct front *front(struct search *s, unsigned items, int zi)
 				ti = MAX(ti, s->glb[STAGE_INF]);
 				tt = MAX(tt, s->glb[STAGE_TRAIN]);
 			}
-			if (gen_here && prune && pair_beaten(beat, nbeat, ti, tt))
+			if (gen_here && pair_beaten(beat, nbeat, ti, tt))
 				continue;
 			memset(&e, 0, sizeof e);
 			memcpy(e.pick, cur.v[i].pick, sizeof e.pick);
@@ -1281,35 +1280,30 @@ static struct front *front(struct search *s, unsigned items, int zi)
 			if (!gen_here) {
 				if ((!bound || !beyond(s, 0, e.v[STAGE_INF], e.v[STAGE_TRAIN],
 						       e.v[STAGE_INF] + e.v[STAGE_TRAIN])) &&
-				    front_add(f, &e, prune) < 0)
+				    front_add(f, &e) < 0)
 					s->err = NR_EIO;
 				continue;
 			}
-			if (prune) {
-				e.v[STAGE_GEN] = gen_lb(s, zi, res, mv);
-				if (e.v[STAGE_GEN] == HUGE_VAL || front_beats(f, e.v) ||
-				    (bound && beyond(s, e.v[STAGE_GEN], e.v[STAGE_INF],
-						     e.v[STAGE_TRAIN], e.v[STAGE_INF] +
-						     e.v[STAGE_TRAIN])))
-					continue;
-			}
-			/* every engine TP (the fast search only its best: the TP
-			 * changes nothing but this pool's generation time) */
+			e.v[STAGE_GEN] = gen_lb(s, zi, res, mv);
+			if (e.v[STAGE_GEN] == HUGE_VAL || front_beats(f, e.v) ||
+			    (bound && beyond(s, e.v[STAGE_GEN], e.v[STAGE_INF], e.v[STAGE_TRAIN],
+					     e.v[STAGE_INF] + e.v[STAGE_TRAIN])))
+				continue;
+			/* only the best engine TP: the TP changes nothing but this
+			 * pool's generation time */
 			for (int k = 0; k < gtab(s, zi)->ntp; k++) {
 				int t = gtab(s, zi)->tp[k];
 				double g = gen_alone(s, zi, t, res, actor_here);
 				if (g == HUGE_VAL)
 					continue;
 				g += mv ? mv[t] : gtab(s, zi)->far[t];
-				if (prune && e.gen_tp >= 0 && g >= e.v[STAGE_GEN])
+				if (e.gen_tp >= 0 && g >= e.v[STAGE_GEN])
 					continue;
 				e.v[STAGE_GEN] = bound ? MAX(g, s->glb[STAGE_GEN]) : g;
 				e.gen_tp = t;
-				if (!prune && front_add(f, &e, false) < 0)
-					s->err = NR_EIO;
 			}
-			if (prune && e.gen_tp >= 0) {
-				if (front_add(f, &e, true) < 0)
+			if (e.gen_tp >= 0) {
+				if (front_add(f, &e) < 0)
 					s->err = NR_EIO;
 				nbeat = front_under(f, g0, beat);
 			}
@@ -1535,6 +1529,93 @@ static void leaf(struct search *s, const double *mx)
 	}
 }
 
+static void walk(struct search *s, int i, int left, const double *mx);
+
+/* The exhaustive walk's pool: its models in front()'s order, the GPUs left
+ * after it, and the stage times of the pools before it. */
+struct stream {
+	int i, zi, left, n, order[MAX_MODELS];
+	bool gen_here, actor_here;
+	const double *mx;
+};
+
+/* One of the pool's combinations, walked on from at once. */
+static void stream_entry(struct search *s, const struct stream *w, const struct entry *e)
+{
+	double nm[NSTAGES];
+
+	for (int st = 0; st < NSTAGES; st++)
+		nm[st] = fmax(w->mx[st], e->v[st]);
+	s->pick[w->i] = e;
+	walk(s, w->i + 1, w->left, nm);
+}
+
+/* The combinations of the pool's models from the k-th on, after q, each
+ * with every engine TP: the entries front() lists without pruning, in its
+ * order (each model's candidates in turn, the last innermost), but walked
+ * on from one at a time, so that the exhaustive search holds none of a
+ * pool's combinations but the one it is at, however many there are. */
+static void stream(struct search *s, const struct stream *w, int k, const struct part *q)
+{
+	int m = k < w->n ? w->order[k] : -1;
+	const struct clist *l = m >= 0 ? cands(s, m, w->zi) : NULL;
+
+	for (int c = 0; c < (l ? l->n : 1) && !s->err; c++) {
+		const struct cand *d = l ? &l->v[c] : NULL;
+		struct part r = *q;
+		struct entry e;
+		if (d) {
+			r.res += d->res;
+			r.trans = MAX(r.trans, d->trans);
+			r.ti += d->t_inf;
+			r.tt += d->t_train;
+			r.pick[m] = (uint16_t)c;
+		}
+		if (r.res + r.trans > s->cap)
+			continue;
+		if (k + 1 < w->n) {
+			stream(s, w, k + 1, &r);
+			continue;
+		}
+		memset(&e, 0, sizeof e);
+		memcpy(e.pick, r.pick, sizeof e.pick);
+		e.v[STAGE_INF] = r.ti;
+		e.v[STAGE_TRAIN] = r.tt;
+		e.gen_tp = -1;
+		if (!w->gen_here) {
+			stream_entry(s, w, &e);
+			continue;
+		}
+		for (int t = 0; t < gtab(s, w->zi)->ntp; t++) {
+			int tp = gtab(s, w->zi)->tp[t];
+			double g = gen_alone(s, w->zi, tp, r.res, w->actor_here);
+			if (g == HUGE_VAL)
+				continue;
+			e.v[STAGE_GEN] = g + (d && m == s->actor ? d->mv[tp] : gtab(s, w->zi)->far[tp]);
+			e.gen_tp = tp;
+			stream_entry(s, w, &e);
+		}
+	}
+}
+
+/* Pool i at size zi, every combination of it walked on from. */
+static void stream_pool(struct search *s, int i, int zi, int left, const double *mx)
+{
+	unsigned items = s->pools[i];
+	struct stream w = { i, zi, left, 0, { 0 }, items & 1u,
+			    (items & (1u << (1 + s->actor))) != 0, mx };
+	struct part zero;
+
+	s->st->pool_fronts++;
+	for (int m = 0; m < s->v->job->nmodels; m++)
+		if (m != s->actor && (items & (1u << (1 + m))))
+			w.order[w.n++] = m;
+	if (w.actor_here)
+		w.order[w.n++] = s->actor;
+	memset(&zero, 0, sizeof zero);
+	stream(s, &w, 0, &zero);
+}
+
 static void walk(struct search *s, int i, int left, const double *mx)
 {
 	if (i == s->npools) {
@@ -1550,8 +1631,12 @@ static void walk(struct search *s, int i, int left, const double *mx)
 			continue;
 		if (!promising(s, i, zi, left, mx))
 			continue;
-		f = front(s, s->pools[i], zi);
 		s->zi[i] = zi;
+		if (s->exhaustive) {
+			stream_pool(s, i, zi, left - z, mx);
+			continue;
+		}
+		f = front(s, s->pools[i], zi);
 		for (int k = 0; k < f->n; k++) {
 			double nm[NSTAGES];
 			for (int st = 0; st < NSTAGES; st++)
