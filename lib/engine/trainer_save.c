@@ -33,17 +33,6 @@ struct gathered {
 	bool own_wdtype;
 };
 
-/* The layout model mi is saved in: its layout in the plan running. */
-static void save_layout(const struct trainer *t, int mi, struct store_layout *lo)
-{
-	const struct pconf *c = &t->g->rr.r[mi].conf;
-
-	*lo = (struct store_layout){ .arch = t->job->models[mi].arch, .tp = c->tp, .pp = c->pp,
-				     .dp = c->dp, .zero = c->zero >= ZERO_1,
-				     .trainable = t->job->models[mi].stages[STAGE_TRAIN] };
-	memcpy(lo->name, t->job->models[mi].name, sizeof lo->name);
-}
-
 /* The shard index of (tp, pp, dp) among a layout's shards of a kind. */
 static int shard_index(const struct pconf *c, bool split, int tp, int pp, int dp)
 {
@@ -114,7 +103,7 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 	memset(g, 0, sizeof *g);
 	g->t = t;
 	g->model = mi;
-	save_layout(t, mi, &g->lo);
+	store_layout_of(t->job, mi, &ro->conf, &g->lo);
 	rc = gather_wdtype(t, mi, g, e);
 	for (int k = 0; k < NKINDS && rc == NR_OK; k++) {
 		bool split = store_kind_split(&g->lo, (enum state_kind)k);
@@ -228,11 +217,9 @@ int trainer_init_store(const struct job *job, uint64_t seed, json_t *run, const 
 		memcpy(m[ref].st.buf[KIND_WEIGHT], m[actor].st.buf[KIND_WEIGHT],
 		       m[ref].st.len[KIND_WEIGHT] * sizeof(float));
 	for (int i = 0; i < n; i++) {
-		ss[i] = (struct store_state){
-			.lo = { .arch = m[i].st.lo.arch, .tp = 1, .pp = 1, .dp = 1,
-				.trainable = m[i].st.trainable },
-			.wdtype = m[i].st.wdtype, .buffer = mstate_buffer, .ctx = &m[i].st };
-		memcpy(ss[i].lo.name, m[i].st.name, sizeof ss[i].lo.name);
+		ss[i] = (struct store_state){ .wdtype = m[i].st.wdtype, .buffer = mstate_buffer,
+					      .ctx = &m[i].st };
+		store_layout_of(job, i, &(struct pconf){ .tp = 1, .pp = 1, .dp = 1 }, &ss[i].lo);
 	}
 	note_tokenizer(r, job);
 	if (rc == NR_OK)
