@@ -1,0 +1,65 @@
+/* What the trainer's source files share and trainer.h does not show: the
+ * functions one part calls in another (trainer.c the opening and what a
+ * model-stage costs, trainer_pipe.c the ranks, the step's data and the
+ * stages, trainer_rollout.c, trainer_update.c, trainer_save.c).  Private
+ * to lib/engine/trainer*.c. */
+#ifndef NEREUS_ENGINE_TRAINER_IMPL_H
+#define NEREUS_ENGINE_TRAINER_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/trainer.h"
+
+/* What the last stage's losses are. */
+enum head { HEAD_ACTOR, HEAD_CRITIC, HEAD_SFT };
+
+/* --- trainer.c ----------------------------------------------------------------------- */
+
+int tr_oom(struct err *e);
+double tr_now(void);
+long tr_max_new(const struct trainer *t);
+/* The longest sequence: a prompt and a response. */
+int tr_max_len(const struct trainer *t);
+int tr_hidden(const struct trainer *t);
+/* The end of a model-stage of model mi: what the process holds at its
+ * height, before the stage's activations and gradients go. */
+int64_t tr_stage_end(struct trainer *t, int mi);
+void tr_add_ms(struct trainer_stats *st, int model, enum stage stage, double t0,
+	       int64_t peak);
+int tr_find_role(const struct job *job, enum role r);
+
+/* --- trainer_pipe.c: the ranks ---------------------------------------------------------- */
+
+/* The world's sum of n floats, every rank's share given (zeros where it
+ * has none). */
+int tr_pool(const struct trainer *t, float *buf, size_t n, struct err *e);
+/* Every rank's rc agreed: the lowest failing rank's code and message. */
+int tr_agree(const struct trainer *t, int rc, struct err *e);
+/* Whether this rank gives what part pt's last stage computes: one rank
+ * per DP replica. */
+bool tr_gives(const struct part *pt);
+/* Sequences [*b0, *b1) of [s0, s1) that DP replica d of dp takes. */
+void tr_replica_share(int s0, int s1, int d, int dp, int *b0, int *b1);
+
+/* --- trainer_pipe.c: the step's data -------------------------------------------------- */
+
+/* The prompt drawn k-th in the run. */
+const struct prompt *tr_prompt_at(struct trainer *t, long k);
+/* Step s's prompts packed, for generation. */
+void tr_pack_prompts(struct trainer *t, long s, int P, int n);
+/* Step s's sequences packed from the prompts and the generated responses. */
+void tr_pack_sequences(struct trainer *t, long s, int P, int n);
+
+/* --- trainer_pipe.c: forward and backward through the stages ------------------------- */
+
+/* Model mi's forward over every sequence, pooled to every rank. */
+int tr_forward_all(struct trainer *t, int mi, float temp, struct err *e);
+/* Part to's weights made part from's.  Every rank of the world calls it. */
+int tr_copy_weights(struct trainer *t, int from, int to, struct err *e);
+/* The gradients of sequences [s0, s1)'s loss (head h) for model mi. */
+int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,
+	     struct rl_stats *st, struct err *e);
+
+#endif

@@ -1,0 +1,246 @@
+/* The trainer's rollout (trainer.c): the responses generated and scored,
+ * the actor's, reference's and critic's figures taken, then the
+ * advantages; and the generation layout's copy of the actor brought up to
+ * date. */
+#include "engine/trainer_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A NaN or an infinity in what a step computes stops the run there: a
+ * loss that is not finite would otherwise train on quietly (a clamp's zero
+ * gradient hides it), and the store saved next would hold it. */
+static int check_finite(const float *x, size_t n, long s, const char *what, struct err *e)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			return err_set(e, NR_EIO, "step %ld: %s hold %g (entry %zu): "
+				       "the model's weights or activations hold a NaN or an infinity",
+				       s, what, (double)x[i], i);
+	return NR_OK;
+}
+
+/* --- the rollout ----------------------------------------------------------------------- */
+
+/* Generation: each replica of the generation layout samples its block of
+ * the sequences; the tokens, their log-probs and the lengths pooled.  The
+ * KV cache and the engine's activations live for the stage; *peak gets
+ * what the process held at its height. */
+static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
+{
+	const struct job *job = t->job;
+	const struct rl_config *c = &job->rl;
+	struct part *gp = &t->part[t->gen_alias ? t->actor : t->gen];
+	struct gen_params gparams = {
+		.temperature = (float)c->temperature, .top_p = c->top_p < 1 ? (float)c->top_p : 0,
+		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)tr_max_new(t),
+		.vocab = t->tok.n, .neos = 1,
+		.eos = { t->tok.eos }, .seed = job->data.seed, .step = (uint64_t)s };
+	size_t N = (size_t)t->B * (size_t)tr_max_new(t);
+	float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
+	int rc = NR_OK;
+
+	*peak = trainer_bytes(t);
+	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
+	if (!t->gen_alias)
+		rc = tr_copy_weights(t, t->actor, t->gen, e);
+	if (rc == NR_OK && gp->held) {
+		const struct rank_role *ro = gp->ro;
+		int b0, b1, *tok = NULL, *len = NULL, *start = t->rel[0];
+		uint64_t *ids = NULL;
+		float *lp = NULL;
+		size_t nb;
+
+		tr_replica_share(0, t->B, ro->dp_rank, ro->conf.dp, &b0, &b1);
+		nb = (size_t)(b1 - b0);
+		tok = malloc((nb * (size_t)tr_max_new(t) + 1) * sizeof *tok);
+		lp = malloc((nb * (size_t)tr_max_new(t) + 1) * sizeof *lp);
+		len = malloc((nb + 1) * sizeof *len);
+		ids = malloc((nb + 1) * sizeof *ids);
+		if (!tok || !lp || !len || !ids)
+			rc = tr_oom(e);
+		for (int b = b0; rc == NR_OK && b <= b1; b++)
+			start[b - b0] = t->start[b] - t->start[b0];
+		for (int b = b0; rc == NR_OK && b < b1; b++)
+			ids[b - b0] = (uint64_t)b; /* a sequence samples alike in any replica */
+		if (rc == NR_OK && nb > 0) {
+			/* prefill groups of the replica's share of the prompts */
+			int d = ro->conf.dp, P = (int)job->prompts_per_step;
+
+			rc = generator_init(&t->gen_run, &gp->dec, (int)nb, tr_max_len(t),
+					    (int)(((P + d - 1) / d) * job->prompt_len), e);
+			t->has_gen = rc == NR_OK;
+		}
+		if (rc == NR_OK && nb > 0)
+			rc = generate(&t->gen_run, &(struct gen_request){ (int)nb,
+				      t->tokens + t->start[b0], start, ids }, &gparams,
+				      &(struct gen_result){ tok, lp, len }, e);
+		if (t->has_gen) {
+			*peak = trainer_bytes(t);
+			generator_free(&t->gen_run);
+			t->has_gen = false;
+		}
+		/* one rank of the replica gives; token ids are exact as floats */
+		for (size_t b = 0; rc == NR_OK && ro->tp_rank == 0 && b < nb; b++) {
+			size_t row = ((size_t)b0 + b) * (size_t)tr_max_new(t);
+
+			flen[b0 + (int)b] = (float)len[b];
+			for (int j = 0; j < len[b]; j++) {
+				ftok[row + (size_t)j] = (float)tok[b * (size_t)tr_max_new(t) + (size_t)j];
+				flp[row + (size_t)j] = lp[b * (size_t)tr_max_new(t) + (size_t)j];
+			}
+		}
+		free(tok);
+		free(lp);
+		free(len);
+		free(ids);
+	}
+	rc = tr_agree(t, rc, e);
+	if (rc == NR_OK)
+		rc = tr_pool(t, t->share, 2 * N + (size_t)t->B, e);
+	for (size_t i = 0; rc == NR_OK && i < N; i++) {
+		t->gen_tok[i] = (int)ftok[i];
+		t->gen_lp[i] = flp[i];
+	}
+	for (int b = 0; rc == NR_OK && b < t->B; b++)
+		t->gen_len[b] = (int)flen[b];
+	return rc;
+}
+
+static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+{
+	const struct job *job = t->job;
+	const struct rl_config *c = &job->rl;
+	int P = (int)job->prompts_per_step, n = (int)job->samples_per_prompt;
+	double t0 = tr_now(), sum = 0;
+	int64_t peak;
+	int rc;
+
+	tr_pack_prompts(t, s, P, n);
+	if ((rc = generate_all(t, s, &peak, e)))
+		return err_prefix(e, "step %ld: generation", s);
+	tr_add_ms(st, t->actor, STAGE_GEN, t0, peak);
+	tr_pack_sequences(t, s, P, n);
+	/* scores: the rule on each decoded response, or the reward model */
+	t0 = tr_now();
+	if (t->reward >= 0) {
+		if ((rc = tr_forward_all(t, t->reward, 1, e)))
+			return err_prefix(e, "step %ld: reward model", s);
+		for (int b = 0; b < t->B; b++)
+			t->scores[b] = t->p_val[t->start[b + 1] - 1];
+		if ((rc = check_finite(t->scores, (size_t)t->B, s, "the reward model's scores", e)))
+			return rc;
+		tr_add_ms(st, t->reward, STAGE_INF, t0, tr_stage_end(t, t->reward));
+	} else {
+		for (int b = 0; b < t->B && rc == NR_OK; b++) {
+			const int32_t *g = t->gen_tok + (size_t)b * (size_t)tr_max_new(t);
+			size_t len = task_response_len(g, (size_t)t->gen_len[b], t->tok.eos), blen;
+			char *text = NULL;
+			double score = 0;
+
+			rc = tok_decode(&t->tok, g, len, &text, &blen, e);
+			if (rc == NR_OK)
+				rc = task_score(job->data.reward, tr_prompt_at(t, s * P + b / n), text,
+						blen, &score, e);
+			free(text);
+			t->scores[b] = (float)score;
+		}
+		if (rc)
+			return err_prefix(e, "step %ld", s);
+	}
+	for (int b = 0; b < t->B; b++)
+		sum += t->scores[b];
+	st->sequences = t->B;
+	st->reward_mean = sum / t->B;
+	st->response_tokens = (long)t->off[t->B];
+	st->response_len_mean = (double)t->off[t->B] / t->B;
+	for (int b = 0; b < t->B; b++)
+		if (t->gen_len[b] > st->response_len_max)
+			st->response_len_max = t->gen_len[b];
+	/* the actor's log-probs, as its training forward takes them */
+	t0 = tr_now();
+	if (job->models[t->actor].stages[STAGE_INF]) {
+		if ((rc = tr_forward_all(t, t->actor, (float)c->temperature, e)))
+			return err_prefix(e, "step %ld: actor", s);
+		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->old_logp);
+		if ((rc = check_finite(t->old_logp, t->off[t->B], s, "the actor's log-probs", e)))
+			return rc;
+		tr_add_ms(st, t->actor, STAGE_INF, t0, tr_stage_end(t, t->actor));
+	} else {
+		for (int b = 0; b < t->B; b++)
+			memcpy(t->old_logp + t->off[b], t->gen_lp + (size_t)b * (size_t)tr_max_new(t),
+			       (size_t)t->gen_len[b] * sizeof *t->old_logp);
+	}
+	if (t->ref >= 0) {
+		t0 = tr_now();
+		if ((rc = tr_forward_all(t, t->ref, (float)c->temperature, e)))
+			return err_prefix(e, "step %ld: reference", s);
+		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->ref_logp);
+		if ((rc = check_finite(t->ref_logp, t->off[t->B], s, "the reference's log-probs",
+				       e)))
+			return rc;
+		tr_add_ms(st, t->ref, STAGE_INF, t0, tr_stage_end(t, t->ref));
+	} else {
+		memcpy(t->ref_logp, t->old_logp, t->off[t->B] * sizeof *t->ref_logp);
+	}
+	if (t->critic >= 0) {
+		t0 = tr_now();
+		if ((rc = tr_forward_all(t, t->critic, 1, e)))
+			return err_prefix(e, "step %ld: critic", s);
+		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_val, t->values);
+		if ((rc = check_finite(t->values, t->off[t->B], s, "the critic's values", e)))
+			return rc;
+		tr_add_ms(st, t->critic, STAGE_INF, t0, tr_stage_end(t, t->critic));
+	}
+	return NR_OK;
+}
+
+/* Advantages (and PPO's returns) of the rollout. */
+static int advantages(struct trainer *t, struct trainer_stats *st, struct err *e)
+{
+	const struct rl_config *c = &t->job->rl;
+	size_t N = t->off[t->B];
+
+	if (c->algorithm == RL_GRPO) {
+		const float *scores = t->scores;
+
+		st->kl = N ? rl_kl(c->kl_loss_type, N, t->old_logp, t->ref_logp, t->rewards) /
+			     (double)N : 0;
+		if (c->use_kl_in_reward) {
+			/* the KL comes off the token rewards, which GRPO sums;
+			 * it has no returns, so ret holds the sums */
+			rl_shape_rewards(c, (size_t)t->B, t->off, t->old_logp, t->ref_logp,
+					 t->scores, t->rewards);
+			rl_response_sums((size_t)t->B, t->off, t->rewards, t->ret);
+			scores = t->ret;
+		}
+		return rl_grpo_advantages((size_t)t->B, t->off, (size_t)t->job->samples_per_prompt,
+					  scores, c->norm_adv_by_std_in_grpo, t->adv, e);
+	}
+	st->kl = rl_shape_rewards(c, (size_t)t->B, t->off, t->old_logp, t->ref_logp, t->scores,
+				  t->rewards);
+	if (!c->use_kl_in_reward)
+		st->kl = rl_kl(c->kl_penalty, N, t->old_logp, t->ref_logp, t->r_dlogp);
+	st->kl = N ? st->kl / (double)N : 0;
+	rl_gae((size_t)t->B, t->off, t->rewards, t->values, c->gamma, c->lam, t->adv, t->ret);
+	rl_whiten(N, t->adv);
+	return NR_OK;
+}
+
+int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+{
+	int rc;
+
+	memset(st, 0, sizeof *st);
+	st->sft = s < t->job->rl.sft_steps;
+	rc = rollout(t, s, st, e);
+	if (rc == NR_OK && !st->sft)
+		rc = advantages(t, st, e);
+	return rc;
+}
+
+int trainer_settle(struct trainer *t, struct err *e)
+{
+	return t->gen_alias ? NR_OK : tr_copy_weights(t, t->actor, t->gen, e);
+}
