@@ -118,18 +118,12 @@ static int parse(int argc, char **argv, struct args *a)
 				return rc;
 			a->table = k == 1;
 			break;
-		case 'h':
-			fputs(usage, stdout);
-			return -1;
-		case 'V':
-			print_version();
-			return -1;
 		default:
-			return option_error(c, argv, options);
+			return option_tail(c, argc, argv, options, usage);
 		}
 	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+	if ((rc = option_tail(-1, argc, argv, options, usage)))
+		return rc;
 	if (!a->job || !a->cluster)
 		return usage_error("--job and --cluster are required");
 	if ((a->cost && a->current && !strcmp(a->cost, "-") && !strcmp(a->current, "-")) ||
@@ -224,8 +218,7 @@ int main(int argc, char **argv)
 
 	opterr = 0; /* option_error says it, once */
 	rc = parse(argc, argv, &a);
-
-	if (rc < 0)
+	if (rc == OPTIONS_DONE)
 		return close_stdout(NR_OK);
 	if (rc)
 		return rc;

@@ -10,6 +10,7 @@
 
 #include "common/json.h"
 #include "subcommands.h"
+#include "run/now.h"
 #include "run/oracle.h"
 #include "run/sim.h"
 
@@ -183,7 +184,7 @@ static int write_summary(const struct args *a, const struct row *row, json_t *do
 						     "gap", isfinite(gap) ? json_real(gap) :
 						     json_null()));
 	snprintf(name, sizeof name, "%s-summary.json", row->name);
-	return write_doc(doc, a->out_dir, name, e);
+	return now_write_doc(doc, a->out_dir, name, e);
 }
 
 /* Ours beside the figures DESIGN.md cites, for context: the score is the
@@ -205,7 +206,7 @@ static void print_published(const struct run_summary *s)
 	       ad->seq_per_s / s[R_OPENRLHF].seq_per_s);
 }
 
-int cmd_compare(const struct args *a, struct inputs *in)
+int compare_policies(const struct args *a, struct inputs *in)
 {
 	static struct hind hd;
 	struct run_summary s[NROWS];
@@ -217,7 +218,7 @@ int cmd_compare(const struct args *a, struct inputs *in)
 		warnx_("cannot create '%s': %s", a->out_dir, strerror(errno));
 		return NR_EIO;
 	}
-	if (a->out_dir && (rc = check_dir(a->out_dir, &e)))
+	if (a->out_dir && (rc = now_check_dir(a->out_dir, &e)))
 		return report(&e);
 	if ((rc = hindsight_init(&hd.h, &in->job, &in->cl, &in->k, &in->ev, a->steps, &e)) ||
 	    (rc = hindsight_fixed_best(&hd.h, &hd.ref, &hd.fixed_s, &e)))

@@ -4,18 +4,14 @@
  * out, one line per prompt. */
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/out.h"
-#include "engine/generate.h"
-#include "engine/lm.h"
-#include "engine/task.h"
+#include "common/utf8.h"
+#include "engine/batches.h"
 #include "subcommands.h"
-
-#define BATCH 64 /* prompts run together */
 
 static const char generate_usage[] =
 	"usage: nereus-run generate --state STORE [--model NAME] --prompts FILE [--max-new N]\n"
@@ -81,21 +77,15 @@ static int parse(int argc, char **argv, bool score, struct gargs *a)
 		case 'S': rc = parse_long("--seed", optarg, 0, 1L << 62, &a->seed); break;
 		case 't': rc = parse_double("--temperature", optarg, 0, &a->temperature); break;
 		case 'P': rc = parse_double("--top-p", optarg, 0, &a->top_p); break;
-		case 'h':
-			fputs(generate_usage, stdout);
-			return -1;
-		case 'V':
-			print_version();
-			return -1;
 		default:
-			return option_error(c, argv, options);
+			return option_tail(c, argc, argv, options, generate_usage);
 		}
 		if (c == 'n' || c == 'k' || c == 'S' || c == 't' || c == 'P')
 			if (rc)
 				return rc;
 	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+	if ((rc = option_tail(-1, argc, argv, options, generate_usage)))
+		return rc;
 	if (!a->state || !a->prompts)
 		return usage_error("--state and --prompts are required");
 	if (a->top_p <= 0 || a->top_p > 1)
@@ -107,238 +97,80 @@ static int parse(int argc, char **argv, bool score, struct gargs *a)
 	return NR_OK;
 }
 
-/* The store's model to run: the one named, the only one, or the actor
- * (the model nereus-run init made first). */
-static int pick(struct store_reader *r, const struct gargs *a, int *mi, struct err *e)
+/* Where the lines go, and what generate's need. */
+struct sink {
+	FILE *f;
+	const char *name;
+	bool values;                /* score: a score head's values */
+	const struct tokenizer *tok; /* generate: the text too, when not NULL */
+};
+
+static int put_line(const struct sink *k, json_t *o, struct err *e)
 {
-	const struct manifest *m = store_reader_manifest(r);
-
-	for (int i = 0; i < m->nmodels; i++)
-		if ((a->model && strcmp(m->models[i].lo.name, a->model) == 0) ||
-		    (!a->model && (m->nmodels == 1 || strcmp(m->models[i].lo.name, "actor") == 0))) {
-			*mi = i;
-			return NR_OK;
-		}
-	return err_set(e, NR_EINPUT, a->model ? "store '%s' has no model '%s'" :
-			       "store '%s' has several models and none is called actor: name one "
-			       "with --model", a->state, a->model);
-}
-
-/* The tokenizer: --tokenizer, or the byte vocabulary the store says its
- * models speak; *have false when neither. */
-static int tokenizer(struct store_reader *r, const struct gargs *a, struct tokenizer *tok,
-		     bool *have, struct err *e)
-{
-	const json_t *run = store_reader_manifest(r)->run;
-	const char *kind = json_string_value(json_object_get(run, "tokenizer"));
-	int rc = NR_OK;
-
-	*have = a->tokenizer || (kind && strcmp(kind, "bytes") == 0);
-	if (a->tokenizer)
-		rc = tok_load(tok, a->tokenizer, e);
-	else if (*have)
-		rc = tok_bytes(tok, e);
-	return rc;
-}
-
-/* bytes as a JSON string: invalid UTF-8 (a character a generation cut in
- * two) becomes U+FFFD, one for each maximal subpart of an ill-formed
- * sequence (the longest start of a well-formed character, or else one
- * byte), as Unicode recommends and Python's errors="replace" does. */
-static json_t *text_json(const char *s, size_t n)
-{
-	char *buf = malloc(3 * n + 1);
-	size_t k = 0;
-	json_t *j;
-
-	if (!buf)
-		return NULL;
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 :
-			     c >= 0xf0 && c <= 0xf4 ? 4 : 0, t = 1;
-
-		/* continuation bytes lie in 80..BF, the second of some leads
-		 * narrower: no overlong forms, surrogates or code points past
-		 * U+10FFFF */
-		while (t < len && i + t < n) {
-			unsigned char d = (unsigned char)s[i + t];
-			unsigned lo = t == 1 && c == 0xe0 ? 0xa0 : t == 1 && c == 0xf0 ? 0x90 : 0x80;
-			unsigned hi = t == 1 && c == 0xed ? 0x9f : t == 1 && c == 0xf4 ? 0x8f : 0xbf;
-
-			if (d < lo || d > hi)
-				break;
-			t++;
-		}
-		if (len > 0 && t == len) {
-			memcpy(buf + k, s + i, len);
-			k += len;
-		} else {
-			memcpy(buf + k, "\xef\xbf\xbd", 3);
-			k += 3;
-		}
-		i += t;
-	}
-	j = json_stringn(buf, k);
-	free(buf);
-	return j;
-}
-
-static int put_line(FILE *f, const char *name, json_t *o, struct err *e)
-{
-	int rc = o && json_dumpf(o, f, JSON_COMPACT | JSON_REAL_PRECISION(9)) == 0 &&
-			 fputc('\n', f) != EOF ? NR_OK :
-		 err_set(e, NR_EIO, "cannot write '%s': %s", name, strerror(errno));
+	int rc = o && json_dumpf(o, k->f, JSON_COMPACT | JSON_REAL_PRECISION(9)) == 0 &&
+			 fputc('\n', k->f) != EOF ? NR_OK :
+		 err_set(e, NR_EIO, "cannot write '%s': %s", k->name, strerror(errno));
 
 	json_decref(o);
 	return rc;
 }
 
-/* Prompts [p0, p1) packed. */
-static void pack(const struct prompts *ps, size_t p0, size_t p1, int *tokens, int *start)
+static int put_generated(void *arg, size_t i, const int *o, const float *lp, int len,
+			 struct err *e)
 {
-	int at = 0;
+	const struct sink *k = arg;
+	json_t *line = json_object(), *t = json_array(), *l = json_array();
 
-	start[0] = 0;
-	for (size_t i = p0; i < p1; i++) {
-		for (size_t k = 0; k < ps->v[i].ntokens; k++)
-			tokens[at++] = ps->v[i].tokens[k];
-		start[i - p0 + 1] = at;
+	(void)i;
+	for (int j = 0; j < len; j++) {
+		json_array_append_new(t, json_integer(o[j]));
+		json_array_append_new(l, json_real(lp[j]));
 	}
+	json_object_set_new(line, "tokens", t);
+	json_object_set_new(line, "logprobs", l);
+	if (k->tok) {
+		size_t n = task_response_len(o, (size_t)len, k->tok->eos), blen;
+		char *text, *shown;
+		int rc = tok_decode(k->tok, o, n, &text, &blen, e);
+
+		if (rc) {
+			json_decref(line);
+			return rc;
+		}
+		/* a character a generation cut in two shows as U+FFFD */
+		shown = utf8_replace(text, blen, &blen);
+		json_object_set_new(line, "text", shown ? json_stringn(shown, blen) : NULL);
+		free(text);
+		free(shown);
+	}
+	return put_line(k, line, e);
+}
+
+static int put_scored(void *arg, size_t i, const float *v, int n, struct err *e)
+{
+	const struct sink *k = arg;
+	json_t *line = json_object(), *arr = json_array();
+
+	(void)i;
+	for (int j = 0; j < n; j++)
+		json_array_append_new(arr, json_real(v[j]));
+	json_object_set_new(line, k->values ? "values" : "logprobs", arr);
+	return put_line(k, line, e);
 }
 
 /* ctx: the model's positions; a sequence stops at them, as at max_new. */
 static int run_generate(struct lm *m, const struct prompts *ps, const struct gargs *a, long ctx,
-			const struct tokenizer *tok, bool have_tok, FILE *f, const char *name,
-			struct err *e)
+			struct sink *k, struct err *e)
 {
 	struct gen_params gp = { .temperature = (float)a->temperature,
 				 .top_p = a->top_p < 1 ? (float)a->top_p : 0, .top_k = (int)a->top_k,
 				 .max_new = (int)a->max_new, .seed = (uint64_t)a->seed };
-	size_t longest = 0, total = 0;
-	int *tokens, *start, *out, *len, rc = NR_OK;
-	float *lp;
-	uint64_t *ids = malloc(BATCH * sizeof *ids);
-	struct generator g;
 
-	if (have_tok)
-		gp.vocab = tok->n;
-	if (have_tok && tok->eos >= 0)
-		gp.eos[gp.neos++] = tok->eos;
-	for (size_t i = 0; i < ps->n; i++) {
-		longest = ps->v[i].ntokens > longest ? ps->v[i].ntokens : longest;
-		total += ps->v[i].ntokens;
-	}
-	tokens = malloc((total + 1) * sizeof *tokens);
-	start = malloc((BATCH + 1) * sizeof *start);
-	out = malloc((size_t)BATCH * (size_t)a->max_new * sizeof *out);
-	lp = malloc((size_t)BATCH * (size_t)a->max_new * sizeof *lp);
-	len = malloc(BATCH * sizeof *len);
-	if (!tokens || !start || !out || !lp || !len || !ids)
-		rc = err_set(e, NR_EIO, "out of memory");
-	if (rc == NR_OK)
-		rc = generator_init(&g, &m->dec, BATCH,
-				    (int)(longest + (size_t)a->max_new < (size_t)ctx ?
-					  longest + (size_t)a->max_new : (size_t)ctx),
-				    (int)(longest * BATCH), e);
-	for (size_t p0 = 0; p0 < ps->n && rc == NR_OK; p0 += BATCH) {
-		size_t p1 = p0 + BATCH < ps->n ? p0 + BATCH : ps->n;
-
-		pack(ps, p0, p1, tokens, start);
-		for (size_t i = p0; i < p1; i++)
-			ids[i - p0] = i; /* a prompt samples the same whatever its batch */
-		rc = generate(&g, &(struct gen_request){ (int)(p1 - p0), tokens, start, ids }, &gp,
-			      &(struct gen_result){ out, lp, len }, e);
-		if (rc == NR_EIO)
-			err_prefix(e, "%s:%ld", ps->file, ps->v[p0 + (size_t)g.bad_seq].line);
-		for (size_t b = 0; b < p1 - p0 && rc == NR_OK; b++) {
-			const int *o = out + b * (size_t)a->max_new;
-			json_t *line = json_object(), *t = json_array(), *l = json_array();
-
-			for (int j = 0; j < len[b]; j++) {
-				json_array_append_new(t, json_integer(o[j]));
-				json_array_append_new(l, json_real(lp[b * (size_t)a->max_new + (size_t)j]));
-			}
-			json_object_set_new(line, "tokens", t);
-			json_object_set_new(line, "logprobs", l);
-			if (have_tok) {
-				size_t n = task_response_len(o, (size_t)len[b], tok->eos), blen;
-				char *text;
-
-				if ((rc = tok_decode(tok, o, n, &text, &blen, e)))
-					break;
-				json_object_set_new(line, "text", text_json(text, blen));
-				free(text);
-			}
-			rc = put_line(f, name, line, e);
-		}
-	}
-	if (tokens && start && out && lp && len && ids)
-		generator_free(&g);
-	free(tokens);
-	free(start);
-	free(out);
-	free(lp);
-	free(len);
-	free(ids);
-	return rc;
-}
-
-static int run_score(struct lm *m, const struct prompts *ps, FILE *f, const char *name,
-		     struct err *e)
-{
-	bool values = m->st.lo.arch.score_head;
-	size_t longest = 0, total = 0;
-	int *tokens, *start, rc = NR_OK;
-	float *out;
-
-	for (size_t i = 0; i < ps->n; i++) {
-		longest = ps->v[i].ntokens > longest ? ps->v[i].ntokens : longest;
-		total += ps->v[i].ntokens;
-	}
-	tokens = malloc((total + 1) * sizeof *tokens);
-	start = malloc((BATCH + 1) * sizeof *start);
-	out = malloc((longest * BATCH + 1) * sizeof *out);
-	if (!tokens || !start || !out)
-		rc = err_set(e, NR_EIO, "out of memory");
-	for (size_t p0 = 0; p0 < ps->n && rc == NR_OK; p0 += BATCH) {
-		size_t p1 = p0 + BATCH < ps->n ? p0 + BATCH : ps->n;
-		struct batch b = { (int)(p1 - p0), 0, tokens, start, NULL, 1 };
-
-		pack(ps, p0, p1, tokens, start);
-		b.T = start[b.B];
-		rc = lm_acts(m, b.T, (int)longest, false, e);
-		if (rc == NR_OK)
-			rc = model_forward(&m->dec, &m->acts, &b, NULL,
-					   &(struct model_out){ values ? NULL : out, NULL,
-								values ? out : NULL }, e);
-		for (int s = 0; s < b.B && rc == NR_OK; s++) {
-			json_t *line = json_object(), *arr = json_array();
-			/* log p(t_{i+1} | t_0..t_i): one fewer than the tokens */
-			int n = start[s + 1] - start[s] - !values;
-
-			for (int i = 0; i < n && rc == NR_OK; i++) {
-				float v = out[start[s] + i];
-
-				if (isfinite(v))
-					json_array_append_new(arr, json_real(v));
-				else
-					rc = err_set(e, NR_EIO, "%s:%ld: %s %d is %g, not finite: the "
-						     "model's weights or activations hold a NaN or "
-						     "an infinity", ps->file, ps->v[p0 + (size_t)s].line,
-						     values ? "value" : "log-prob", i, (double)v);
-			}
-			json_object_set_new(line, values ? "values" : "logprobs", arr);
-			if (rc == NR_OK)
-				rc = put_line(f, name, line, e);
-			else
-				json_decref(line);
-		}
-	}
-	free(tokens);
-	free(start);
-	free(out);
-	return rc;
+	if (k->tok)
+		gp.vocab = k->tok->n;
+	if (k->tok && k->tok->eos >= 0)
+		gp.eos[gp.neos++] = k->tok->eos;
+	return batches_generate(m, ps, &gp, ctx, put_generated, k, e);
 }
 
 static int generate_or_score(int argc, char **argv, bool score)
@@ -357,13 +189,14 @@ static int generate_or_score(int argc, char **argv, bool score)
 	int rc = parse(argc, argv, score, &a), mi = 0;
 	long ctx;
 
-	if (rc < 0)
+	if (rc == OPTIONS_DONE)
 		return NR_OK;
 	if (rc)
 		return rc;
 	name = a.out && strcmp(a.out, "-") ? a.out : "<stdout>";
-	if ((rc = store_reader_open(&r, a.state, &e)) || (rc = pick(r, &a, &mi, &e)) ||
-	    (rc = tokenizer(r, &a, &tok, &have_tok, &e)))
+	if ((rc = store_reader_open(&r, a.state, &e)) ||
+	    (rc = batches_model(r, a.model, a.state, &mi, &e)) ||
+	    (rc = batches_tokenizer(r, a.tokenizer, &tok, &have_tok, &e)))
 		goto out;
 	md.arch = store_reader_manifest(r)->models[mi].lo.arch;
 	snprintf(md.name, sizeof md.name, "%s", store_reader_manifest(r)->models[mi].lo.name);
@@ -386,8 +219,10 @@ static int generate_or_score(int argc, char **argv, bool score)
 	 * leaves what was there */
 	if (a.out && (rc = out_open_file(&of, a.out, &f, &e)))
 		goto out;
-	rc = score ? run_score(&m, &ps, f, name, &e) :
-		     run_generate(&m, &ps, &a, ctx, &tok, have_tok, f, name, &e);
+	rc = score ? batches_score(&m, &ps, put_scored,
+				   &(struct sink){ f, name, m.st.lo.arch.score_head, NULL }, &e) :
+		     run_generate(&m, &ps, &a, ctx,
+				  &(struct sink){ f, name, false, have_tok ? &tok : NULL }, &e);
 	if (a.out && rc == NR_OK)
 		rc = out_commit_file(&of, f, &e);
 	else if (a.out)

@@ -44,17 +44,13 @@ int cmd_init(int argc, char **argv)
 			if ((rc = parse_long("--seed", optarg, 0, 1L << 62, &seed)))
 				return rc;
 			break;
-		case 'h':
-			fputs(init_usage, stdout);
-			return NR_OK;
-		case 'V':
-			return print_version();
 		default:
-			return option_error(c, argv, options);
+			rc = option_tail(c, argc, argv, options, init_usage);
+			return rc == OPTIONS_DONE ? NR_OK : rc;
 		}
 	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+	if ((rc = option_tail(-1, argc, argv, options, init_usage)))
+		return rc;
 	if (!jobfile || !out)
 		return usage_error("--job and -o are required");
 	if ((rc = job_load(&job, jobfile, &e)) ||

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "subcommands.h"
+#include "run/records.h"
 
 #define LOCK_NAME ".nereus-run.lock" /* hidden: no glob for saves lists it */
 
@@ -183,16 +184,9 @@ int saves_resume(struct saves *sv, const struct args *a, struct records *rs, str
 	/* the resumed run is the one whose store it continues */
 	if ((rc = saves_start(sv, *s.id ? s.id : NULL, e)))
 		return rc;
-	rs->bytes = 0;
-	for (long i = 0; i < rs->n; i++) {
-		if (i < s.next) {
-			add_line(sv, rs->line[i]);
-			rs->bytes += strlen(rs->line[i]) + 1;
-		} else {
-			free(rs->line[i]);
-		}
-	}
-	rs->n = s.next;
+	records_cut(rs, s.next);
+	for (long i = 0; i < rs->n; i++)
+		add_line(sv, rs->line[i]);
 	snprintf(sum, sizeof sum, "%016" PRIx64, (uint64_t)XXH3_64bits_digest(sv->sum));
 	if (*s.sum && strcmp(sum, s.sum) != 0 && !a->adopt)
 		return err_set(e, NR_EINPUT, "'%s' is not the records of the run that saved '%s' "

@@ -1,6 +1,6 @@
 /* What nereus-run's subcommands share (git's builtin/ style: each in a
- * file of its own, the run in cmd/nereus-run.c): the run's options and
- * inputs, and how step records go out. */
+ * file of its own, the table and main in cmd/nereus-run.c): the run's
+ * options and inputs, and how step records go out. */
 #ifndef NEREUS_RUN_CMD_H
 #define NEREUS_RUN_CMD_H
 
@@ -64,12 +64,22 @@ struct out {
 	size_t keep;
 };
 
+/* The options of the run (args.c), with compare those of compare: a
+ * usage error, or OPTIONS_DONE after --help or --version. */
+int parse_args(int argc, char **argv, bool compare, struct args *a);
+
+/* out.c: the inputs, and the run's outputs as it goes and as it ends. */
 int load_inputs(const struct args *a, struct inputs *in, struct err *e);
 int emit(void *arg, const struct step_record *r, struct err *e);
 void notice(void *arg, const char *msg);
-/* DIR of --now and --out-dir must be a folder. */
-int check_dir(const char *dir, struct err *e);
-int write_doc(json_t *doc, const char *dir, const char *name, struct err *e);
+/* --save DIR: the store that continues at step next (once), and whether
+ * the stores this run would write after step from are all still free. */
+int save(struct out *o, long next, struct err *e);
+int check_saves(const struct args *a, long from, struct err *e);
+/* The run's boundary hook for --now DIR. */
+int publish(void *arg, long step, const struct cond *c, unsigned changed, long remaining,
+	    struct err *e);
+void print_summary(const struct run *r, const struct run_summary *s);
 
 /* One run saves into DIR at a time: DIR made when missing, locked (NR_EIO
  * naming the holder when another run has it), and cleared of what killed
@@ -89,8 +99,15 @@ json_t *saves_run(const struct saves *sv);
  * STORE was saved after (another run's), unless --adopt. */
 int saves_resume(struct saves *sv, const struct args *a, struct records *rs, struct err *e);
 
-/* The subcommands. */
-int cmd_compare(const struct args *a, struct inputs *in);
+/* compare's policies side by side, the options parsed. */
+int compare_policies(const struct args *a, struct inputs *in);
+
+/* The subcommands' mains, each given argv from its name on (the run's
+ * from the program's); run.c's. */
+int cmd_run(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+/* An interrupted run dies of its signal, once its outputs are closed. */
+void die_of_stop_signal(void);
 int cmd_init(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_score(int argc, char **argv);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
+
 static bool reserve(struct sbuf *b, size_t more)
 {
 	char *s;
@@ -147,16 +149,6 @@ void table_cell(struct table *t, const char *fmt, ...)
 	t->cells[t->n++] = s;
 }
 
-/* Characters in s: UTF-8 continuation bytes do not count. */
-static size_t width(const char *s)
-{
-	size_t w = 0;
-
-	for (; *s; s++)
-		w += ((unsigned char)*s & 0xC0) != 0x80;
-	return w;
-}
-
 void table_put(const struct table *t, struct sbuf *b)
 {
 	size_t *w = calloc((size_t)t->ncols, sizeof *w);
@@ -167,13 +159,13 @@ void table_put(const struct table *t, struct sbuf *b)
 		return;
 	}
 	for (size_t i = 0; i < t->n; i++) {
-		size_t c = i % (size_t)t->ncols, k = width(t->cells[i]);
+		size_t c = i % (size_t)t->ncols, k = utf8_chars(t->cells[i]);
 
 		if (k > w[c])
 			w[c] = k;
 	}
 	for (size_t i = 0; i < t->n; i++) {
-		size_t c = i % (size_t)t->ncols, pad = w[c] - width(t->cells[i]);
+		size_t c = i % (size_t)t->ncols, pad = w[c] - utf8_chars(t->cells[i]);
 		bool last = c + 1 == (size_t)t->ncols || i + 1 == t->n;
 		bool right = t->align[c] == 'r';
 

@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "common/json.h"
+#include "common/utf8.h"
 #include "engine/unicode.h"
 
 enum { KIND_NONE, KIND_VOCAB, KIND_ADDED };
@@ -1150,9 +1151,9 @@ int tok_encode(const struct tokenizer *t, const char *text, size_t len, int32_t 
 	return NR_OK;
 }
 
-/* What an id that is no token decodes to: U+FFFD, as text_json and
+/* What an id that is no token decodes to: U+FFFD, as utf8_replace and
  * Python's errors="replace" show what is not UTF-8. */
-static const char replacement[] = "\xef\xbf\xbd";
+static const char replacement[] = UTF8_REPLACEMENT;
 
 int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, char **text,
 	       size_t *len, struct err *e)

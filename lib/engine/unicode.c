@@ -8,46 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
+
 uint32_t uni_decode(const unsigned char *s, size_t n, size_t *len)
 {
-	unsigned c = s[0], need, lo = 0x80, hi = 0xBF;
-	uint32_t cp;
+	int32_t cp = utf8_decode(s, n, len);
 
+	if (cp >= 0)
+		return (uint32_t)cp;
 	*len = 1;
-	if (c < 0x80)
-		return c;
-	if (c >= 0xC2 && c <= 0xDF) {
-		need = 1;
-		cp = c & 0x1F;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		need = 2;
-		cp = c & 0x0F;
-		if (c == 0xE0)
-			lo = 0xA0; /* no overlong forms */
-		else if (c == 0xED)
-			hi = 0x9F; /* no surrogates */
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		need = 3;
-		cp = c & 0x07;
-		if (c == 0xF0)
-			lo = 0x90;
-		else if (c == 0xF4)
-			hi = 0x8F; /* nothing past U+10FFFF */
-	} else {
-		return UNI_BYTE + c;
-	}
-	if (n <= need)
-		return UNI_BYTE + c;
-	for (unsigned i = 1; i <= need; i++) {
-		unsigned b = s[i];
-		if (b < lo || b > hi)
-			return UNI_BYTE + c;
-		lo = 0x80;
-		hi = 0xBF;
-		cp = cp << 6 | (b & 0x3F);
-	}
-	*len = need + 1;
-	return cp;
+	return UNI_BYTE + s[0];
 }
 
 size_t uni_encode(uint32_t cp, unsigned char out[4])
@@ -56,26 +26,7 @@ size_t uni_encode(uint32_t cp, unsigned char out[4])
 		out[0] = (unsigned char)(cp - UNI_BYTE);
 		return 1;
 	}
-	if (cp < 0x80) {
-		out[0] = (unsigned char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (unsigned char)(0xC0 | cp >> 6);
-		out[1] = (unsigned char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (unsigned char)(0xE0 | cp >> 12);
-		out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-		out[2] = (unsigned char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (unsigned char)(0xF0 | cp >> 18);
-	out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-	out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-	out[3] = (unsigned char)(0x80 | (cp & 0x3F));
-	return 4;
+	return utf8_encode(cp, out);
 }
 
 static int range_value(const struct uni_range *t, size_t n, uint32_t cp)
