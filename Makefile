@@ -237,7 +237,7 @@ $(O)/cuda-rpath: FORCE
 	@mkdir -p $(@D)
 	@echo '$(BIN_TO_LIB)' | cmp -s - $@ || echo '$(BIN_TO_LIB)' > $@
 
-$(O)/cmd/nereus-profile.o: CPPFLAGS += -DNEREUS_CUDA
+$(O)/cmd/nereus-profile/bench.o: CPPFLAGS += -DNEREUS_CUDA
 $(O)/cmd/nereus-transition/live.o: CPPFLAGS += $(CUDA_DEFS)
 $(CUDA_TOOLS:%=$(O)/%): $(O)/lib/cuda/cudalib.o $(O)/cuda-rpath
 $(CUDA_TOOLS:%=$(O)/%): LDFLAGS += -rdynamic -Wl,-rpath,'$$ORIGIN:$$ORIGIN/$(BIN_TO_LIB)' \

@@ -5,6 +5,7 @@
 
 #include "doc/costdoc.h"
 #include "mpi/live.h"
+#include "mpi/start.h"
 #ifdef NEREUS_NCCL
 #include "cuda/cudalib.h"
 #endif
@@ -98,7 +99,7 @@ static int live_run(const struct live_args *a, int *argc, char ***argv)
 	if (a->nccl && (rc = cuda_lib_load(&cuda, &e)))
 		return report(&e);
 #endif
-	if (!a->nccl && (rc = live_init(argc, argv, &rank, &size))) {
+	if (!a->nccl && (rc = mpi_begin(argc, argv, &rank, &size, &e))) {
 		warnx_("cannot start MPI");
 		return rc;
 	}
@@ -120,7 +121,7 @@ static int live_run(const struct live_args *a, int *argc, char ***argv)
 		       st.ranks, st.rounds, st.seconds, (double)st.bytes_sent / (1 << 20),
 		       st.pieces_verified);
 	if (!a->nccl)
-		live_finalize();
+		mpi_end();
 	return rc;
 }
 

@@ -19,7 +19,7 @@
 #define CUDA_LIB_NAME "libnereus-cuda.so"
 
 /* The library's functions, as gpubench.h and live_nccl.h declare them. */
-typedef int gpub_run_fn(const struct hw_opts *o, struct gpub_result *r, struct err *e);
+typedef int gpub_run_fn(const struct hw_opts *o, struct hw_gpu *r, struct err *e);
 typedef int live_reshard_nccl_fn(const struct env *v, const struct plan *a,
 				 const struct plan *b, const char *src_store,
 				 const char *verify_store, struct exec_stats *st,

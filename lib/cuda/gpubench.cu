@@ -141,7 +141,7 @@ static void figure(struct hw_figure *f, const struct hw_opts *o, const double *s
 	hw_stats(rate, (size_t)o->runs, &f->value, &f->spread);
 }
 
-static int copies(const struct hw_opts *o, struct gpub_result *r, double *secs, double *rate,
+static int copies(const struct hw_opts *o, struct hw_gpu *r, double *secs, double *rate,
 		  struct err *e)
 {
 	size_t dlen = (size_t)(o->quick ? 256 * MIB : 1024 * MIB);
@@ -202,7 +202,7 @@ out:
 	return status;
 }
 
-static int gemm(const struct hw_opts *o, struct gpub_result *r, double *secs, double *rate,
+static int gemm(const struct hw_opts *o, struct hw_gpu *r, double *secs, double *rate,
 		struct err *e)
 {
 	static const int full[] = { 1024, 2048, 4096, 8192 };
@@ -426,7 +426,7 @@ static void comm_figure(struct hw_figure *f, const struct hw_opts *o, double *ms
  * nothing (a job whose GPUs changed) and splitting one into groups (a new
  * TP, PP or DP group), each call timed whole on the host clock and its
  * communicators destroyed after, untimed. */
-static int comm_costs(struct ring *g, const struct hw_opts *o, struct gpub_result *r,
+static int comm_costs(struct ring *g, const struct hw_opts *o, struct hw_gpu *r,
 		      double *ms, struct err *e)
 {
 	ncclComm_t c[MAX_GPUS];
@@ -474,7 +474,7 @@ static int comm_costs(struct ring *g, const struct hw_opts *o, struct gpub_resul
 	return NR_OK;
 }
 
-static int nccl(const struct hw_opts *o, struct gpub_result *r, double *secs, double *rate,
+static int nccl(const struct hw_opts *o, struct hw_gpu *r, double *secs, double *rate,
 		struct err *e)
 {
 	struct ring *g = (struct ring *)calloc(1, sizeof *g);
@@ -533,7 +533,7 @@ out:
 }
 #endif
 
-extern "C" int gpub_run(const struct hw_opts *o, struct gpub_result *r, struct err *e)
+extern "C" int gpub_run(const struct hw_opts *o, struct hw_gpu *r, struct err *e)
 {
 	struct cudaDeviceProp prop;
 	int n = 0, status = NR_OK;

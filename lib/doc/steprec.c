@@ -1,16 +1,14 @@
 /* Step records (nereus-steps(5)): parsing one line, checking it against the
  * job, writing it back.  One check serves both directions, so what a writer
- * may produce and what a reader accepts cannot drift apart. */
-#include "doc/steprec.h"
+ * may produce and what a reader accepts cannot drift apart.  Most good
+ * lines take the fast path of steprec_fast.c. */
+#include "doc/steprec_impl.h"
 
 #include <errno.h>
-#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
@@ -242,24 +240,18 @@ int steprec_check(const struct step_record *r, const struct job *job,
 
 /* --- parsing -------------------------------------------------------------- */
 
-/* A record's fields, in nereus-steps(5) order. */
-enum { K_NEREUS, K_KIND, K_STEP, K_ENGINE, K_GPUS_UP, K_STATUS, K_SEQUENCES, K_PROMPT_LEN,
-       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_SWITCH, K_MODEL_STAGES, K_RL,
-       NRECORD_KEYS };
-static const char *const record_keys[NRECORD_KEYS + 1] = {
+const char *const sr_record_keys[NRECORD_KEYS + 1] = {
 	"nereus", "kind", "step", "engine", "gpus_up", "status", "sequences", "prompt_len",
 	"response_len", "step_time_s", "transition_s", "switch", "model_stages", "rl", NULL
 };
 
-/* The "rl" object: its phase, then its figures in this order. */
-#define NRL_NUMS 10
-static const char *const rl_keys[NRL_NUMS + 2] = {
+const char *const sr_rl_keys[NRL_NUMS + 2] = {
 	"phase", "reward_mean", "response_len_mean", "kl", "policy_loss", "value_loss",
 	"entropy", "clip_frac", "grad_norm", "lr", "sft_loss", NULL
 };
-static const char *const rl_phases[] = { "rl", "sft", NULL };
+const char *const sr_rl_phases[] = { "rl", "sft", NULL };
 
-static double *rl_num(struct step_rl *rl, int i)
+double *sr_rl_num(struct step_rl *rl, int i)
 {
 	double *v[NRL_NUMS] = { &rl->reward_mean, &rl->response_len_mean, &rl->kl,
 				&rl->policy_loss, &rl->value_loss, &rl->entropy, &rl->clip_frac,
@@ -276,39 +268,28 @@ static double rl_value(const struct step_rl *rl, int i)
 
 	return v[i];
 }
-#define RECORD_REQUIRED (1u << K_NEREUS | 1u << K_KIND | 1u << K_STEP | 1u << K_ENGINE | \
-			 1u << K_GPUS_UP | 1u << K_STATUS)
-/* what a step that ran must have besides */
-#define RECORD_RUN (1u << K_SEQUENCES | 1u << K_PROMPT_LEN | 1u << K_RESPONSE_LEN | \
-		    1u << K_STEP_TIME_S | 1u << K_MODEL_STAGES)
 
-enum { R_MEAN, R_P90, R_MAX, NRESPONSE_KEYS };
-static const char *const response_keys[NRESPONSE_KEYS + 1] = { "mean", "p90", "max", NULL };
+const char *const sr_response_keys[NRESPONSE_KEYS + 1] = { "mean", "p90", "max", NULL };
 
-enum { S_MOVE_S, S_STORE_GIB, S_COMMUNICATOR, S_GROUPS, S_ENGINES, NSWITCH_KEYS };
-static const char *const switch_keys[NSWITCH_KEYS + 1] = {
+const char *const sr_switch_keys[NSWITCH_KEYS + 1] = {
 	"move_s", "store_gib", "new_communicator", "groups", "new_engines", NULL
 };
 
-/* A model-stage's fields, in nereus-steps(5) order; which of them each
- * stage's entries have, and which they must have. */
-enum { E_MODEL, E_STAGE, E_POOL, E_GPUS, E_TP, E_PP, E_DP, E_MICRO_BATCH, E_RECOMPUTE, E_ZERO,
-       E_FSDP, E_OFFLOAD, E_SAME_POOL, E_TIME_S, E_PEAK_GIB, E_CONCURRENCY, NENTRY_KEYS };
-static const char *const entry_keys[NENTRY_KEYS] = {
+const char *const sr_entry_keys[NENTRY_KEYS] = {
 	"model", "stage", "pool", "gpus", "tp", "pp", "dp", "micro_batch", "recompute", "zero",
 	"fsdp", "offload", "same_pool", "time_s", "peak_gib", "concurrency"
 };
 #define ENTRY_ALL (1u << E_MODEL | 1u << E_STAGE | 1u << E_POOL | 1u << E_GPUS | 1u << E_TP | \
 		   1u << E_DP | 1u << E_TIME_S | 1u << E_PEAK_GIB)
 #define ENTRY_LAYOUT (1u << E_PP | 1u << E_MICRO_BATCH | 1u << E_FSDP | 1u << E_OFFLOAD)
-static const unsigned entry_has[NSTAGES] = {
+const unsigned sr_entry_has[NSTAGES] = {
 	[STAGE_GEN] = ENTRY_ALL | 1u << E_SAME_POOL | 1u << E_CONCURRENCY,
 	[STAGE_INF] = ENTRY_ALL | ENTRY_LAYOUT,
 	[STAGE_TRAIN] = ENTRY_ALL | ENTRY_LAYOUT | 1u << E_RECOMPUTE | 1u << E_ZERO,
 };
 #define ENTRY_REQUIRED (1u << E_MODEL | 1u << E_STAGE | 1u << E_POOL | 1u << E_GPUS | \
 			1u << E_TP | 1u << E_DP | 1u << E_TIME_S)
-static const unsigned entry_needs[NSTAGES] = {
+const unsigned sr_entry_needs[NSTAGES] = {
 	[STAGE_GEN] = ENTRY_REQUIRED | 1u << E_SAME_POOL,
 	[STAGE_INF] = ENTRY_REQUIRED | 1u << E_PP | 1u << E_MICRO_BATCH,
 	[STAGE_TRAIN] = ENTRY_REQUIRED | 1u << E_PP | 1u << E_MICRO_BATCH | 1u << E_RECOMPUTE |
@@ -430,8 +411,8 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	    (rc = jget_enum(d, o, path, "stage", true, stage_names, &stage, e)))
 		return rc;
 	for (int k = 0; k < NENTRY_KEYS; k++)
-		if (entry_has[stage] & 1u << k)
-			keys[nkeys++] = entry_keys[k];
+		if (sr_entry_has[stage] & 1u << k)
+			keys[nkeys++] = sr_entry_keys[k];
 	keys[nkeys] = NULL;
 	if ((rc = jcheck_keys(d, o, path, keys, e)))
 		return rc;
@@ -472,7 +453,7 @@ static int parse_switch(const struct jdoc *d, json_t *o, struct step_switch *sw,
 	long groups;
 	int rc;
 
-	if ((rc = jcheck_keys(d, o, "switch", switch_keys, e)) ||
+	if ((rc = jcheck_keys(d, o, "switch", sr_switch_keys, e)) ||
 	    (rc = jget_num(d, o, "switch", "move_s", true, -HUGE_VAL, HUGE_VAL, &sw->move_s, e)) ||
 	    (rc = jget_num(d, o, "switch", "store_gib", true, -HUGE_VAL, HUGE_VAL, &sw->store_gib,
 			   e)) ||
@@ -489,11 +470,11 @@ static int parse_rl(const struct jdoc *d, json_t *o, struct step_rl *rl, struct 
 {
 	int phase = 0, rc;
 
-	if ((rc = jcheck_keys(d, o, "rl", rl_keys, e)) ||
-	    (rc = jget_enum(d, o, "rl", "phase", true, rl_phases, &phase, e)))
+	if ((rc = jcheck_keys(d, o, "rl", sr_rl_keys, e)) ||
+	    (rc = jget_enum(d, o, "rl", "phase", true, sr_rl_phases, &phase, e)))
 		return rc;
 	for (int i = 0; i < NRL_NUMS; i++)
-		if ((rc = get_opt_num(d, o, "rl", rl_keys[i + 1], false, rl_num(rl, i), e)))
+		if ((rc = get_opt_num(d, o, "rl", sr_rl_keys[i + 1], false, sr_rl_num(rl, i), e)))
 			return rc;
 	rl->sft = phase == 1;
 	rl->known = true;
@@ -508,7 +489,7 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	bool run;
 	size_t i;
 
-	if ((rc = jcheck_keys(d, root, "", record_keys, e)) ||
+	if ((rc = jcheck_keys(d, root, "", sr_record_keys, e)) ||
 	    (rc = jget_int(d, root, "", "step", true, 0, LONG_MAX, &step, e)) ||
 	    (rc = jget_str(d, root, "", "engine", true, r->engine, sizeof r->engine, e)) ||
 	    (rc = jget_int(d, root, "", "gpus_up", true, 1, MAX_GPUS, &gpus_up, e)) ||
@@ -531,13 +512,13 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	    (rc = jget_obj(d, root, "", "rl", false, &rl, e)))
 		return rc;
 	for (int k = 0; k < NRL_NUMS; k++)
-		*rl_num(&r->rl, k) = NAN;
+		*sr_rl_num(&r->rl, k) = NAN;
 	if (rl && (rc = parse_rl(d, rl, &r->rl, e)))
 		return rc;
 	r->sequences = seqs;
 	r->prompt_len = prompt;
 	r->response = (struct response_len){ NAN, NAN, 0 };
-	if (resp && ((rc = jcheck_keys(d, resp, "response_len", response_keys, e)) ||
+	if (resp && ((rc = jcheck_keys(d, resp, "response_len", sr_response_keys, e)) ||
 		     (rc = jget_num(d, resp, "response_len", "mean", true, -HUGE_VAL, HUGE_VAL,
 				    &r->response.mean, e)) ||
 		     (rc = jget_num(d, resp, "response_len", "p90", true, -HUGE_VAL, HUGE_VAL,
@@ -558,574 +539,13 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	return NR_OK;
 }
 
-/* --- the fast path ---------------------------------------------------------- */
-
-/* A trace has many lines, nearly all of them good records, and building a
- * JSON tree for each costs far more than reading it: the fast path reads a
- * line straight into the record.  It takes exactly what the loader takes
- * and reads it to the same values, or declines, and the loader reads the
- * line again; anything unusual (a number too long for it to convert
- * exactly, a field the record cannot have, any error) is declined. */
-
-struct lex {
-	const char *p, *end;
-};
-
-static void lex_space(struct lex *x)
-{
-	while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r'))
-		x->p++;
-}
-
-/* Whether the next token is the character c, taken if so. */
-static bool lex_char(struct lex *x, char c)
-{
-	lex_space(x);
-	if (x->p < x->end && *x->p == c) {
-		x->p++;
-		return true;
-	}
-	return false;
-}
-
-static bool lex_word(struct lex *x, const char *w)
-{
-	size_t n = strlen(w);
-
-	lex_space(x);
-	if ((size_t)(x->end - x->p) < n || memcmp(x->p, w, n) != 0)
-		return false;
-	x->p += n;
-	return true;
-}
-
-/* The value of the four hex digits at p, or -1. */
-static long hex4(const char *p, const char *end)
-{
-	long v = 0;
-
-	if (end - p < 4)
-		return -1;
-	for (int i = 0; i < 4; i++) {
-		char c = p[i];
-		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
-			c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-		if (d < 0)
-			return -1;
-		v = v * 16 + d;
-	}
-	return v;
-}
-
-/* The code point of the escape at x->p (after its backslash), taken; -1
- * where jansson refuses it: no such escape, a lone surrogate, \u0000. */
-static long lex_escape(struct lex *x)
-{
-	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-	const char *at;
-	long u, lo;
-
-	if (x->p >= x->end)
-		return -1;
-	if (*x->p != 'u') {
-		at = strchr(from, *x->p);
-		x->p++;
-		return at && *at ? to[at - from] : -1;
-	}
-	if ((u = hex4(x->p + 1, x->end)) < 0)
-		return -1;
-	x->p += 5;
-	if (u >= 0xDC00 && u <= 0xDFFF)
-		return -1;
-	if (u >= 0xD800 && u <= 0xDBFF) {
-		if (x->end - x->p < 2 || x->p[0] != '\\' || x->p[1] != 'u' ||
-		    (lo = hex4(x->p + 2, x->end)) < 0xDC00 || lo > 0xDFFF)
-			return -1;
-		x->p += 6;
-		u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-	}
-	return u == 0 ? -1 : u;
-}
-
-/* Bytes of the UTF-8 encoding of code point u. */
-static int utf8_put(long u, char *out)
-{
-	if (u < 0x80) {
-		out[0] = (char)u;
-		return 1;
-	}
-	if (u < 0x800) {
-		out[0] = (char)(0xC0 | u >> 6);
-		out[1] = (char)(0x80 | (u & 0x3F));
-		return 2;
-	}
-	if (u < 0x10000) {
-		out[0] = (char)(0xE0 | u >> 12);
-		out[1] = (char)(0x80 | (u >> 6 & 0x3F));
-		out[2] = (char)(0x80 | (u & 0x3F));
-		return 3;
-	}
-	out[0] = (char)(0xF0 | u >> 18);
-	out[1] = (char)(0x80 | (u >> 12 & 0x3F));
-	out[2] = (char)(0x80 | (u >> 6 & 0x3F));
-	out[3] = (char)(0x80 | (u & 0x3F));
-	return 4;
-}
-
-/* Bytes in the UTF-8 sequence at p as jansson takes it (shortest form, no
- * surrogate, at most U+10FFFF), or 0. */
-static int utf8_len(const char *p, const char *end)
-{
-	unsigned char c = (unsigned char)*p;
-	int n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 :
-		c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-	long u;
-
-	if (n == 0 || end - p < n)
-		return 0;
-	u = c & (0x7F >> n);
-	for (int i = 1; i < n; i++) {
-		if (((unsigned char)p[i] & 0xC0) != 0x80)
-			return 0;
-		u = u << 6 | ((unsigned char)p[i] & 0x3F);
-	}
-	if ((n == 3 && u < 0x800) || (n == 4 && u < 0x10000) || u > 0x10FFFF ||
-	    (u >= 0xD800 && u <= 0xDFFF))
-		return 0;
-	return n;
-}
-
-/* A string, unescaped into out, which must hold it and its NUL in n bytes. */
-static bool lex_string(struct lex *x, char *out, size_t n)
-{
-	size_t k = 0;
-
-	if (!lex_char(x, '"'))
-		return false;
-	while (x->p < x->end && *x->p != '"') {
-		unsigned char c = (unsigned char)*x->p;
-		char bytes[4];
-		int m;
-		if (c >= 0x20 && c < 0x80 && c != '\\') {
-			if (k + 1 >= n)
-				return false;
-			out[k++] = *x->p++;
-			continue;
-		}
-		if (c == '\\') {
-			long u;
-			x->p++;
-			if ((u = lex_escape(x)) < 0)
-				return false;
-			m = utf8_put(u, bytes);
-		} else if (c >= 0x80 && (m = utf8_len(x->p, x->end)) > 0) {
-			memcpy(bytes, x->p, (size_t)m);
-			x->p += m;
-		} else {
-			return false; /* a control character */
-		}
-		if (k + (size_t)m >= n)
-			return false;
-		memcpy(out + k, bytes, (size_t)m);
-		k += (size_t)m;
-	}
-	if (x->p == x->end)
-		return false;
-	x->p++;
-	out[k] = '\0';
-	return true;
-}
-
-/* The token [s, end) converted as jansson converts it (strtoll, strtod),
- * in a copy that ends where the token does. */
-static bool convert(const char *s, const char *end, bool real, long long *i, double *v)
-{
-	char buf[64], *stop;
-	size_t n = (size_t)(end - s);
-
-	if (n >= sizeof buf)
-		return false;
-	memcpy(buf, s, n);
-	buf[n] = '\0';
-	errno = 0;
-	if (real) {
-		*v = strtod(buf, &stop);
-		return stop == buf + n && isfinite(*v);
-	}
-	*i = strtoll(buf, &stop, 10);
-	*v = (double)*i;
-	return stop == buf + n && errno != ERANGE;
-}
-
-/* Take the decimal digits at x->p into *m (while there are at most 18 of
- * them, *nd counting them all); returns how many it took. */
-static int lex_digits(struct lex *x, uint64_t *m, int *nd)
-{
-	int n = 0;
-
-	for (; x->p < x->end && *x->p >= '0' && *x->p <= '9'; x->p++, n++, ++*nd)
-		if (*nd < 18)
-			*m = *m * 10 + (uint64_t)(*x->p - '0');
-	return n;
-}
-
-/* A number: *real says whether it has a fraction or an exponent (jansson's
- * real), *i its value when it has neither, *v its value as a double. */
-static bool lex_number(struct lex *x, bool *real, long long *i, double *v)
-{
-	/* every power of ten a double holds exactly */
-	static const double pow10[] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-					 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
-					 1e20, 1e21, 1e22 };
-	const char *s;
-	uint64_t m = 0, e = 0;
-	int nd = 0, nfrac = 0, ne = 0, ex;
-	bool neg, eneg = false;
-
-	lex_space(x);
-	s = x->p;
-	neg = x->p < x->end && *x->p == '-';
-	x->p += neg;
-	if (x->p < x->end && *x->p == '0') {
-		x->p++;
-		nd++;
-	} else if (!lex_digits(x, &m, &nd)) {
-		return false;
-	}
-	*real = false;
-	if (x->p < x->end && *x->p == '.') {
-		x->p++;
-		if (!(nfrac = lex_digits(x, &m, &nd)))
-			return false;
-		*real = true;
-	}
-	if (x->p < x->end && (*x->p == 'e' || *x->p == 'E')) {
-		x->p++;
-		if (x->p < x->end && (*x->p == '+' || *x->p == '-'))
-			eneg = *x->p++ == '-';
-		if (!lex_digits(x, &e, &ne))
-			return false;
-		*real = true;
-	}
-	if (nd > 18 || ne > 4)
-		return convert(s, x->p, *real, i, v);
-	if (!*real) {
-		*i = neg ? -(long long)m : (long long)m;
-		*v = (double)*i;
-		return true;
-	}
-	/* few enough digits and a small enough exponent: the digits and the
-	 * power of ten are exact doubles, and their one product or quotient is
-	 * rounded once, correctly, as strtod rounds */
-	ex = (eneg ? -(int)e : (int)e) - nfrac;
-	if (FLT_EVAL_METHOD != 0 || nd > 15 || ex < -22 || ex > 22)
-		return convert(s, x->p, true, i, v);
-	*v = ex < 0 ? (double)m / pow10[-ex] : (double)m * pow10[ex];
-	if (neg)
-		*v = -*v;
-	return true;
-}
-
-static bool fast_int(struct lex *x, long min, long max, long *out)
-{
-	long long i;
-	double v;
-	bool real;
-
-	if (!lex_number(x, &real, &i, &v) || real || i < min || i > max)
-		return false;
-	*out = (long)i;
-	return true;
-}
-
-/* A number; or, when null_ok, null (NAN). */
-static bool fast_num(struct lex *x, bool null_ok, double *out)
-{
-	long long i;
-	bool real;
-
-	if (null_ok && lex_word(x, "null")) {
-		*out = NAN;
-		return true;
-	}
-	return lex_number(x, &real, &i, out);
-}
-
-static bool fast_bool(struct lex *x, bool *out)
-{
-	*out = lex_word(x, "true");
-	return *out || lex_word(x, "false");
-}
-
-static bool fast_enum(struct lex *x, const char *const names[], int *out)
-{
-	char s[32];
-
-	if (!lex_string(x, s, sizeof s))
-		return false;
-	for (int i = 0; names[i]; i++) {
-		if (strcmp(s, names[i]) == 0) {
-			*out = i;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* Bytes of name at p, quoted, or 0: a key spelled so is name whatever
- * else JSON would let spell it, as name has nothing to escape. */
-static size_t quoted(const char *p, const char *end, const char *name)
-{
-	size_t i = 0;
-
-	if (p >= end || *p++ != '"')
-		return 0;
-	while (name[i] && p + i < end && p[i] == name[i])
-		i++;
-	return !name[i] && p + i < end && p[i] == '"' ? i + 2 : 0;
-}
-
-/* The next key of an object and its ':', as its index among the n names;
- * false when it is none of them or already seen.  Keys are looked for
- * from hint on, where writers that keep the documented order put them. */
-static bool fast_key(struct lex *x, const char *const names[], int n, int hint,
-		     unsigned *seen, int *k)
-{
-	char key[32];
-	size_t len = 0;
-
-	lex_space(x);
-	*k = hint < n ? hint : 0;
-	for (int i = 0; i < n && !(len = quoted(x->p, x->end, names[*k])); i++)
-		*k = *k + 1 < n ? *k + 1 : 0;
-	if (len) {
-		x->p += len;
-	} else {
-		if (!lex_string(x, key, sizeof key))
-			return false;
-		for (*k = 0; *k < n && strcmp(key, names[*k]) != 0; ++*k)
-			;
-	}
-	if (!lex_char(x, ':') || *k == n || *seen & 1u << *k)
-		return false;
-	*seen |= 1u << *k;
-	return true;
-}
-
-static bool fast_response(struct lex *x, struct response_len *rl)
-{
-	unsigned seen = 0;
-	int k = -1;
-
-	if (!lex_char(x, '{'))
-		return false;
-	do {
-		bool ok;
-		if (!fast_key(x, response_keys, NRESPONSE_KEYS, k + 1, &seen, &k))
-			return false;
-		if (k == R_MEAN)
-			ok = fast_num(x, false, &rl->mean);
-		else if (k == R_P90)
-			ok = fast_num(x, false, &rl->p90);
-		else
-			ok = fast_int(x, 1, LONG_MAX, &rl->max);
-		if (!ok)
-			return false;
-	} while (lex_char(x, ','));
-	return lex_char(x, '}') && seen == (1u << NRESPONSE_KEYS) - 1;
-}
-
-static bool fast_switch(struct lex *x, struct step_switch *sw)
-{
-	unsigned seen = 0;
-	long groups = 0;
-	int k = -1;
-
-	if (!lex_char(x, '{'))
-		return false;
-	do {
-		bool ok;
-		if (!fast_key(x, switch_keys, NSWITCH_KEYS, k + 1, &seen, &k))
-			return false;
-		switch (k) {
-		case S_MOVE_S: ok = fast_num(x, false, &sw->move_s); break;
-		case S_STORE_GIB: ok = fast_num(x, false, &sw->store_gib); break;
-		case S_COMMUNICATOR: ok = fast_bool(x, &sw->communicator); break;
-		case S_GROUPS: ok = fast_int(x, 0, 1 << 20, &groups); break;
-		default: ok = fast_bool(x, &sw->engines); break;
-		}
-		if (!ok)
-			return false;
-	} while (lex_char(x, ','));
-	sw->groups = (int)groups;
-	sw->known = true;
-	return lex_char(x, '}') && seen == (1u << NSWITCH_KEYS) - 1;
-}
-
-/* One field of a model-stage, k, into ms or the integers of its layout. */
-static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long num[NENTRY_KEYS],
-			     int *stage, int *rcomp)
-{
-	bool flag;
-
-	switch (k) {
-	case E_MODEL: return lex_string(x, ms->model, sizeof ms->model);
-	case E_STAGE: return fast_enum(x, stage_names, stage);
-	case E_POOL: return fast_int(x, 0, MAX_MODELS, &num[k]);
-	case E_PP: return fast_int(x, 1, 4096, &num[k]);
-	case E_MICRO_BATCH: return fast_int(x, 1, 1 << 20, &num[k]);
-	case E_GPUS:
-	case E_TP:
-	case E_DP: return fast_int(x, 1, MAX_GPUS, &num[k]);
-	case E_RECOMPUTE: return fast_enum(x, recompute_names, rcomp);
-	case E_ZERO:
-		/* the stage, 0 to 3; records before stages said true or false */
-		if (fast_int(x, ZERO_0, ZERO_3, &num[k]))
-			return true;
-		if (!fast_bool(x, &flag))
-			return false;
-		num[k] = flag;
-		return true;
-	case E_FSDP:
-		if (!fast_bool(x, &flag))
-			return false;
-		num[k] = flag;
-		return true;
-	case E_OFFLOAD: return fast_bool(x, &ms->conf.offload);
-	case E_SAME_POOL: return fast_bool(x, &ms->same_pool);
-	case E_TIME_S: return fast_num(x, true, &ms->time_s);
-	case E_PEAK_GIB: return fast_num(x, true, &ms->peak_gib);
-	default: return fast_num(x, true, &ms->concurrency);
-	}
-}
-
-/* One model-stage, as parse_entry reads it. */
-static bool fast_entry(struct lex *x, struct ms_record *ms)
-{
-	long num[NENTRY_KEYS] = { [E_PP] = 1, [E_MICRO_BATCH] = 1 };
-	int stage = -1, rcomp = RC_NONE, k = -1;
-	unsigned seen = 0;
-
-	memset(ms, 0, sizeof *ms);
-	ms->time_s = ms->peak_gib = ms->concurrency = NAN;
-	if (!lex_char(x, '{'))
-		return false;
-	do {
-		if (!fast_key(x, entry_keys, NENTRY_KEYS, k + 1, &seen, &k) ||
-		    !fast_entry_field(x, k, ms, num, &stage, &rcomp))
-			return false;
-	} while (lex_char(x, ','));
-	if (!lex_char(x, '}') || stage < 0 || (seen & ~entry_has[stage]) ||
-	    (entry_needs[stage] & ~seen))
-		return false;
-	ms->stage = (enum stage)stage;
-	ms->pool = (int)num[E_POOL];
-	ms->gpus = (int)num[E_GPUS];
-	ms->conf.tp = (int)num[E_TP];
-	ms->conf.pp = (int)num[E_PP];
-	ms->conf.dp = (int)num[E_DP];
-	ms->conf.mb = (int)num[E_MICRO_BATCH];
-	ms->conf.rc = (enum recompute)rcomp;
-	ms->conf.zero = num[E_FSDP] ? ZERO_3 : (enum zero_stage)num[E_ZERO];
-	return true;
-}
-
-static bool fast_stages(struct lex *x, struct step_record *r)
-{
-	if (!lex_char(x, '['))
-		return false;
-	if (lex_char(x, ']'))
-		return true;
-	do {
-		if (r->nms == STEPREC_MAX_MS || !fast_entry(x, &r->ms[r->nms]))
-			return false;
-		r->nms++;
-	} while (lex_char(x, ','));
-	return lex_char(x, ']');
-}
-
-static bool fast_rl(struct lex *x, struct step_rl *rl)
-{
-	unsigned seen = 0;
-	int k = -1, phase = -1;
-
-	if (!lex_char(x, '{'))
-		return false;
-	do {
-		if (!fast_key(x, rl_keys, NRL_NUMS + 1, k + 1, &seen, &k))
-			return false;
-		if (k == 0 ? !fast_enum(x, rl_phases, &phase) : !fast_num(x, true, rl_num(rl, k - 1)))
-			return false;
-	} while (lex_char(x, ','));
-	rl->sft = phase == 1;
-	rl->known = true;
-	return lex_char(x, '}') && (seen & 1u) && phase >= 0;
-}
-
-/* One field of a record, k, into r or the integers num. */
-static bool fast_record_field(struct lex *x, int k, struct step_record *r,
-			      long num[NRECORD_KEYS], int *status)
-{
-	char kind[8];
-
-	switch (k) {
-	case K_NEREUS: return fast_int(x, NR_FORMAT, NR_FORMAT, &num[k]);
-	case K_KIND: return lex_string(x, kind, sizeof kind) && strcmp(kind, "step") == 0;
-	case K_STEP: return fast_int(x, 0, LONG_MAX, &num[k]);
-	case K_ENGINE: return lex_string(x, r->engine, sizeof r->engine);
-	case K_GPUS_UP: return fast_int(x, 1, MAX_GPUS, &num[k]);
-	case K_STATUS: return fast_enum(x, step_status_names, status);
-	case K_SEQUENCES:
-	case K_PROMPT_LEN: return fast_int(x, 1, LONG_MAX, &num[k]);
-	case K_RESPONSE_LEN: return fast_response(x, &r->response);
-	case K_STEP_TIME_S: return fast_num(x, true, &r->step_time_s);
-	case K_TRANSITION_S: return fast_num(x, false, &r->transition_s);
-	case K_SWITCH: return fast_switch(x, &r->sw);
-	case K_RL: return fast_rl(x, &r->rl);
-	default: return fast_stages(x, r);
-	}
-}
-
-/* The line as parse_fields reads it, into r (zeroed). */
-static bool fast_record(const char *text, size_t len, struct step_record *r)
-{
-	struct lex x = { text, text + len };
-	long num[NRECORD_KEYS] = { 0 };
-	int status = -1, k = -1;
-	unsigned seen = 0;
-
-	r->response = (struct response_len){ NAN, NAN, 0 };
-	r->step_time_s = NAN;
-	for (int k = 0; k < NRL_NUMS; k++)
-		*rl_num(&r->rl, k) = NAN;
-	if (!lex_char(&x, '{'))
-		return false;
-	do {
-		if (!fast_key(&x, record_keys, NRECORD_KEYS, k + 1, &seen, &k) ||
-		    !fast_record_field(&x, k, r, num, &status))
-			return false;
-	} while (lex_char(&x, ','));
-	if (!lex_char(&x, '}'))
-		return false;
-	lex_space(&x);
-	if (x.p != x.end || (RECORD_REQUIRED & ~seen) ||
-	    (status != STEP_PAUSED && (RECORD_RUN & ~seen)))
-		return false;
-	r->step = num[K_STEP];
-	r->gpus_up = (int)num[K_GPUS_UP];
-	r->status = (enum step_status)status;
-	r->sequences = num[K_SEQUENCES];
-	r->prompt_len = num[K_PROMPT_LEN];
-	return true;
-}
-
 /* A good line through the fast path; false leaves it to the loader. */
 static bool parse_fast(const char *text, size_t len, const struct job *job,
 		       const struct cluster *cl, struct step_record *r)
 {
 	struct err e;
 
-	return fast_record(text, len, r) && (!job || check_record(NULL, r, job, cl, &e) == NR_OK);
+	return sr_fast_record(text, len, r) && (!job || check_record(NULL, r, job, cl, &e) == NR_OK);
 }
 
 int steprec_parse(const char *name, long line, const char *text, size_t len,
@@ -1249,9 +669,9 @@ json_t *steprec_to_json(const struct step_record *r)
 	if (r->rl.known) {
 		json_t *rl = json_object();
 
-		json_object_set_new(rl, "phase", json_string(rl_phases[r->rl.sft]));
+		json_object_set_new(rl, "phase", json_string(sr_rl_phases[r->rl.sft]));
 		for (int k = 0; k < NRL_NUMS; k++)
-			json_object_set_new(rl, rl_keys[k + 1], num_or_null(rl_value(&r->rl, k)));
+			json_object_set_new(rl, sr_rl_keys[k + 1], num_or_null(rl_value(&r->rl, k)));
 		json_object_set_new(o, "rl", rl);
 	}
 	return o;
@@ -1299,3 +719,4 @@ double steprec_stages_s(const struct step_record *r)
 			return NAN;
 	return total;
 }
+

@@ -11,43 +11,6 @@
 #define KIB 1024.0
 #define MIB (1024.0 * 1024.0)
 
-bool mpib_launched(void)
-{
-	static const char *const vars[] = {
-		"OMPI_COMM_WORLD_SIZE", /* Open MPI's mpirun */
-		"PMIX_RANK",            /* PMIx launchers (Open MPI, Slurm) */
-		"PMI_SIZE",             /* Hydra (MPICH), Slurm PMI-1/2 */
-		"PMI_RANK",
-		NULL,
-	};
-
-	for (int i = 0; vars[i]; i++)
-		if (getenv(vars[i]))
-			return true;
-	return false;
-}
-
-int mpib_init(int *argc, char ***argv, int *rank, int *size, struct err *e)
-{
-	int done = 0;
-
-	MPI_Initialized(&done);
-	if (!done && MPI_Init(argc, argv) != MPI_SUCCESS)
-		return err_set(e, NR_EIO, "cannot initialise MPI");
-	MPI_Comm_rank(MPI_COMM_WORLD, rank);
-	MPI_Comm_size(MPI_COMM_WORLD, size);
-	return NR_OK;
-}
-
-void mpib_finalize(void)
-{
-	int done = 0;
-
-	MPI_Finalized(&done);
-	if (!done)
-		MPI_Finalize();
-}
-
 int mpib_agree(int status)
 {
 	int worst = status;
@@ -254,7 +217,7 @@ static void comm_figure(struct bench *b, bool split, struct hw_figure *f)
 	f->runs = b->o->runs;
 }
 
-int mpib_run(const struct hw_opts *o, struct mpib_result *r, struct err *e)
+int mpib_run(const struct hw_opts *o, struct hw_mpi *r, struct err *e)
 {
 	struct bench b = { .o = o, .target = o->quick ? 0.005 : 0.02 };
 	size_t max = (size_t)(o->quick ? 4 * MIB : 64 * MIB);

@@ -9,35 +9,15 @@
  *   all-gather  busbw = algbw * (n-1)/n
  *   send/recv   busbw = algbw (ping-pong between ranks 0 and 1, t one way).
  * Each timed run of a collective is the slowest rank's time; results are
- * gathered to rank 0.
+ * gathered to rank 0.  MPI is started and stopped by start.h.
  *
  * This header does not include <mpi.h>: the tools that use it are compiled
  * with the plain C compiler and only linked with mpicc. */
 #ifndef NEREUS_MPIBENCH_H
 #define NEREUS_MPIBENCH_H
 
-#include <stdbool.h>
-
 #include "common/err.h"
-#include "profile/hwbench.h"
-
-struct mpib_result {
-	int ranks;                   /* ranks in MPI_COMM_WORLD */
-	char library[128];           /* MPI library and version, first line */
-	struct hw_series sendrecv;   /* busbw GB/s by message bytes */
-	struct hw_series allreduce;  /* busbw GB/s by message bytes */
-	struct hw_series allgather;  /* busbw GB/s by total gathered bytes */
-	/* ms to create a communicator over every rank (MPI_Comm_dup of the
-	 * world) and to split the world into pairs (MPI_Comm_split) */
-	struct hw_figure comm_dup, comm_split;
-};
-
-/* Whether this process was started by an MPI launcher (mpirun, srun):
- * the launchers' environment variables are set. */
-bool mpib_launched(void);
-
-/* MPI_Init; *rank and *size of MPI_COMM_WORLD. */
-int mpib_init(int *argc, char ***argv, int *rank, int *size, struct err *e);
+#include "profile/hwdoc.h"
 
 /* Collective: the largest status of all ranks, returned on every rank (so
  * that a check made on one rank stops them all). */
@@ -45,7 +25,7 @@ int mpib_agree(int status);
 
 /* Collective over MPI_COMM_WORLD (at least 2 ranks): runs the benchmarks;
  * *r is filled on rank 0 only.  Every rank returns the same status. */
-int mpib_run(const struct hw_opts *o, struct mpib_result *r, struct err *e);
+int mpib_run(const struct hw_opts *o, struct hw_mpi *r, struct err *e);
 
 /* Rank 0 does more work alone (CPU and GPU figures, writing the document)
  * while the other ranks wait in mpib_hold without spinning a core.  Rank 0
@@ -53,8 +33,5 @@ int mpib_run(const struct hw_opts *o, struct mpib_result *r, struct err *e);
  * every rank, so all ranks exit alike. */
 int mpib_hold(void);
 void mpib_release(int status);
-
-/* MPI_Finalize. */
-void mpib_finalize(void);
 
 #endif

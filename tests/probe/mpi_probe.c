@@ -44,6 +44,7 @@
 #include "mpi/groups.h"
 #include "mpi/live.h"
 #include "mpi/mpi_impl.h"
+#include "mpi/start.h"
 #include "state/safetensors.h"
 
 static int me, nranks;
@@ -457,6 +458,7 @@ static int live_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	struct err e;
 	int rc;
 
 	if (argc > 1 && !strcmp(argv[1], "mkstore"))
@@ -465,13 +467,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: mpi_probe groups|mkstore|live ...\n");
 		return 2;
 	}
-	if (live_init(&argc, &argv, &me, &nranks)) {
+	if (mpi_begin(&argc, &argv, &me, &nranks, &e)) {
 		fprintf(stderr, "mpi_probe: MPI does not start\n");
 		return 4;
 	}
 	rc = !strcmp(argv[1], "groups") ? groups_main(argc, argv) : live_main(argc, argv);
 	if (rc == 2 && me == 0)
 		fprintf(stderr, "mpi_probe: bad arguments\n");
-	live_finalize();
+	mpi_end();
 	return rc;
 }
