@@ -32,8 +32,9 @@ static const char generate_usage[] =
 	"  --top-p P           generate: nucleus sampling (default 1, off)\n"
 	"  --top-k K           generate: the K most likely tokens only (default 0, off)\n"
 	"  --seed S            generate: the sampling's seed (default 1)\n"
-	"  --tokenizer FILE    a tokenizer.json for text (default: the byte vocabulary of a\n"
-	"                      store nereus-run init made)\n"
+	"  --tokenizer FILE    a tokenizer.json for text, its folder's generation_config.json\n"
+	"                      and tokenizer_config.json for stop tokens (default: the byte\n"
+	"                      vocabulary of a store nereus-run init made)\n"
 	"  -o, --output FILE   write the lines to FILE (default: standard output)\n"
 	"  -h, --help          show this help\n"
 	"  -V, --version       show the version\n"
@@ -125,9 +126,10 @@ static int pick(struct store_reader *r, const struct gargs *a, int *mi, struct e
 }
 
 /* The tokenizer: --tokenizer, or the byte vocabulary the store says its
- * models speak; *have false when neither. */
+ * models speak; *have false when neither.  Its stop tokens: its eos and
+ * those its checkpoint folder's configuration names. */
 static int tokenizer(struct store_reader *r, const struct gargs *a, struct tokenizer *tok,
-		     bool *have, struct err *e)
+		     struct stops *stops, bool *have, struct err *e)
 {
 	const json_t *run = store_reader_manifest(r)->run;
 	const char *kind = json_string_value(json_object_get(run, "tokenizer"));
@@ -138,6 +140,14 @@ static int tokenizer(struct store_reader *r, const struct gargs *a, struct token
 		rc = tok_load(tok, a->tokenizer, e);
 	else if (*have)
 		rc = tok_bytes(tok, e);
+	if (rc == NR_OK && *have)
+		stops_init(stops, tok);
+	if (rc == NR_OK && a->tokenizer) {
+		char dir[DATA_PATH_MAX];
+
+		stops_dir_of(a->tokenizer, dir, sizeof dir);
+		rc = stops_add_checkpoint(stops, tok, dir, e);
+	}
 	return rc;
 }
 
@@ -209,8 +219,8 @@ static void pack(const struct prompts *ps, size_t p0, size_t p1, int *tokens, in
 
 /* ctx: the model's positions; a sequence stops at them, as at max_new. */
 static int run_generate(struct lm *m, const struct prompts *ps, const struct gargs *a, long ctx,
-			const struct tokenizer *tok, bool have_tok, FILE *f, const char *name,
-			struct err *e)
+			const struct tokenizer *tok, const struct stops *stops, bool have_tok,
+			FILE *f, const char *name, struct err *e)
 {
 	struct gen_params gp = { .temperature = (float)a->temperature,
 				 .top_p = a->top_p < 1 ? (float)a->top_p : 0, .top_k = (int)a->top_k,
@@ -223,8 +233,8 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 
 	if (have_tok)
 		gp.vocab = tok->n;
-	if (have_tok && tok->eos >= 0)
-		gp.eos[gp.neos++] = tok->eos;
+	if (have_tok)
+		stops_to_gen(stops, &gp);
 	for (size_t i = 0; i < ps->n; i++) {
 		longest = ps->v[i].ntokens > longest ? ps->v[i].ntokens : longest;
 		total += ps->v[i].ntokens;
@@ -262,7 +272,7 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 			json_object_set_new(line, "tokens", t);
 			json_object_set_new(line, "logprobs", l);
 			if (have_tok) {
-				size_t n = task_response_len(o, (size_t)len[b], tok->eos), blen;
+				size_t n = task_response_len(o, (size_t)len[b], stops), blen;
 				char *text;
 
 				if ((rc = tok_decode(tok, o, n, &text, &blen, e)))
@@ -346,6 +356,7 @@ static int generate_or_score(int argc, char **argv, bool score)
 	struct gargs a;
 	struct store_reader *r = NULL;
 	struct tokenizer tok;
+	struct stops stops;
 	struct prompts ps = { 0 };
 	struct lm m = { 0 };
 	struct model md = { 0 };
@@ -363,7 +374,7 @@ static int generate_or_score(int argc, char **argv, bool score)
 		return rc;
 	name = a.out && strcmp(a.out, "-") ? a.out : "<stdout>";
 	if ((rc = store_reader_open(&r, a.state, &e)) || (rc = pick(r, &a, &mi, &e)) ||
-	    (rc = tokenizer(r, &a, &tok, &have_tok, &e)))
+	    (rc = tokenizer(r, &a, &tok, &stops, &have_tok, &e)))
 		goto out;
 	md.arch = store_reader_manifest(r)->models[mi].lo.arch;
 	snprintf(md.name, sizeof md.name, "%s", store_reader_manifest(r)->models[mi].lo.name);
@@ -387,7 +398,7 @@ static int generate_or_score(int argc, char **argv, bool score)
 	if (a.out && (rc = out_open_file(&of, a.out, &f, &e)))
 		goto out;
 	rc = score ? run_score(&m, &ps, f, name, &e) :
-		     run_generate(&m, &ps, &a, ctx, &tok, have_tok, f, name, &e);
+		     run_generate(&m, &ps, &a, ctx, &tok, &stops, have_tok, f, name, &e);
 	if (a.out && rc == NR_OK)
 		rc = out_commit_file(&of, f, &e);
 	else if (a.out)

@@ -213,11 +213,11 @@ void prompts_free(struct prompts *p)
 	memset(p, 0, sizeof *p);
 }
 
-size_t task_response_len(const int32_t *tokens, size_t n, int32_t eos)
+size_t task_response_len(const int32_t *tokens, size_t n, const struct stops *s)
 {
 	size_t i = 0;
 
-	while (i < n && tokens[i] != eos)
+	while (i < n && !stops_has(s, tokens[i]))
 		i++;
 	return i;
 }

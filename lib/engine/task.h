@@ -6,7 +6,7 @@
  * it has one, as Hugging Face's Llama 3 and Qwen2 tokenizers do it) or
  * "tokens" (token ids, taken as they are), and "answer" (a string or an
  * integer) for the rules to check against.  Responses are scored from
- * their decoded bytes, cut at the first EOS (task_response_len):
+ * their decoded bytes, cut at the first stop token (task_response_len):
  *
  *   exact_match  1 when the response equals the answer once leading and
  *                trailing ASCII whitespace is stripped from both, else 0.
@@ -29,6 +29,7 @@
 
 #include "common/err.h"
 #include "doc/rlconf.h"
+#include "engine/stops.h"
 #include "engine/tokenizer.h"
 
 
@@ -65,8 +66,8 @@ int prompts_load(struct prompts *p, const char *file, const struct prompt_limits
 		 const struct tokenizer *tok, struct err *e);
 void prompts_free(struct prompts *p);
 
-/* The response's length up to (not including) its first eos. */
-size_t task_response_len(const int32_t *tokens, size_t n, int32_t eos);
+/* The response's length up to (not including) its first stop token. */
+size_t task_response_len(const int32_t *tokens, size_t n, const struct stops *s);
 
 /* The rules on a decoded response (len bytes, already cut at EOS). */
 double task_exact_match(const char *answer, const char *resp, size_t len);
