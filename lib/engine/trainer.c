@@ -404,6 +404,7 @@ int trainer_open_one(struct trainer *t, const struct job *job, const char *store
 	if (rc == NR_OK && (rc = groups_self(&t->own_g, &v, &p, e)) == NR_OK)
 		rc = rank_state_init(&t->own_rs, &v, &t->own_g.rr, e);
 	t->own = rc == NR_OK;
+	t->origin = store;
 	if (rc == NR_OK && store)
 		rc = store_reader_open(&r, store, e);
 	if (rc == NR_OK && r)
@@ -1573,7 +1574,8 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 			rc = gather_model(t, i, &g[i], e);
 		rc = agree(t, rc, e);
 		ss[n] = (struct store_state){ .lo = g[i].lo, .wdtype = g[i].wdtype,
-					      .buffer = gathered_buffer, .ctx = &g[i] };
+					      .buffer = gathered_buffer, .ctx = &g[i],
+					      .origin = t->origin };
 		n++;
 		if (t->job->models[i].stages[STAGE_TRAIN])
 			json_object_set_new(steps, t->job->models[i].name,
