@@ -1,5 +1,6 @@
 /* Stop tokens from a checkpoint's configuration and a job (stops.h). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +83,16 @@ static int load_config(struct jdoc *d, const char *dir, const char *name, bool *
 		       err_set(e, NR_EIO, "cannot read '%s': %s", path, strerror(errno));
 	if ((rc = read_file(path, &buf, &len, e)))
 		return rc;
-	rc = jdoc_loadb_foreign(d, path, buf, len, true, e);
+	rc = jdoc_loadb_config(d, path, buf, len, e);
 	free(buf);
 	return rc;
+}
+
+/* A token id of a configuration read with every number a real. */
+static bool is_id(const json_t *v)
+{
+	return json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+	       fabs(json_real_value(v)) < 1e15;
 }
 
 /* generation_config.json's "eos_token_id": an id or a list of them. */
@@ -99,16 +107,15 @@ static int add_generation_config(struct stops *s, const struct tokenizer *tok, c
 	if (rc || !found)
 		return rc;
 	v = json_object_get(d.root, "eos_token_id");
-	if (json_is_integer(v)) {
-		rc = stops_add_id(s, tok, (long)json_integer_value(v), d.file, e);
+	if (is_id(v)) {
+		rc = stops_add_id(s, tok, (long)json_real_value(v), d.file, e);
 	} else if (json_is_array(v)) {
 		for (size_t i = 0; i < json_array_size(v) && rc == NR_OK; i++) {
 			json_t *x = json_array_get(v, i);
 			char p[64];
 
 			jpath_idx(p, sizeof p, "eos_token_id", i);
-			rc = json_is_integer(x) ?
-				     stops_add_id(s, tok, (long)json_integer_value(x), d.file, e) :
+			rc = is_id(x) ? stops_add_id(s, tok, (long)json_real_value(x), d.file, e) :
 				     jdoc_fail(&d, p, e, "expected a token id");
 		}
 	} else if (v && !json_is_null(v)) {

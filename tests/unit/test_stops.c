@@ -95,6 +95,10 @@ static void tokenizer_config_string_and_object(void)
 			 "{\"eos_token\": {\"content\": \"<|bos|>\", \"lstrip\": false}}", &s,
 			 &e) == NR_OK);
 	CHECK(are(&s, 2, (int32_t[]){ 257, 256 }));
+	/* Llama 3's tokenizer_config.json holds an integer past 64 bits */
+	CHECK(read_stops("big", NULL, "{\"model_max_length\": 1000000000000000019884624838656, "
+			 "\"eos_token\": \"x\"}", &s, &e) == NR_OK);
+	CHECK(are(&s, 2, (int32_t[]){ 257, 120 }));
 	/* both files: generation_config.json's first */
 	CHECK(read_stops("both", "{\"eos_token_id\": [121]}", "{\"eos_token\": \"x\"}", &s, &e) ==
 	      NR_OK);
