@@ -26,15 +26,17 @@ static const char generate_usage[] =
 	"\n"
 	"  --state STORE       the state store (a directory)\n"
 	"  --model NAME        its model to run (default: its only one, or its actor)\n"
-	"  --prompts FILE      JSON Lines: {\"tokens\": [ids]} or {\"text\": \"...\"} each\n"
+	"  --prompts FILE      JSON Lines: {\"tokens\": [ids]}, {\"text\": \"...\"} or\n"
+	"                      {\"messages\": [{\"role\": ..., \"content\": ...}]} each\n"
 	"  --max-new N         generate: tokens generated per prompt at most (default 64)\n"
 	"  --temperature T     generate: 0 is greedy (default 1)\n"
 	"  --top-p P           generate: nucleus sampling (default 1, off)\n"
 	"  --top-k K           generate: the K most likely tokens only (default 0, off)\n"
 	"  --seed S            generate: the sampling's seed (default 1)\n"
 	"  --tokenizer FILE    a tokenizer.json for text, its folder's generation_config.json\n"
-	"                      and tokenizer_config.json for stop tokens (default: the byte\n"
-	"                      vocabulary of a store nereus-run init made)\n"
+	"                      and tokenizer_config.json for stop tokens and the chat\n"
+	"                      template (default: the byte vocabulary of a store\n"
+	"                      nereus-run init made)\n"
 	"  -o, --output FILE   write the lines to FILE (default: standard output)\n"
 	"  -h, --help          show this help\n"
 	"  -V, --version       show the version\n"
@@ -385,10 +387,10 @@ static int generate_or_score(int argc, char **argv, bool score)
 	}
 	/* a prompt to continue leaves room for one token at least */
 	ctx = md.arch.max_pos ? md.arch.max_pos : 1L << 20;
-	if ((rc = prompts_load(&ps, a.prompts,
-			       &(struct prompt_limits){ md.arch.vocab,
-							(size_t)(score ? ctx : ctx - 1), false },
-			       have_tok ? &tok : NULL, &e)))
+	if ((rc = prompts_load_chat(&ps, a.prompts,
+				    &(struct prompt_limits){ md.arch.vocab,
+							     (size_t)(score ? ctx : ctx - 1), false },
+				    have_tok ? &tok : NULL, a.tokenizer, &e)))
 		goto out;
 	if ((rc = lm_open(&m, &md, 0, false, r, mi, 0, &e)))
 		goto out;

@@ -270,7 +270,8 @@ static int open_data(struct trainer *t, struct err *e)
 	if (!job->data.prompts[0])
 		return err_set(e, NR_EINPUT, "the job names no prompts file (\"data\": "
 			       "{\"prompts\": FILE})");
-	return prompts_load(&t->prompts, job->data.prompts, &lim, &t->tok, e);
+	return prompts_load_chat(&t->prompts, job->data.prompts, &lim, &t->tok,
+				 job->data.tokenizer, e);
 }
 
 
