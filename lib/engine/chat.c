@@ -200,9 +200,12 @@ static int next_token(struct parser *p)
 			return NR_OK;
 		}
 		if (c[0] == '\'' || c[0] == '"') {
-			size_t n = 1, k = 0;
+			size_t n = 1, k = 0, end = 1;
 
-			if (!(t->text = alloc(l->t, left)))
+			/* its length first: the decoded text is no longer */
+			while (end < left && c[end] != c[0])
+				end += c[end] == '\\' ? 2 : 1;
+			if (!(t->text = alloc(l->t, end)))
 				return err_set(l->e, NR_EIO, "out of memory");
 			while (n < left && c[n] != c[0]) {
 				char ch = c[n++];
