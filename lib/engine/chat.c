@@ -1637,6 +1637,10 @@ static int eval(struct ctx *c, const struct expr *x, json_t **out)
 	}
 	if ((rc = eval(c, x->a, &a)))
 		return rc;
+	/* as Jinja's default Undefined: nothing is looked up in it */
+	if (!a && (x->k == E_ATTR || x->k == E_INDEX || x->k == E_SLICE || x->k == E_METHOD))
+		return rfail(c, x->line, "%s of an undefined value", x->k == E_ATTR ?
+			     "an attribute" : x->k == E_METHOD ? "a method" : "a subscript");
 	switch (x->k) {
 	case E_ATTR:
 		if (json_is_object(a))

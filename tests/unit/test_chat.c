@@ -170,6 +170,11 @@ static void refusals(void)
 	CHECK(refuses("{% set x = 1 %}{% set x.y = 2 %}",
 		      "t.jinja:1: 'x' is not a namespace"));
 	CHECK(refuses("{{ 'a' + 1 }}", "t.jinja:1: cannot add a string and an integer"));
+	/* Jinja's undefined: tested and written as nothing, but not looked in */
+	CHECK(renders("{{ x }}{{ x is defined }}{{ m.y is defined }}", "{\"m\": {}}", "False"
+		      "False"));
+	CHECK(refuses("\n\n{{ messages[5].role }}", "t.jinja:3: an attribute of an undefined "
+		      "value"));
 }
 
 static void messages(void)
