@@ -1,13 +1,13 @@
 #!/bin/sh
 # Install the Debian packages the build and tests need, when any is missing.
 # As root it runs apt-get; otherwise it prints the exact line to run.
-# python3-torch is the tests' reference for the engine (a test-only
-# dependency); scdoc checks the committed man pages; jq runs the man pages'
+# python3-torch is the tests' reference for the engine and python3-jinja2
+# for the chat templates (test-only dependencies); scdoc checks the committed man pages; jq runs the man pages'
 # examples.
 pkgs="build-essential clang pkg-config libjansson-dev libarchive-dev libxxhash-dev
 libzstd-dev libopenmpi-dev openmpi-bin libopenblas-dev bats bats-support
 bats-assert zstd python3 python3-regex mandoc groff-base bash-completion zsh scdoc jq
-python3-torch"
+python3-torch python3-jinja2"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||

@@ -127,3 +127,30 @@ reject() {
 	reject aux
 	[[ $stderr == *"aux/actor/hf/config.json: "*" bytes, the manifest says "* ]] || fail "message: $stderr"
 }
+
+@test "an hf extra file not in aux_files, listed twice, or an aux file nothing names: exit 2" {
+	tamper noaux 'm["models"]["actor"]["hf"]["extra"] = ["actor/hf/tokenizer.json"]'
+	reject noaux
+	[[ $stderr == *'models.actor.hf.extra[0]: "actor/hf/tokenizer.json" is not in aux_files'* ]] ||
+		fail "message: $stderr"
+	tamper twice 'm["models"]["actor"]["hf"]["extra"] = ["actor/hf/config.json"] * 2'
+	reject twice
+	[[ $stderr == *'models.actor.hf.extra[1]: "actor/hf/config.json" listed twice'* ]] ||
+		fail "message: $stderr"
+	tamper other 'm["models"]["actor"]["hf"]["extra"] = ["critic/hf/config.json"]'
+	reject other
+	[[ $stderr == *'models.actor.hf.extra[0]: expected a file "actor/hf/NAME", got "critic/hf/config.json"'* ]] ||
+		fail "message: $stderr"
+	# an aux file is some model's config, index, header or extra file
+	cp -R "$F/llama.store" unused
+	echo '{}' > unused/actor/hf/tokenizer.json
+	python3 - unused/manifest.json <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["aux_files"].append({"path": "actor/hf/tokenizer.json", "bytes": 3, "xxh3": "0" * 16})
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+PY
+	reject unused
+	[[ $stderr == *'"actor/hf/tokenizer.json" is no model'"'"'s hf config, index, header or extra file'* ]] ||
+		fail "message: $stderr"
+}

@@ -221,6 +221,45 @@ EOF
 
 # --- training --------------------------------------------------------------------------
 
+@test "generate: a checkpoint's generation_config.json and tokenizer_config.json stop tokens all end a response" {
+	# the checkpoint folder of the tokenizer: <|end_of_text|> (258) its
+	# own eos, generation_config.json adds "a" (97) as a list, and
+	# tokenizer_config.json "b" (98) as an object, as instruct models name
+	# <|eot_id|> and <|im_end|>
+	mkdir ck
+	(cd ck && tokenizer_json)
+	printf '{"eos_token_id": [258, 97]}\n' > ck/generation_config.json
+	printf '{"eos_token": {"content": "b", "special": true}}\n' > ck/tokenizer_config.json
+	VOCAB=260 job j grpo actor
+	nereus-run init --job j.json -o st
+	for i in $(seq 64); do printf '{"tokens": [257, %d]}\n' $((i + 40)); done > p.jsonl
+	nereus-run generate --state st --prompts p.jsonl --tokenizer ck/tokenizer.json --seed 3 \
+		--max-new 30 > g.jsonl
+	# every response ends at its first stop or at --max-new, and each of
+	# the three stops ends some
+	holds g.jsonl 'len(recs) == 64' \
+		'all(not set(r["tokens"][:-1]) & {97, 98, 258} for r in recs)' \
+		'all(r["tokens"][-1] in (97, 98, 258) or len(r["tokens"]) == 30 for r in recs)' \
+		'{r["tokens"][-1] for r in recs} >= {97, 98, 258}'
+	# without the folder's files only <|end_of_text|> stops
+	rm ck/generation_config.json ck/tokenizer_config.json
+	nereus-run generate --state st --prompts p.jsonl --tokenizer ck/tokenizer.json --seed 3 \
+		--max-new 30 > g0.jsonl
+	holds g0.jsonl 'any(set(r["tokens"][:-1]) & {97, 98} for r in recs)' \
+		'all(258 not in r["tokens"][:-1] for r in recs)'
+	# a stop token the tokenizer does not have is refused, naming the file
+	printf '{"eos_token": "<|im_end|>"}\n' > ck/tokenizer_config.json
+	run -2 --separate-stderr nereus-run generate --state st --prompts p.jsonl \
+		--tokenizer ck/tokenizer.json
+	[[ $stderr == *"ck/tokenizer_config.json: stop token '<|im_end|>' is not a token of the tokenizer"* ]]
+	# a job's data.stop_tokens is checked against its tokenizer the same way
+	job k grpo actor '' '"prompts": "repeat.jsonl", "reward": "char_match", "stop_tokens": [97, "<|nope|>"]'
+	nereus-run init --job k.json -o kst
+	run -2 --separate-stderr nereus-run --engine builtin --job k.json --cluster "$CLUSTER" \
+		--state kst --steps 1
+	[[ $stderr == *"data.stop_tokens[1]: stop token '<|nope|>' is not a token"* ]]
+}
+
 @test "a run's records: engine builtin, every model-stage timed and measured, the rl figures by phase" {
 	job j grpo actor,reference '"sft_steps": 2' \
 		'"prompts": "add.jsonl", "reward": "exact_match"'

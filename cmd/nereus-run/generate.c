@@ -22,14 +22,17 @@ static const char generate_usage[] =
 	"\n"
 	"  --state STORE       the state store (a directory)\n"
 	"  --model NAME        its model to run (default: its only one, or its actor)\n"
-	"  --prompts FILE      JSON Lines: {\"tokens\": [ids]} or {\"text\": \"...\"} each\n"
+	"  --prompts FILE      JSON Lines: {\"tokens\": [ids]}, {\"text\": \"...\"} or\n"
+	"                      {\"messages\": [{\"role\": ..., \"content\": ...}]} each\n"
 	"  --max-new N         generate: tokens generated per prompt at most (default 64)\n"
 	"  --temperature T     generate: 0 is greedy (default 1)\n"
 	"  --top-p P           generate: nucleus sampling (default 1, off)\n"
 	"  --top-k K           generate: the K most likely tokens only (default 0, off)\n"
 	"  --seed S            generate: the sampling's seed (default 1)\n"
-	"  --tokenizer FILE    a tokenizer.json for text (default: the byte vocabulary of a\n"
-	"                      store nereus-run init made)\n"
+	"  --tokenizer FILE    a tokenizer.json for text, its folder's generation_config.json\n"
+	"                      and tokenizer_config.json for stop tokens and the chat\n"
+	"                      template (default: the byte vocabulary of a store\n"
+	"                      nereus-run init made)\n"
 	"  -o, --output FILE   write the lines to FILE (default: standard output)\n"
 	"  -h, --help          show this help\n"
 	"  -V, --version       show the version\n"
@@ -103,6 +106,7 @@ struct sink {
 	const char *name;
 	bool values;                /* score: a score head's values */
 	const struct tokenizer *tok; /* generate: the text too, when not NULL */
+	const struct stops *stops;   /* generate: where a response ends (with tok) */
 };
 
 static int put_line(const struct sink *k, json_t *o, struct err *e)
@@ -129,7 +133,7 @@ static int put_generated(void *arg, size_t i, const int *o, const float *lp, int
 	json_object_set_new(line, "tokens", t);
 	json_object_set_new(line, "logprobs", l);
 	if (k->tok) {
-		size_t n = task_response_len(o, (size_t)len, k->tok->eos), blen;
+		size_t n = task_response_len(o, (size_t)len, k->stops), blen;
 		char *text, *shown;
 		int rc = tok_decode(k->tok, o, n, &text, &blen, e);
 
@@ -168,8 +172,8 @@ static int run_generate(struct lm *m, const struct prompts *ps, const struct gar
 
 	if (k->tok)
 		gp.vocab = k->tok->n;
-	if (k->tok && k->tok->eos >= 0)
-		gp.eos[gp.neos++] = k->tok->eos;
+	if (k->tok)
+		stops_to_gen(k->stops, &gp);
 	return batches_generate(m, ps, &gp, ctx, put_generated, k, e);
 }
 
@@ -178,6 +182,7 @@ static int generate_or_score(int argc, char **argv, bool score)
 	struct gargs a;
 	struct store_reader *r = NULL;
 	struct tokenizer tok;
+	struct stops stops;
 	struct prompts ps = { 0 };
 	struct lm m = { 0 };
 	struct model md = { 0 };
@@ -196,7 +201,7 @@ static int generate_or_score(int argc, char **argv, bool score)
 	name = a.out && strcmp(a.out, "-") ? a.out : "<stdout>";
 	if ((rc = store_reader_open(&r, a.state, &e)) ||
 	    (rc = batches_model(r, a.model, a.state, &mi, &e)) ||
-	    (rc = batches_tokenizer(r, a.tokenizer, &tok, &have_tok, &e)))
+	    (rc = batches_tokenizer(r, a.tokenizer, &tok, &stops, &have_tok, &e)))
 		goto out;
 	md.arch = store_reader_manifest(r)->models[mi].lo.arch;
 	snprintf(md.name, sizeof md.name, "%s", store_reader_manifest(r)->models[mi].lo.name);
@@ -207,10 +212,10 @@ static int generate_or_score(int argc, char **argv, bool score)
 	}
 	/* a prompt to continue leaves room for one token at least */
 	ctx = md.arch.max_pos ? md.arch.max_pos : 1L << 20;
-	if ((rc = prompts_load(&ps, a.prompts,
-			       &(struct prompt_limits){ md.arch.vocab,
-							(size_t)(score ? ctx : ctx - 1), false },
-			       have_tok ? &tok : NULL, &e)))
+	if ((rc = prompts_load_chat(&ps, a.prompts,
+				    &(struct prompt_limits){ md.arch.vocab,
+							     (size_t)(score ? ctx : ctx - 1), false },
+				    have_tok ? &tok : NULL, a.tokenizer, &e)))
 		goto out;
 	if ((rc = lm_open(&m, &md, 0, false, r, mi, 0, &e)))
 		goto out;
@@ -220,9 +225,10 @@ static int generate_or_score(int argc, char **argv, bool score)
 	if (a.out && (rc = out_open_file(&of, a.out, &f, &e)))
 		goto out;
 	rc = score ? batches_score(&m, &ps, put_scored,
-				   &(struct sink){ f, name, m.st.lo.arch.score_head, NULL }, &e) :
+				   &(struct sink){ f, name, m.st.lo.arch.score_head, NULL, NULL }, &e) :
 		     run_generate(&m, &ps, &a, ctx,
-				  &(struct sink){ f, name, false, have_tok ? &tok : NULL }, &e);
+				  &(struct sink){ f, name, false, have_tok ? &tok : NULL, &stops },
+				  &e);
 	if (a.out && rc == NR_OK)
 		rc = out_commit_file(&of, f, &e);
 	else if (a.out)

@@ -165,7 +165,7 @@ const char *jdoc_kind(const struct jdoc *d)
 /* Parse and (if index) record positions; the root must be an object
  * (what says which). */
 static int load_object(struct jdoc *d, const char *name, const char *buf, size_t len,
-		       bool index, const char *what, struct err *e)
+		       bool index, size_t flags, const char *what, struct err *e)
 {
 	size_t bom = utf8_bom(buf, len);
 	json_error_t je;
@@ -186,7 +186,7 @@ static int load_object(struct jdoc *d, const char *name, const char *buf, size_t
 		jdoc_free(d);
 		return NR_EINPUT;
 	}
-	d->root = json_loadb(buf + bom, len - bom, JSON_REJECT_DUPLICATES, &je);
+	d->root = json_loadb(buf + bom, len - bom, JSON_REJECT_DUPLICATES | flags, &je);
 	if (!d->root) {
 		/* jansson says column 0 at the start of a line; ours start at 1 */
 		if (len == bom)
@@ -212,14 +212,20 @@ static int load_object(struct jdoc *d, const char *name, const char *buf, size_t
 int jdoc_loadb_foreign(struct jdoc *d, const char *name, const char *buf, size_t len,
 		       bool positions, struct err *e)
 {
-	return load_object(d, name, buf, len, positions, "a JSON object", e);
+	return load_object(d, name, buf, len, positions, 0, "a JSON object", e);
+}
+
+int jdoc_loadb_config(struct jdoc *d, const char *name, const char *buf, size_t len,
+		      struct err *e)
+{
+	return load_object(d, name, buf, len, true, JSON_DECODE_INT_AS_REAL, "a JSON object", e);
 }
 
 int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
 	       const char *kind, struct err *e)
 {
 	json_t *v;
-	int rc = load_object(d, name, buf, len, true, "a JSON object (a Nereus document)", e);
+	int rc = load_object(d, name, buf, len, true, 0, "a JSON object (a Nereus document)", e);
 
 	if (rc)
 		return rc;

@@ -44,6 +44,12 @@ int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
  * reader may try that first and, when it fails, again with positions. */
 int jdoc_loadb_foreign(struct jdoc *d, const char *name, const char *buf, size_t len,
 		       bool positions, struct err *e);
+/* A Hugging Face configuration (tokenizer_config.json,
+ * generation_config.json): as jdoc_loadb_foreign with positions, but
+ * every number read as a real, since such files hold integers past 64
+ * bits (Llama 3's model_max_length is 1e30). */
+int jdoc_loadb_config(struct jdoc *d, const char *name, const char *buf, size_t len,
+		      struct err *e);
 void jdoc_free(struct jdoc *d);
 /* The column where buf, a line of a JSON Lines file, ends inside a JSON
  * value (a pretty-printed document where one object a line is expected, or

@@ -272,10 +272,43 @@ static int job_path(const struct jdoc *d, json_t *o, const char *path, const cha
 	return NR_OK;
 }
 
+/* "stop_tokens": token ids or texts, at most DATA_MAX_STOPS. */
+static int stop_tokens_load(const struct jdoc *d, json_t *arr, const char *path,
+			    struct data_config *c, struct err *e)
+{
+	char p[256];
+
+	jpath(p, sizeof p, path, "stop_tokens");
+	if (json_array_size(arr) > DATA_MAX_STOPS)
+		return jdoc_fail(d, p, e, "%zu stop tokens: at most %d", json_array_size(arr),
+				 DATA_MAX_STOPS);
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		json_t *v = json_array_get(arr, i);
+		struct data_stop *s = &c->stops[c->nstops++];
+		char pi[272];
+
+		jpath_idx(pi, sizeof pi, p, i);
+		if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+		    json_integer_value(v) <= DATA_STOP_ID_MAX) {
+			s->id = (long)json_integer_value(v);
+		} else if (json_is_string(v) && json_string_length(v) > 0 &&
+			   json_string_length(v) < sizeof s->text) {
+			s->id = -1;
+			memcpy(s->text, json_string_value(v), json_string_length(v) + 1);
+		} else {
+			return jdoc_fail(d, pi, e, "expected a token id (0 to %d) or a token's text "
+					 "(1 to %zu bytes)", DATA_STOP_ID_MAX, sizeof s->text - 1);
+		}
+	}
+	return NR_OK;
+}
+
 int data_config_load(const struct jdoc *d, json_t *o, const char *path, const char *job_file,
 		     struct data_config *c, struct err *e)
 {
-	static const char *const keys[] = { "prompts", "tokenizer", "reward", "seed", NULL };
+	static const char *const keys[] = { "prompts", "tokenizer", "reward", "seed",
+					    "stop_tokens", NULL };
+	json_t *stops = NULL;
 	int reward = TASK_EXACT_MATCH, rc;
 	long seed = 1;
 
@@ -288,7 +321,9 @@ int data_config_load(const struct jdoc *d, json_t *o, const char *path, const ch
 	    (rc = job_path(d, o, path, "tokenizer", job_file, c->tokenizer, sizeof c->tokenizer,
 			   e)) ||
 	    (rc = jget_enum(d, o, path, "reward", false, task_reward_names, &reward, e)) ||
-	    (rc = jget_int(d, o, path, "seed", false, 0, LONG_MAX, &seed, e)))
+	    (rc = jget_int(d, o, path, "seed", false, 0, LONG_MAX, &seed, e)) ||
+	    (rc = jget_arr(d, o, path, "stop_tokens", false, &stops, e)) ||
+	    (stops && (rc = stop_tokens_load(d, stops, path, c, e))))
 		return rc;
 	c->reward = (enum task_reward)reward;
 	c->seed = (uint64_t)seed;

@@ -112,6 +112,14 @@ enum task_reward { TASK_EXACT_MATCH, TASK_CHAR_MATCH, TASK_REWARD_MODEL };
 extern const char *const task_reward_names[];
 
 #define DATA_PATH_MAX 4096 /* a path the job names, at most */
+#define DATA_MAX_STOPS 8    /* "stop_tokens", at most */
+#define DATA_STOP_ID_MAX ((1 << 24) - 1) /* a tokenizer.json's ids are at most this */
+
+/* A stop token the job names: an id, or (id -1) a token's text. */
+struct data_stop {
+	long id;
+	char text[128];
+};
 
 /* The job's "data" object; paths are relative to the job file's folder
  * as given, and resolved against it here. */
@@ -120,6 +128,8 @@ struct data_config {
 	char tokenizer[DATA_PATH_MAX]; /* "tokenizer": a tokenizer.json; "": the byte vocabulary */
 	enum task_reward reward;  /* "reward": exact_match */
 	uint64_t seed;            /* "seed": 1; every random draw of a run derives from it */
+	int nstops;               /* "stop_tokens": more tokens that end a response */
+	struct data_stop stops[DATA_MAX_STOPS];
 };
 
 /* Read the "rl" object o (NULL: all defaults) at path of d for algorithm

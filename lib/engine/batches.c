@@ -25,7 +25,7 @@ int batches_model(struct store_reader *r, const char *name, const char *store, i
 }
 
 int batches_tokenizer(struct store_reader *r, const char *file, struct tokenizer *tok,
-		      bool *have, struct err *e)
+		      struct stops *stops, bool *have, struct err *e)
 {
 	const json_t *run = store_reader_manifest(r)->run;
 	const char *kind = json_string_value(json_object_get(run, "tokenizer"));
@@ -36,6 +36,14 @@ int batches_tokenizer(struct store_reader *r, const char *file, struct tokenizer
 		rc = tok_load(tok, file, e);
 	else if (*have)
 		rc = tok_bytes(tok, e);
+	if (rc == NR_OK && *have)
+		stops_init(stops, tok);
+	if (rc == NR_OK && file) {
+		char dir[4096];
+
+		stops_dir_of(file, dir, sizeof dir);
+		rc = stops_add_checkpoint(stops, tok, dir, e);
+	}
 	return rc;
 }
 

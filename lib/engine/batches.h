@@ -11,6 +11,7 @@
 #include "common/err.h"
 #include "engine/generate.h"
 #include "engine/lm.h"
+#include "engine/stops.h"
 #include "engine/task.h"
 #include "state/store.h"
 
@@ -23,9 +24,10 @@ int batches_model(struct store_reader *r, const char *name, const char *store, i
 		  struct err *e);
 /* The tokenizer of the text for r's models: file (a tokenizer.json), or
  * the byte vocabulary when r says its models speak it; *have false (and
- * tok untouched) when neither. */
+ * tok and stops untouched) when neither.  Its stop tokens: its eos and
+ * those the configuration of file's checkpoint folder names. */
 int batches_tokenizer(struct store_reader *r, const char *file, struct tokenizer *tok,
-		      bool *have, struct err *e);
+		      struct stops *stops, bool *have, struct err *e);
 
 /* Prompt i's generated tokens and their log-probs, len of each. */
 typedef int (*batches_generated)(void *arg, size_t i, const int *tokens, const float *logprobs,

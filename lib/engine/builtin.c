@@ -116,6 +116,7 @@ static int open_ranks(struct builtin *b, const struct env *v, const struct plan 
 		rc = rank_state_load(&b->rs, r, b->state, e);
 	if ((rc = x->world->agree(x->world->ctx, rc, e)) == NR_OK)
 		rc = trainer_open(&b->t, &b->job, &b->g, &b->rs, mb, e);
+	b->t.origin = b->state;
 	if ((rc = x->world->agree(x->world->ctx, rc, e)) == NR_OK)
 		take_optim(b, store_reader_manifest(r)->run);
 	store_reader_close(r);

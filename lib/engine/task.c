@@ -39,25 +39,28 @@ static int read_tokens(json_t *arr, const char *where, const struct prompt_limit
 	return NR_OK;
 }
 
-/* The text's ids: the tokenizer's BOS, when it has one, then its encoding. */
-static int encode_text(json_t *text, const char *where, const struct prompt_limits *lim,
+/* The ids of text[0..len): the tokenizer's BOS, when it has one and
+ * with_bos, then its encoding; the text kept in p.  what names the field. */
+static int encode_text(const char *text, size_t len, bool with_bos, const char *what,
+		       const char *where, const struct prompt_limits *lim,
 		       const struct tokenizer *tok, struct prompt *p, struct err *e)
 {
-	size_t len = json_string_length(text), n;
+	size_t n;
 	int32_t *ids;
 	bool bos;
 	int rc;
 
 	if (!tok)
-		return err_set(e, NR_EINPUT, "%s: a \"text\" prompt needs a tokenizer; give "
-			       "\"tokens\" instead", where);
+		return err_set(e, NR_EINPUT, "%s: a \"%s\" prompt needs a tokenizer; give "
+			       "\"tokens\" instead", where, what);
 	p->text = malloc(len + 1);
 	if (!p->text)
 		return err_set(e, NR_EIO, "out of memory");
-	memcpy(p->text, json_string_value(text), len + 1);
+	memcpy(p->text, text, len);
+	p->text[len] = '\0';
 	if ((rc = tok_encode(tok, p->text, len, &ids, &n, e)))
 		return rc;
-	bos = tok->bos >= 0;
+	bos = with_bos && tok->bos >= 0;
 	p->tokens = malloc((n + bos) * sizeof *p->tokens);
 	if (!p->tokens) {
 		free(ids);
@@ -70,8 +73,8 @@ static int encode_text(json_t *text, const char *where, const struct prompt_limi
 	p->ntokens = n + bos;
 	for (size_t i = 0; i < p->ntokens; i++)
 		if (p->tokens[i] >= lim->vocab)
-			return err_set(e, NR_EINPUT, "%s: \"text\" encodes to token id %ld, "
-				       "outside the model's vocabulary of %ld ids", where,
+			return err_set(e, NR_EINPUT, "%s: \"%s\" encodes to token id %ld, "
+				       "outside the model's vocabulary of %ld ids", where, what,
 				       (long)p->tokens[i], lim->vocab);
 	return NR_OK;
 }
@@ -95,30 +98,77 @@ static int read_answer(json_t *v, const char *where, struct prompt *p, struct er
 	return p->answer ? NR_OK : err_set(e, NR_EIO, "out of memory");
 }
 
+/* The chat template for "messages" lines: t, or NULL and why not. */
+struct chat_in {
+	const struct chat_template *t;
+	const char *refused;    /* the message that refused the template; NULL: none */
+};
+
+/* "messages": chat turns, each an object with a string "role" and
+ * "content", rendered by the chat template (which writes the BOS where
+ * the model wants one) and encoded. */
+static int encode_messages(json_t *msgs, const char *where, const struct prompt_limits *lim,
+			   const struct tokenizer *tok, const struct chat_in *chat,
+			   struct prompt *p, struct err *e)
+{
+	char *text;
+	size_t len, i;
+	json_t *m;
+	int rc;
+
+	if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+		return err_set(e, NR_EINPUT, "%s: \"messages\": expected an array of messages",
+			       where);
+	json_array_foreach(msgs, i, m)
+		if (!json_is_string(json_object_get(m, "role")) ||
+		    !json_is_string(json_object_get(m, "content")))
+			return err_set(e, NR_EINPUT, "%s: \"messages\"[%zu]: expected an object "
+				       "with a string \"role\" and \"content\"", where, i);
+	if (!chat->t && chat->refused)
+		return err_set(e, NR_EINPUT, "%s: a \"messages\" prompt, but the chat template "
+			       "is refused: %s", where, chat->refused);
+	if (!chat->t)
+		return err_set(e, NR_EINPUT, "%s: a \"messages\" prompt needs a chat template: "
+			       "the tokenizer's folder has no chat_template.jinja and its "
+			       "tokenizer_config.json no \"chat_template\"", where);
+	if ((rc = chat_render_messages(chat->t, msgs, &text, &len, e))) {
+		err_prefix(e, "%s", where);
+		return rc;
+	}
+	rc = encode_text(text, len, false, "messages", where, lim, tok, p, e);
+	free(text);
+	return rc;
+}
+
 /* One line's object into p; where is "FILE:LINE". */
 static int read_prompt(json_t *o, const char *where, const struct prompt_limits *lim,
-		       const struct tokenizer *tok, struct prompt *p, struct err *e)
+		       const struct tokenizer *tok, const struct chat_in *chat, struct prompt *p,
+		       struct err *e)
 {
 	json_t *text = json_object_get(o, "text"), *tokens = json_object_get(o, "tokens");
-	json_t *answer = json_object_get(o, "answer");
+	json_t *msgs = json_object_get(o, "messages"), *answer = json_object_get(o, "answer");
 	const char *key;
 	json_t *v;
 	int rc;
 
 	json_object_foreach(o, key, v)
-		if (strcmp(key, "text") && strcmp(key, "tokens") && strcmp(key, "answer"))
+		if (strcmp(key, "text") && strcmp(key, "tokens") && strcmp(key, "messages") &&
+		    strcmp(key, "answer"))
 			return err_set(e, NR_EINPUT, "%s: unknown key \"%s\" (a prompt has "
-				       "\"text\" or \"tokens\", and \"answer\")", where, key);
-	if (!text == !tokens)
-		return err_set(e, NR_EINPUT, "%s: a prompt needs exactly one of \"text\" and "
-			       "\"tokens\"", where);
+				       "\"text\", \"tokens\" or \"messages\", and \"answer\")",
+				       where, key);
+	if (!text + !tokens + !msgs != 2)
+		return err_set(e, NR_EINPUT, "%s: a prompt needs exactly one of \"text\", "
+			       "\"tokens\" and \"messages\"", where);
 	if (text && !json_is_string(text))
 		return err_set(e, NR_EINPUT, "%s: \"text\": expected a string", where);
 	if (tokens && !json_is_array(tokens))
 		return err_set(e, NR_EINPUT, "%s: \"tokens\": expected an array of token ids",
 			       where);
-	rc = text ? encode_text(text, where, lim, tok, p, e)
-		  : read_tokens(tokens, where, lim, p, e);
+	rc = text ? encode_text(json_string_value(text), json_string_length(text), true, "text",
+				where, lim, tok, p, e) :
+	     msgs ? encode_messages(msgs, where, lim, tok, chat, p, e) :
+		    read_tokens(tokens, where, lim, p, e);
 	if (rc)
 		return rc;
 	if (p->ntokens == 0)
@@ -141,8 +191,9 @@ static void prompt_free(struct prompt *p)
 	free(p->answer);
 }
 
-int prompts_load(struct prompts *p, const char *file, const struct prompt_limits *lim,
-		 const struct tokenizer *tok, struct err *e)
+/* prompts_load, with chat for "messages" lines. */
+static int load(struct prompts *p, const char *file, const struct prompt_limits *lim,
+		const struct tokenizer *tok, const struct chat_in *chat, struct err *e)
 {
 	char *buf, *line, *next, where[600];
 	size_t len, cap = 0;
@@ -191,7 +242,7 @@ int prompts_load(struct prompts *p, const char *file, const struct prompt_limits
 		}
 		memset(&p->v[p->n], 0, sizeof p->v[p->n]);
 		p->v[p->n].line = lineno;
-		rc = read_prompt(o, where, lim, tok, &p->v[p->n++], e);
+		rc = read_prompt(o, where, lim, tok, chat, &p->v[p->n++], e);
 		json_decref(o);
 		if (rc)
 			break;
@@ -204,6 +255,31 @@ int prompts_load(struct prompts *p, const char *file, const struct prompt_limits
 	return rc;
 }
 
+int prompts_load(struct prompts *p, const char *file, const struct prompt_limits *lim,
+		 const struct tokenizer *tok, struct err *e)
+{
+	return load(p, file, lim, tok, &(struct chat_in){ NULL, NULL }, e);
+}
+
+int prompts_load_chat(struct prompts *p, const char *file, const struct prompt_limits *lim,
+		      const struct tokenizer *tok, const char *tokenizer_file, struct err *e)
+{
+	struct chat_template *chat = NULL;
+	struct err refused = { 0 };
+	char dir[DATA_PATH_MAX];
+	int rc = NR_OK;
+
+	if (tokenizer_file && tokenizer_file[0]) {
+		stops_dir_of(tokenizer_file, dir, sizeof dir);
+		rc = chat_load(&chat, dir, &refused);
+	}
+	if (rc == NR_EIO)
+		return err_set(e, rc, "%s", refused.msg);
+	rc = load(p, file, lim, tok, &(struct chat_in){ chat, rc ? refused.msg : NULL }, e);
+	chat_free(chat);
+	return rc;
+}
+
 void prompts_free(struct prompts *p)
 {
 	for (size_t i = 0; i < p->n; i++)
@@ -213,11 +289,11 @@ void prompts_free(struct prompts *p)
 	memset(p, 0, sizeof *p);
 }
 
-size_t task_response_len(const int32_t *tokens, size_t n, int32_t eos)
+size_t task_response_len(const int32_t *tokens, size_t n, const struct stops *s)
 {
 	size_t i = 0;
 
-	while (i < n && tokens[i] != eos)
+	while (i < n && !stops_has(s, tokens[i]))
 		i++;
 	return i;
 }

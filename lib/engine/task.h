@@ -3,10 +3,12 @@
  *
  * A prompts file is JSON Lines: each non-blank line an object with
  * "text" (a string, encoded by the model's tokenizer, after its BOS when
- * it has one, as Hugging Face's Llama 3 and Qwen2 tokenizers do it) or
- * "tokens" (token ids, taken as they are), and "answer" (a string or an
+ * it has one, as Hugging Face's Llama 3 and Qwen2 tokenizers do it),
+ * "tokens" (token ids, taken as they are) or "messages" (chat turns of
+ * {"role", "content"}, rendered by the checkpoint's chat template, which
+ * writes the BOS itself, and encoded), and "answer" (a string or an
  * integer) for the rules to check against.  Responses are scored from
- * their decoded bytes, cut at the first EOS (task_response_len):
+ * their decoded bytes, cut at the first stop token (task_response_len):
  *
  *   exact_match  1 when the response equals the answer once leading and
  *                trailing ASCII whitespace is stripped from both, else 0.
@@ -29,6 +31,8 @@
 
 #include "common/err.h"
 #include "doc/rlconf.h"
+#include "engine/chat.h"
+#include "engine/stops.h"
 #include "engine/tokenizer.h"
 
 
@@ -65,8 +69,14 @@ int prompts_load(struct prompts *p, const char *file, const struct prompt_limits
 		 const struct tokenizer *tok, struct err *e);
 void prompts_free(struct prompts *p);
 
-/* The response's length up to (not including) its first eos. */
-size_t task_response_len(const int32_t *tokens, size_t n, int32_t eos);
+/* prompts_load with the chat template of the folder of tokenizer_file
+ * (a tokenizer.json; NULL or "": none) for "messages" lines.  A template
+ * the interpreter refuses fails only the lines that need it. */
+int prompts_load_chat(struct prompts *p, const char *file, const struct prompt_limits *lim,
+		      const struct tokenizer *tok, const char *tokenizer_file, struct err *e);
+
+/* The response's length up to (not including) its first stop token. */
+size_t task_response_len(const int32_t *tokens, size_t n, const struct stops *s);
 
 /* The rules on a decoded response (len bytes, already cut at EOS). */
 double task_exact_match(const char *answer, const char *resp, size_t len);

@@ -214,6 +214,8 @@ static int open_data(struct trainer *t, struct err *e)
 	if (t->tok.eos < 0)
 		return err_set(e, NR_EINPUT, "the tokenizer '%s' has no end-of-sequence token",
 			       job->data.tokenizer);
+	if ((rc = stops_for_data(&t->stops, &t->tok, &job->data, e)))
+		return rc;
 	if (a->max_pos && tr_max_len(t) > a->max_pos)
 		return err_set(e, NR_EINPUT, "a prompt of %ld tokens and a response of %ld make %d, "
 			       "more than the actor's %ld positions", job->prompt_len, tr_max_new(t),
@@ -221,7 +223,8 @@ static int open_data(struct trainer *t, struct err *e)
 	if (!job->data.prompts[0])
 		return err_set(e, NR_EINPUT, "the job names no prompts file (\"data\": "
 			       "{\"prompts\": FILE})");
-	return prompts_load(&t->prompts, job->data.prompts, &lim, &t->tok, e);
+	return prompts_load_chat(&t->prompts, job->data.prompts, &lim, &t->tok,
+				 job->data.tokenizer, e);
 }
 
 /* Release what bind made: decoders, activations, the generator. */
@@ -354,6 +357,7 @@ int trainer_open_one(struct trainer *t, const struct job *job, const char *store
 	if (rc == NR_OK && (rc = groups_self(&t->own_g, &v, &p, e)) == NR_OK)
 		rc = rank_state_init(&t->own_rs, &v, &t->own_g.rr, e);
 	t->own = rc == NR_OK;
+	t->origin = store;
 	if (rc == NR_OK && store)
 		rc = store_reader_open(&r, store, e);
 	if (rc == NR_OK && r)

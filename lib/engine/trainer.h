@@ -91,6 +91,8 @@ struct part {
 struct trainer {
 	const struct job *job;
 	struct tokenizer tok;
+	struct stops stops;         /* what ends a response */
+	const char *origin;         /* the store the state came from, or NULL */
 	struct prompts prompts;
 	const struct groups *g;     /* the plan's groups of this rank */
 	struct rank_state *rs;      /* what the rank holds of the plan */

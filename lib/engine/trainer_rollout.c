@@ -35,12 +35,12 @@ static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 	struct gen_params gparams = {
 		.temperature = (float)c->temperature, .top_p = c->top_p < 1 ? (float)c->top_p : 0,
 		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)tr_max_new(t),
-		.vocab = t->tok.n, .neos = 1,
-		.eos = { t->tok.eos }, .seed = job->data.seed, .step = (uint64_t)s };
+		.vocab = t->tok.n, .seed = job->data.seed, .step = (uint64_t)s };
 	size_t N = (size_t)t->B * (size_t)tr_max_new(t);
 	float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
 	int rc = NR_OK;
 
+	stops_to_gen(&t->stops, &gparams);
 	*peak = trainer_bytes(t);
 	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
 	if (!t->gen_alias)
@@ -135,7 +135,7 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 	} else {
 		for (int b = 0; b < t->B && rc == NR_OK; b++) {
 			const int32_t *g = t->gen_tok + (size_t)b * (size_t)tr_max_new(t);
-			size_t len = task_response_len(g, (size_t)t->gen_len[b], t->tok.eos), blen;
+			size_t len = task_response_len(g, (size_t)t->gen_len[b], &t->stops), blen;
 			char *text = NULL;
 			double score = 0;
 

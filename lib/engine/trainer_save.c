@@ -179,7 +179,8 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 			rc = gather_model(t, i, &g[i], e);
 		rc = tr_agree(t, rc, e);
 		ss[n] = (struct store_state){ .lo = g[i].lo, .wdtype = g[i].wdtype,
-					      .buffer = gathered_buffer, .ctx = &g[i] };
+					      .buffer = gathered_buffer, .ctx = &g[i],
+					      .origin = t->origin };
 		n++;
 		if (t->job->models[i].stages[STAGE_TRAIN])
 			json_object_set_new(steps, t->job->models[i].name,

@@ -177,6 +177,11 @@ struct store_state {
 	const unsigned char *wdtype; /* per global tensor, as mmodel.wdtype; NULL: the arch's */
 	const float *(*buffer)(void *ctx, enum state_kind kind, int tp, int pp, int dp);
 	void *ctx;
+	/* The store directory the state was loaded from, or NULL: when its
+	 * model of this name has the same architecture and came from a
+	 * Hugging Face checkpoint, its config.json and extra files are kept
+	 * (not its files' headers: export writes fresh files). */
+	const char *origin;
 };
 
 /* Make the store dst from n models in memory (weights rounded to nearest
@@ -220,6 +225,10 @@ struct hf_origin {
 	char *index;               /* aux file: model.safetensors.index.json, or NULL */
 	size_t nfiles;
 	struct hf_file *files;
+	/* aux files: the checkpoint's files beside the weights (tokenizer.json,
+	 * generation_config.json, ...) that export writes back as they were */
+	size_t nextra;
+	char **extra;
 };
 
 struct mmodel {

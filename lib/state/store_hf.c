@@ -11,7 +11,9 @@
  * and a store's shards, like any resharding. */
 #include "state/store_impl.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -501,6 +503,94 @@ static int ckpt_read(struct ckpt *c, const char *dir, struct err *e)
 
 /* --- import -------------------------------------------------------------------------------- */
 
+/* The checkpoint's files beside the weights that export writes back as
+ * they were: the tokenizer, its special tokens and chat template, and the
+ * generation defaults.  None of them is read here. */
+static bool is_extra(const char *name)
+{
+	static const char *const kept[] = { "tokenizer*.json", "special_tokens_map.json",
+					    "generation_config.json", "chat_template*" };
+
+	for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+		if (fnmatch(kept[i], name, 0) == 0)
+			return true;
+	return false;
+}
+
+/* The names of dir's regular files is_extra chooses, sorted, into a new
+ * NULL-terminated *names (the caller frees each and the array). */
+static int list_extra(const char *dir, char ***names, size_t *n, struct err *e)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t cap = 0;
+	int rc = NR_OK;
+
+	*names = NULL;
+	*n = 0;
+	if (!d)
+		return err_set(e, NR_EIO, "cannot read '%s': %s", dir, strerror(errno));
+	while (rc == NR_OK && (de = readdir(d))) {
+		char *path;
+		struct stat st;
+		bool reg;
+
+		if (!is_extra(de->d_name) || !store_path_ok(de->d_name))
+			continue;
+		path = path_join(dir, de->d_name);
+		reg = path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+		free(path);
+		if (!reg)
+			continue;
+		if (*n + 1 >= cap) {
+			char **grown = realloc(*names, (cap = 2 * cap + 8) * sizeof *grown);
+
+			if (!grown) {
+				rc = oom(e);
+				break;
+			}
+			*names = grown;
+		}
+		if (!((*names)[(*n)++] = xstrdup(de->d_name)))
+			rc = oom(e);
+	}
+	closedir(d);
+	if (*n)
+		qsort(*names, *n, sizeof **names, by_name);
+	return rc;
+}
+
+/* Keep the checkpoint's extra files (is_extra) as aux files of model mi. */
+static int keep_extra(const struct ckpt *c, struct work *w, struct manifest *m, int mi,
+		      struct err *e)
+{
+	struct hf_origin *h = &m->models[mi].hf;
+	char **names;
+	size_t n;
+	int rc = list_extra(c->dir, &names, &n, e);
+
+	if (rc == NR_OK && !(h->extra = calloc(n + 1, sizeof *h->extra)))
+		rc = oom(e);
+	for (size_t i = 0; i < n && rc == NR_OK; i++) {
+		char rel[600], *path = path_join(c->dir, names[i]), *buf;
+		size_t len;
+
+		snprintf(rel, sizeof rel, "%s/hf/%s", m->models[mi].lo.name, names[i]);
+		rc = path ? read_whole(path, path, &buf, &len, e) : oom(e);
+		free(path);
+		if (rc == NR_OK) {
+			rc = store_add_aux(w, m, rel, buf, len, e);
+			free(buf);
+		}
+		if (rc == NR_OK && !(h->extra[h->nextra++] = xstrdup(rel)))
+			rc = oom(e);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
 /* Keep config.json, the index and each file's header verbatim as aux
  * files, and record the origin in model mi of m.  A checkpoint whose
  * buffers were skipped keeps config.json alone: its files cannot come
@@ -565,7 +655,7 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 		free(buf);
 		free(path);
 	}
-	return rc;
+	return rc == NR_OK ? keep_extra(c, w, m, mi, e) : rc;
 }
 
 /* The checkpoint's tensors as source pieces of group base + tensor. */
@@ -707,6 +797,9 @@ static int add_hf_file(struct xfer *x, const struct work *w, const struct mmodel
 	return rc;
 }
 
+static int write_config(const struct work *w, const struct store *s, const struct mmodel *mm,
+			struct err *e);
+
 /* The files the store was imported from, with their headers verbatim. */
 static int export_origin(struct xfer *x, struct work *w, const struct store *s,
 			 const struct mmodel *mm, struct err *e)
@@ -725,20 +818,17 @@ static int export_origin(struct xfer *x, struct work *w, const struct store *s,
 			free(hdr);
 		}
 	}
-	for (int k = 0; k < 2 && rc == NR_OK; k++) {
-		const char *rel = k ? h->index : h->config;
+	if (rc == NR_OK && h->index) {
 		char *buf;
 		size_t len;
 
-		if (!rel)
-			continue;
-		rc = store_read_aux(s, rel, &buf, &len, e);
+		rc = store_read_aux(s, h->index, &buf, &len, e);
 		if (rc == NR_OK) {
-			rc = work_write(w, k ? HF_INDEX : HF_CONFIG, buf, len, e);
+			rc = work_write(w, HF_INDEX, buf, len, e);
 			free(buf);
 		}
 	}
-	return rc;
+	return rc == NR_OK ? write_config(w, s, mm, e) : rc;
 }
 
 static const char *torch_dtype(const struct arch *a)
@@ -794,6 +884,79 @@ static int write_json(const struct work *w, const char *rel, json_t *doc, struct
 	s[n] = '\n'; /* json_dumps leaves room: its NUL becomes the final newline */
 	rc = work_write(w, rel, s, n + 1, e);
 	free(s);
+	return rc;
+}
+
+#define BYTES_EOS 257 /* the byte vocabulary's <|eos|> (engine/tokenizer.h) */
+
+/* The id a score head's config.json names as padding, which Hugging
+ * Face's *ForSequenceClassification needs to find each sequence's last
+ * token: the config's end-of-sequence token (the first of a list), or
+ * the byte vocabulary's <|eos|> when the store speaks it, or else the
+ * last id. */
+static json_int_t pad_id(const json_t *config, const struct store *s, const struct arch *a)
+{
+	const json_t *eos = json_object_get(config, "eos_token_id");
+	const char *tok = json_string_value(json_object_get(s->m.run, "tokenizer"));
+
+	if (json_is_array(eos))
+		eos = json_array_get(eos, 0);
+	if (json_is_integer(eos))
+		return json_integer_value(eos);
+	if (tok && strcmp(tok, "bytes") == 0 && a->vocab > BYTES_EOS)
+		return BYTES_EOS;
+	return a->vocab - 1;
+}
+
+/* config.json: the one kept from the checkpoint as it was, or a fresh
+ * one; a score head's gets a pad_token_id when it has none. */
+static int write_config(const struct work *w, const struct store *s, const struct mmodel *mm,
+			struct err *e)
+{
+	const struct arch *a = &mm->lo.arch;
+	json_t *c = NULL;
+	char *buf;
+	size_t len;
+	int rc;
+
+	if (!mm->has_hf) {
+		c = fresh_config(a);
+		if (c && a->score_head)
+			json_object_set_new(c, "pad_token_id", json_integer(pad_id(c, s, a)));
+		return write_json(w, HF_CONFIG, c, e);
+	}
+	if ((rc = store_read_aux(s, mm->hf.config, &buf, &len, e)))
+		return rc;
+	if (a->score_head && !json_object_get(c = json_loadb(buf, len, 0, NULL), "pad_token_id")) {
+		free(buf);
+		if (!c)
+			return err_set(e, NR_EINPUT, "%s: '%s' is not a JSON object", s->name,
+				       mm->hf.config);
+		json_object_set_new(c, "pad_token_id", json_integer(pad_id(c, s, a)));
+		return write_json(w, HF_CONFIG, c, e);
+	}
+	json_decref(c);
+	rc = work_write(w, HF_CONFIG, buf, len, e);
+	free(buf);
+	return rc;
+}
+
+/* Write back the checkpoint's extra files, named as they were. */
+static int write_extra(const struct work *w, const struct store *s, const struct mmodel *mm,
+		       struct err *e)
+{
+	int rc = NR_OK;
+
+	for (size_t i = 0; i < mm->hf.nextra && rc == NR_OK; i++) {
+		char *buf;
+		size_t len;
+
+		rc = store_read_aux(s, mm->hf.extra[i], &buf, &len, e);
+		if (rc == NR_OK) {
+			rc = work_write(w, strrchr(mm->hf.extra[i], '/') + 1, buf, len, e);
+			free(buf);
+		}
+	}
 	return rc;
 }
 
@@ -859,18 +1022,8 @@ static int export_fresh(struct xfer *x, struct work *w, const struct store *s,
 	if (rc == NR_OK && nfiles > 1)
 		rc = write_json(w, HF_INDEX, json_pack("{s:{s:I}, s:O}", "metadata", "total_size",
 						       (json_int_t)total, "weight_map", map), e);
-	if (rc == NR_OK && mm->has_hf) {
-		char *buf;
-		size_t len;
-
-		rc = store_read_aux(s, mm->hf.config, &buf, &len, e);
-		if (rc == NR_OK) {
-			rc = work_write(w, HF_CONFIG, buf, len, e);
-			free(buf);
-		}
-	} else if (rc == NR_OK) {
-		rc = write_json(w, HF_CONFIG, fresh_config(a), e);
-	}
+	if (rc == NR_OK)
+		rc = write_config(w, s, mm, e);
 	json_decref(map);
 	free(t);
 	free(names);
@@ -922,6 +1075,8 @@ int store_export(const char *src, const char *model, uint64_t max_shard, const c
 	else if (rc == NR_OK)
 		rc = export_fresh(&x, &w, &s, &s.m.models[mi], max_shard ? max_shard : HF_MAX_SHARD,
 				  e);
+	if (rc == NR_OK)
+		rc = write_extra(&w, &s, &s.m.models[mi], e);
 	if (rc == NR_OK)
 		rc = store_add_src(&x, &s, mi, KIND_WEIGHT, 0, e);
 	if (rc == NR_OK)

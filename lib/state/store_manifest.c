@@ -140,6 +140,9 @@ void manifest_free(struct manifest *m)
 			free(mm->hf.files[f].tensors);
 		}
 		free(mm->hf.files);
+		for (size_t k = 0; k < mm->hf.nextra; k++)
+			free(mm->hf.extra[k]);
+		free(mm->hf.extra);
 	}
 	for (size_t i = 0; i < m->naux; i++)
 		free(m->aux[i].path);
@@ -179,6 +182,21 @@ int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from)
 			return NR_EIO;
 		d->ntensors = f->files[i].ntensors;
 		memcpy(d->tensors, f->files[i].tensors, d->ntensors * sizeof *d->tensors);
+	}
+	return mmodel_copy_extra(to, from);
+}
+
+int mmodel_copy_extra(struct mmodel *to, const struct mmodel *from)
+{
+	struct hf_origin *t = &to->hf;
+
+	t->extra = calloc(from->hf.nextra + 1, sizeof *t->extra);
+	if (!t->extra)
+		return NR_EIO;
+	for (size_t i = 0; i < from->hf.nextra; i++) {
+		t->nextra = i + 1;
+		if (!(t->extra[i] = xstrdup(from->hf.extra[i])))
+			return NR_EIO;
 	}
 	return NR_OK;
 }
@@ -243,17 +261,11 @@ static bool has_aux(const struct manifest *m, const char *path)
 	return false;
 }
 
-/* A reference at obj.key to an aux file of model name: "<name>/hf/<file>". */
-static int get_aux_ref(struct rd *r, json_t *obj, const char *path, const char *key,
-		       bool required, const char *name, char **out)
+/* s, at path sub, names an aux file of model name: "<name>/hf/<file>". */
+static int aux_ref(struct rd *r, const char *sub, const char *s, const char *name, char **out)
 {
-	char s[512], sub[512];
 	size_t n = strlen(name);
-	int rc = jget_str(r->d, obj, path, key, required, s, sizeof s, r->e);
 
-	if (rc || !json_object_get(obj, key))
-		return rc;
-	jpath(sub, sizeof sub, path, key);
 	if (strncmp(s, name, n) != 0 || strncmp(s + n, "/hf/", 4) != 0 || strchr(s + n + 4, '/') ||
 	    !store_path_ok(s))
 		return jdoc_fail(r->d, sub, r->e, "expected a file \"%s/hf/NAME\", got \"%s\"",
@@ -262,6 +274,50 @@ static int get_aux_ref(struct rd *r, json_t *obj, const char *path, const char *
 		return jdoc_fail(r->d, sub, r->e, "\"%s\" is not in aux_files", s);
 	*out = xstrdup(s);
 	return *out ? NR_OK : oom(r->e);
+}
+
+/* A reference at obj.key to an aux file of model name. */
+static int get_aux_ref(struct rd *r, json_t *obj, const char *path, const char *key,
+		       bool required, const char *name, char **out)
+{
+	char s[512], sub[512];
+	int rc = jget_str(r->d, obj, path, key, required, s, sizeof s, r->e);
+
+	if (rc || !json_object_get(obj, key))
+		return rc;
+	jpath(sub, sizeof sub, path, key);
+	return aux_ref(r, sub, s, name, out);
+}
+
+/* "extra": references to aux files of model name, each once. */
+static int get_extra(struct rd *r, json_t *o, const char *path, struct mmodel *mm)
+{
+	json_t *arr, *v;
+	char p[512];
+	size_t i;
+	int rc = jget_arr(r->d, o, path, "extra", false, &arr, r->e);
+
+	if (rc || !arr)
+		return rc;
+	jpath(p, sizeof p, path, "extra");
+	mm->hf.extra = calloc(json_array_size(arr) + 1, sizeof *mm->hf.extra);
+	if (!mm->hf.extra)
+		return oom(r->e);
+	json_array_foreach(arr, i, v) {
+		char q[600];
+
+		jpath_idx(q, sizeof q, p, i);
+		if (!json_is_string(v))
+			return jdoc_fail(r->d, q, r->e, "expected a string");
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(mm->hf.extra[k], json_string_value(v)) == 0)
+				return jdoc_fail(r->d, q, r->e, "\"%s\" listed twice",
+						 json_string_value(v));
+		if ((rc = aux_ref(r, q, json_string_value(v), mm->lo.name, &mm->hf.extra[i])))
+			return rc;
+		mm->hf.nextra = i + 1;
+	}
+	return NR_OK;
 }
 
 static int get_hf_file(struct rd *r, json_t *o, const char *path, struct mmodel *mm,
@@ -311,7 +367,7 @@ static int get_hf_file(struct rd *r, json_t *o, const char *path, struct mmodel 
 
 static int get_hf(struct rd *r, json_t *o, const char *path, struct mmodel *mm)
 {
-	static const char *const keys[] = { "config", "index", "files", NULL };
+	static const char *const keys[] = { "config", "index", "files", "extra", NULL };
 	const struct arch *a = &mm->lo.arch;
 	int nt = hf_ntensors(a), rc;
 	char p[512], *seen;
@@ -321,7 +377,8 @@ static int get_hf(struct rd *r, json_t *o, const char *path, struct mmodel *mm)
 	if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
 	    (rc = get_aux_ref(r, o, path, "config", true, mm->lo.name, &mm->hf.config)) ||
 	    (rc = get_aux_ref(r, o, path, "index", false, mm->lo.name, &mm->hf.index)) ||
-	    (rc = jget_arr(r->d, o, path, "files", true, &fs, r->e)))
+	    (rc = jget_arr(r->d, o, path, "files", true, &fs, r->e)) ||
+	    (rc = get_extra(r, o, path, mm)))
 		return rc;
 	jpath(p, sizeof p, path, "files");
 	/* no files: the checkpoint's could not be kept (buffers were
@@ -428,7 +485,8 @@ static int get_aux(struct rd *r, json_t *arr)
 	return NR_OK;
 }
 
-/* Every aux file is some model's Hugging Face config, index or header. */
+/* Every aux file is some model's Hugging Face config, index, header or
+ * extra file. */
 static int check_aux_used(struct rd *r)
 {
 	for (size_t i = 0; i < r->m->naux; i++) {
@@ -443,11 +501,13 @@ static int check_aux_used(struct rd *r)
 			       (h->index && strcmp(h->index, p) == 0);
 			for (size_t f = 0; f < h->nfiles && !used; f++)
 				used = h->files[f].header && strcmp(h->files[f].header, p) == 0;
+			for (size_t f = 0; f < h->nextra && !used; f++)
+				used = strcmp(h->extra[f], p) == 0;
 		}
 		if (!used) {
 			snprintf(path, sizeof path, "aux_files[%zu]", i);
-			return jdoc_fail(r->d, path, r->e, "\"%s\" is no model's hf config, index or "
-					 "header", p);
+			return jdoc_fail(r->d, path, r->e, "\"%s\" is no model's hf config, index, "
+					 "header or extra file", p);
 		}
 	}
 	return NR_OK;
@@ -844,6 +904,13 @@ static json_t *model_json(const struct mmodel *mm)
 	hf = json_pack("{s:s, s:o}", "config", mm->hf.config, "files", files);
 	if (hf && mm->hf.index)
 		json_object_set_new(hf, "index", json_string(mm->hf.index));
+	if (hf && mm->hf.nextra) {
+		json_t *extra = json_array();
+
+		for (size_t k = 0; k < mm->hf.nextra; k++)
+			json_array_append_new(extra, json_string(mm->hf.extra[k]));
+		json_object_set_new(hf, "extra", extra);
+	}
 	json_object_set_new(o, "hf", hf);
 	return o;
 }

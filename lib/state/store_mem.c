@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -391,6 +392,60 @@ static int write_model(const struct work *w, struct manifest *m, size_t *mcap, i
 	return rc;
 }
 
+/* Copy aux file rel of s into w, recorded in m, and its name into *out. */
+static int copy_aux(const struct store *s, const char *rel, struct work *w, struct manifest *m,
+		    char **out, struct err *e)
+{
+	char *buf;
+	size_t len;
+	int rc = store_read_aux(s, rel, &buf, &len, e);
+
+	if (rc == NR_OK) {
+		rc = store_add_aux(w, m, rel, buf, len, e);
+		free(buf);
+	}
+	if (rc == NR_OK && !(*out = xstrdup(rel)))
+		rc = oom(e);
+	return rc;
+}
+
+/* Model i of m keeps the Hugging Face config.json and extra files of the
+ * model of its name in store origin (a directory), when it has them and
+ * the same architecture; an archive, another architecture or no such
+ * model keep nothing. */
+static int keep_origin_of(const char *origin, struct work *w, struct manifest *m, int i,
+			  struct err *e)
+{
+	struct mmodel *mm = &m->models[i];
+	const struct mmodel *from = NULL;
+	struct store s = { 0 };
+	struct stat st;
+	struct err scratch;
+	int rc;
+
+	if (stat(origin, &st) != 0 || !S_ISDIR(st.st_mode))
+		return NR_OK;
+	if ((rc = store_open(&s, origin, NULL, e)))
+		return rc;
+	for (int k = 0; k < s.m.nmodels; k++)
+		if (strcmp(s.m.models[k].lo.name, mm->lo.name) == 0 && s.m.models[k].has_hf &&
+		    arch_compare("", &s.m.models[k].lo.arch, &mm->lo.arch, "", &scratch) == NR_OK)
+			from = &s.m.models[k];
+	if (from) {
+		mm->has_hf = true;
+		mm->hf.files = calloc(1, sizeof *mm->hf.files);
+		mm->hf.extra = calloc(from->hf.nextra + 1, sizeof *mm->hf.extra);
+		rc = mm->hf.files && mm->hf.extra ?
+			     copy_aux(&s, from->hf.config, w, m, &mm->hf.config, e) : oom(e);
+	}
+	for (size_t k = 0; from && k < from->hf.nextra && rc == NR_OK; k++) {
+		rc = copy_aux(&s, from->hf.extra[k], w, m, &mm->hf.extra[k], e);
+		mm->hf.nextra = k + 1;
+	}
+	store_close(&s);
+	return rc;
+}
+
 int store_save(const char *dst, const struct store_state *models, int n, json_t *run,
 	       const struct store_opts *o, struct err *e)
 {
@@ -409,8 +464,11 @@ int store_save(const char *dst, const struct store_state *models, int n, json_t 
 	}
 	if (rc == NR_OK)
 		rc = work_begin(&w, dst, true, o, e);
-	for (int i = 0; i < n && rc == NR_OK; i++)
+	for (int i = 0; i < n && rc == NR_OK; i++) {
 		rc = write_model(&w, &m, &mcap, i, &models[i], e);
+		if (rc == NR_OK && models[i].origin)
+			rc = keep_origin_of(models[i].origin, &w, &m, i, e);
+	}
 	m.run = json_incref(run);
 	if (rc == NR_OK) {
 		struct xfer none = { 0 }; /* the sums are in m already */

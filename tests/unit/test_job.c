@@ -1084,6 +1084,26 @@ static void test_job_sft_optim(void)
 			  BATCH, NULL));
 }
 
+static void test_job_stop_tokens(void)
+{
+	static struct job j;
+	struct err e;
+
+	CHECK(load_job(&j, &e, "\"algorithm\": \"grpo\", \"data\": {\"stop_tokens\": "
+		       "[\"<|im_end|>\", 128009]}", ACTOR, BATCH, NULL) == NR_OK);
+	CHECK(j.data.nstops == 2);
+	CHECK(j.data.stops[0].id == -1 && strcmp(j.data.stops[0].text, "<|im_end|>") == 0);
+	CHECK(j.data.stops[1].id == 128009);
+	CHECK(load_job(&j, &e, "\"algorithm\": \"grpo\"", ACTOR, BATCH, NULL) == NR_OK);
+	CHECK(j.data.nstops == 0);
+	CHECK(job_rejects("data.stop_tokens[1]: expected a token id (0 to 16777215) or a "
+			  "token's text (1 to 127 bytes)", "\"algorithm\": \"grpo\", \"data\": "
+			  "{\"stop_tokens\": [1, -2]}", ACTOR, BATCH, NULL));
+	CHECK(job_rejects("data.stop_tokens: 9 stop tokens: at most 8", "\"algorithm\": "
+			  "\"grpo\", \"data\": {\"stop_tokens\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}",
+			  ACTOR, BATCH, NULL));
+}
+
 int main(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -1114,6 +1134,7 @@ int main(void)
 	RUN(test_job_errors_batch);
 	RUN(test_job_errors_ppo);
 	RUN(test_job_sft_optim);
+	RUN(test_job_stop_tokens);
 	RUN(test_cluster_presets);
 	RUN(test_cluster_gpu_object_and_links);
 	RUN(test_cluster_down);

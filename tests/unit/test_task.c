@@ -106,12 +106,14 @@ static void rules(void)
 {
 	const int32_t resp[] = { 'x', 'y', 257, 'z' };
 	struct prompt p = { .answer = (char *)"  42\n", .line = 3 };
+	struct stops eos = { 1, { 257 } }, two = { 2, { 257, 'y' } };
 	double s;
 	struct err e;
 
-	CHECK(task_response_len(resp, 4, 257) == 2);
-	CHECK(task_response_len(resp, 2, 257) == 2);
-	CHECK(task_response_len(resp + 2, 2, 257) == 0);
+	CHECK(task_response_len(resp, 4, &eos) == 2);
+	CHECK(task_response_len(resp, 2, &eos) == 2);
+	CHECK(task_response_len(resp + 2, 2, &eos) == 0);
+	CHECK(task_response_len(resp, 4, &two) == 1);
 
 	CHECK(task_exact_match("7", "7", 1) == 1);
 	CHECK(task_exact_match(" 7", "7 \n", 3) == 1);

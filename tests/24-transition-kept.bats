@@ -1,0 +1,143 @@
+#!/usr/bin/env bats
+# What export gives back that it did not change: a checkpoint's
+# tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+# generation_config.json and chat template come back byte for byte from a
+# store import made, after a reshard too; a store a run trained from it
+# keeps its config.json (bos_token_id, eos_token_id, attention_bias and
+# every other field) and those files; a critic's config.json names a
+# pad_token_id.  The models are tiny (one layer, hidden 16).
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	load test_helper/common-setup
+	_common_setup
+	CLUSTER=$EXAMPLES/clusters/cpu-1.json
+	cp "$EXAMPLES/tasks/repeat.jsonl" .
+}
+
+# job NAME ALGORITHM MODELS: a tiny job over the byte vocabulary, as
+# tests/50-run-engine.bats makes them.
+job() {
+	local arch='"arch": { "layers": 1, "hidden": 16, "heads": 2, "kv_heads": 1, "ffn": 32,
+		"vocab": 258, "dtype": "fp32", "max_position_embeddings": 32 }'
+	local m sep='' ms=''
+	for m in ${3//,/ }; do
+		case $m in
+		actor) ms+="$sep\"actor\": { $arch, \"stages\": [\"generation\", \"inference\", \"training\"] }" ;;
+		critic) ms+="$sep\"critic\": { $arch, \"stages\": [\"inference\", \"training\"] }" ;;
+		*) ms+="$sep\"$m\": { $arch, \"stages\": [\"inference\"] }" ;;
+		esac
+		sep=', '
+	done
+	cat > "$1.json" <<JSON
+{ "nereus": 1, "kind": "job", "name": "$1", "algorithm": "$2",
+  "models": { $ms },
+  "batch": { "prompts_per_step": 4, "samples_per_prompt": 2, "prompt_len": 5,
+             "response_len": { "max": 6 } },
+  "rl": { "actor_optim": { "lr": 0.001 } },
+  "data": { "prompts": "repeat.jsonl", "reward": "char_match" } }
+JSON
+}
+
+# checkpoint DIR: a Hugging Face checkpoint of the tiny actor, its
+# config.json with the fields a real one has beside the architecture
+# (bos_token_id, eos_token_id, attention_bias, ...) and the files beside
+# the weights, written unlike any JSON writer would (so that only a byte
+# copy gives them back), and a README.md that is not the model's.
+checkpoint() {
+	job j grpo actor
+	nereus-run init --job j.json -o init-st
+	nereus-transition export --state init-st -o "$1"
+	python3 - "$1" <<'PY'
+import json, sys
+d = sys.argv[1]
+c = json.load(open(d + "/config.json"))
+c.update({"bos_token_id": 256, "eos_token_id": 257, "attention_bias": False,
+          "attention_dropout": 0.0, "initializer_range": 0.02, "pretraining_tp": 1,
+          "use_cache": True, "transformers_version": "4.45.0"})
+open(d + "/config.json", "w").write(json.dumps(c, indent=3) + "\n")
+files = {
+    "tokenizer.json": '{"version":"1.0",  "added_tokens":[{"id":256,"content":"<|bos|>"}],\n"model":{"type":"BPE"}}',
+    "tokenizer_config.json": '{\n "bos_token": "<|bos|>",\n "eos_token": {"content": "<|eos|>"},\n "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"\n}\n',
+    "special_tokens_map.json": '{"bos_token":"<|bos|>","eos_token":"<|eos|>"}',
+    "generation_config.json": '{\r\n  "bos_token_id": 256,\r\n  "eos_token_id": [257, 10],\r\n  "do_sample": true\r\n}',
+    "chat_template.jinja": "{%- for m in messages -%}\n<|{{ m.role }}|>{{ m.content }}\n{%- endfor -%}\n",
+    "README.md": "# a tiny model\n",
+}
+for name, text in files.items():
+    open(d + "/" + name, "w", newline="").write(text)
+PY
+}
+
+KEPT="tokenizer.json tokenizer_config.json special_tokens_map.json generation_config.json chat_template.jinja"
+
+@test "export of an imported store writes back the tokenizer, its configuration and chat template byte for byte" {
+	checkpoint ck
+	nereus-transition import --hf ck -o st
+	nereus-transition export --state st -o out
+	local f
+	for f in config.json model.safetensors $KEPT; do
+		cmp "ck/$f" "out/$f"
+	done
+	# only the model's files: not the README
+	[ ! -e out/README.md ]
+	# the manifest names them as the model's extra files
+	python3 -c 'import json, sys
+m = json.load(open("st/manifest.json"))
+assert m["models"]["actor"]["hf"]["extra"] == ["actor/hf/" + f for f in sorted(sys.argv[1:])], m["models"]["actor"]["hf"]
+assert {a["path"] for a in m["aux_files"]} >= {"actor/hf/" + f for f in sys.argv[1:]}' $KEPT
+	# when export writes fresh weight files too
+	nereus-transition export --state st -o fresh --max-shard 8000
+	[ -e fresh/model.safetensors.index.json ]
+	for f in config.json $KEPT; do
+		cmp "ck/$f" "fresh/$f"
+	done
+	# and after apply reshards the store for DP2, through a tar archive
+	cat > node.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "node", "nodes": 1, "gpus_per_node": 2,
+  "gpu": "H100-SXM" }
+JSON
+	nereus-plan --job j.json --cluster node.json --pin actor@training=tp1,pp1,dp2 -o dp2.json
+	nereus-transition import --hf ck -o st.tar
+	nereus-transition apply --state st.tar --to dp2.json --job j.json --cluster node.json \
+		-o dp2-st
+	nereus-transition export --state dp2-st -o out-dp2
+	for f in config.json model.safetensors $KEPT; do
+		cmp "ck/$f" "out-dp2/$f"
+	done
+}
+
+@test "a store trained from an imported one keeps its config.json fields and files through export" {
+	checkpoint ck
+	nereus-transition import --hf ck -o st
+	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" --state st --steps 2 \
+		--save saved -q > r1.jsonl
+	nereus-transition export --state saved/step-000002 -o out
+	local f
+	for f in config.json $KEPT; do
+		cmp "ck/$f" "out/$f"
+	done
+	# the weights are the trained ones
+	run ! cmp -s ck/model.safetensors out/model.safetensors
+	# and again from the saved store
+	nereus-run --engine builtin --job j.json --cluster "$CLUSTER" --state saved/step-000002 \
+		--steps 3 --save again -q > r2.jsonl
+	nereus-transition export --state again/step-000003 -o out3
+	for f in config.json $KEPT; do
+		cmp "ck/$f" "out3/$f"
+	done
+}
+
+@test "a critic exports with a pad_token_id, which Hugging Face's sequence classification needs" {
+	job p ppo actor,critic
+	nereus-run init --job p.json -o st
+	nereus-transition export --state st --model critic -o critic
+	python3 -c 'import json
+c = json.load(open("critic/config.json"))
+assert c["architectures"] == ["LlamaForSequenceClassification"], c
+assert c["pad_token_id"] == 257, c'
+	# the actor's config names none
+	nereus-transition export --state st --model actor -o actor
+	python3 -c 'import json; assert "pad_token_id" not in json.load(open("actor/config.json"))'
+}
