@@ -11,8 +11,8 @@
 #include "subcommands.h"
 #include "common/json.h"
 #include "mpi/groups.h"
-#include "mpi/live.h"
 #include "mpi/ranks.h"
+#include "mpi/start.h"
 #include "run/now.h"
 #include "run/sim.h"
 
@@ -51,13 +51,6 @@ static int resume_records(const struct args *a, const struct inputs *in, struct 
 	return run_resume(r, rs, a->records, e);
 }
 
-/* Started by mpirun (Open MPI's, or Slurm's srun with PMIx): the built-in
- * engine runs over the ranks. */
-static bool under_mpi(void)
-{
-	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
-}
-
 /* MPI for a run over ranks: the world and the engine's ranks over it. */
 static int start_ranks(struct builtin *bi, struct comm *world, struct builtin_ranks *ranks,
 		       int *rank, struct err *e)
@@ -65,7 +58,7 @@ static int start_ranks(struct builtin *bi, struct comm *world, struct builtin_ra
 	int argc = 0, size, rc;
 	char **argv = NULL;
 
-	if (live_init(&argc, &argv, rank, &size))
+	if (mpi_begin(&argc, &argv, rank, &size, e))
 		return err_set(e, NR_EIO, "started by mpirun, but MPI does not start");
 	if ((rc = mpi_world(world, e)))
 		return rc;
@@ -86,7 +79,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	struct saves sv = { .lock = -1 };
 	static struct comm world;
 	static struct builtin_ranks ranks;
-	bool mpi = a->engine == ENGINE_BUILTIN && under_mpi();
+	bool mpi = a->engine == ENGINE_BUILTIN && mpi_launched();
 	struct run_summary s;
 	struct sigaction sa;
 	struct err e = { 0 }, never = { 0 };
@@ -190,7 +183,7 @@ out:
 		builtin_free(&bi);
 	if (mpi) {
 		mpi_world_free(&world);
-		live_finalize();
+		mpi_end();
 	}
 	if (rc)
 		return report(&e);

@@ -27,7 +27,7 @@
 
 #include "engine/roles.h"
 
-/* MPI is started and stopped by live_init and live_finalize (live.h).
+/* MPI is started and stopped by mpi_begin and mpi_end (start.h).
  *
  * Collective over the world: the groups of plan p, split from the world
  * communicator.  Every rank returns the same code and message. */

@@ -74,20 +74,6 @@ static double mpi_max(void *ctx, double t)
 	return out;
 }
 
-int live_init(int *argc, char ***argv, int *rank, int *size)
-{
-	if (MPI_Init(argc, argv) != MPI_SUCCESS)
-		return NR_EIO;
-	MPI_Comm_rank(MPI_COMM_WORLD, rank);
-	MPI_Comm_size(MPI_COMM_WORLD, size);
-	return NR_OK;
-}
-
-void live_finalize(void)
-{
-	MPI_Finalize();
-}
-
 /* The MPI transport over a duplicate of the world, one rank a process. */
 struct mpi_xport {
 	struct mpi_ctx c;

@@ -8,10 +8,6 @@
 #include "plan/plan.h"
 #include "state/exec.h"
 
-/* MPI_Init; NR_OK, or NR_EIO when MPI does not start. */
-int live_init(int *argc, char ***argv, int *rank, int *size);
-void live_finalize(void);
-
 /* Reshard from plan a to plan b over MPI_COMM_WORLD; every rank calls it.
  * Rank r plays GPU r of the cluster (or, with as many ranks as GPUs that
  * hold state in either plan, the r-th of those), loading the pieces plan
