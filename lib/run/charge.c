@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
 
 #include "state/tgraph.h"
 
@@ -35,16 +34,12 @@ void charge_init(struct charge *ch, bool graph)
 {
 	memset(ch, 0, sizeof *ch);
 	ch->graph = graph;
+	memo_init(&ch->memo, CHARGE_MEMO, CHARGE_MEMO_BYTES, sizeof(struct switch_cost));
 }
 
 void charge_free(struct charge *ch)
 {
-	for (int i = 0; i < ch->n; i++)
-		free(ch->slot[i].key);
-	free(ch->slot);
-	ch->slot = NULL;
-	ch->n = ch->cap = 0;
-	ch->bytes = 0;
+	memo_free(&ch->memo);
 }
 
 struct key {
@@ -115,88 +110,36 @@ static double clock_s(clockid_t id)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The index of the least recently used price held (there is one). */
-static int oldest(const struct charge *ch)
-{
-	int old = 0;
-
-	for (int i = 1; i < ch->n; i++)
-		if (ch->slot[i].used < ch->slot[old].used)
-			old = i;
-	return old;
-}
-
-/* The slot for a new price: a new one, or the least recently used when
- * CHARGE_MEMO prices are held; NULL when out of memory. */
-static struct charge_slot *free_slot(struct charge *ch)
-{
-	struct charge_slot *slot;
-
-	if (ch->n < CHARGE_MEMO) {
-		if (ch->n == ch->cap) {
-			int cap = ch->cap ? 2 * ch->cap : 16;
-			struct charge_slot *ns = realloc(ch->slot, (size_t)cap * sizeof *ns);
-			if (!ns)
-				return NULL;
-			ch->slot = ns;
-			ch->cap = cap;
-		}
-		slot = &ch->slot[ch->n++];
-		memset(slot, 0, sizeof *slot);
-		return slot;
-	}
-	return &ch->slot[oldest(ch)];
-}
-
-/* Forget the least recently used prices until the keys fit in
- * CHARGE_MEMO_BYTES with room for one of len bytes more. */
-static void trim(struct charge *ch, size_t len)
-{
-	while (ch->n > 0 && ch->bytes + len > CHARGE_MEMO_BYTES) {
-		int old = oldest(ch);
-		ch->bytes -= ch->slot[old].len;
-		free(ch->slot[old].key);
-		ch->slot[old] = ch->slot[--ch->n];
-	}
-}
-
 int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 		 const struct plan *b, struct switch_cost *c, struct err *e)
 {
 	struct key k = { 0 };
-	struct charge_slot *slot;
+	const struct switch_cost *held;
 	double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-	uint64_t hash;
+	int slot;
 
 	ch->priced++;
 	if (!make_key(v, a, b, ch->graph, &k)) {
 		free(k.p);
 		return err_set(e, NR_EIO, "out of memory");
 	}
-	hash = XXH3_64bits(k.p, k.n);
-	for (int i = 0; i < ch->n; i++) {
-		struct charge_slot *s = &ch->slot[i];
-		if (s->hash == hash && s->len == k.n && memcmp(s->key, k.p, k.n) == 0) {
-			free(k.p);
-			s->used = ++ch->clock;
-			*c = s->cost;
-			ch->by_bound += !c->graph;
-			ch->seconds += clock_s(CLOCK_MONOTONIC) - t0;
-			ch->cpu_seconds += clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-			return NR_OK;
-		}
+	if ((held = memo_find(&ch->memo, k.p, k.n))) {
+		free(k.p);
+		*c = *held;
+		ch->by_bound += !c->graph;
+		ch->seconds += clock_s(CLOCK_MONOTONIC) - t0;
+		ch->cpu_seconds += clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+		return NR_OK;
 	}
 	charge_transition(v, a, b, ch->graph, c);
 	ch->built += c->graph;
 	ch->by_bound += !c->graph;
-	trim(ch, k.n);
-	if (!(slot = free_slot(ch))) {
+	if ((slot = memo_claim(&ch->memo, k.n)) < 0) {
 		free(k.p);
 		return err_set(e, NR_EIO, "out of memory");
 	}
-	ch->bytes = ch->bytes - slot->len + k.n;
-	free(slot->key);
-	*slot = (struct charge_slot){ k.p, k.n, hash, *c, ++ch->clock };
+	*(struct switch_cost *)memo_val(&ch->memo, slot) = *c;
+	memo_keep(&ch->memo, slot, k.p, k.n);
 	ch->seconds += clock_s(CLOCK_MONOTONIC) - t0;
 	ch->cpu_seconds += clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	return NR_OK;

@@ -24,26 +24,14 @@
 #include <stddef.h>
 
 #include "plan/decide.h"
-
-#include <stdint.h>
+#include "run/memo.h"
 
 #define CHARGE_MEMO 4096
 #define CHARGE_MEMO_BYTES ((size_t)64 << 20)
 
-struct charge_slot {
-	unsigned char *key;
-	size_t len;
-	uint64_t hash;       /* of the key, looked at first */
-	struct switch_cost cost;
-	long used;
-};
-
 struct charge {
 	bool graph;          /* price with the transition graph, else the bound */
-	struct charge_slot *slot;
-	int n, cap;
-	size_t bytes;        /* of the keys held */
-	long clock;
+	struct memo memo;    /* of struct switch_cost */
 	long priced;         /* prices asked for */
 	long built;          /* of them, graphs built (the rest remembered or bound) */
 	long by_bound;       /* of them, by the lower bound */

@@ -26,14 +26,13 @@ void ctl_init(struct controller *c, enum plan_layout policy, double min_gain, co
 	c->refit_tol = 0.01;
 	c->price_graph = true;
 	c->k = *k;
+	memo_init(&c->memo, CTL_MEMO, 0, sizeof(struct ctl_memo));
 	charge_init(&c->charge, true);
 }
 
 void ctl_free(struct controller *c)
 {
-	for (int i = 0; i < CTL_MEMO; i++)
-		free(c->memo[i].key);
-	memset(c->memo, 0, sizeof c->memo);
+	memo_free(&c->memo);
 	charge_free(&c->charge);
 }
 
@@ -216,40 +215,35 @@ static int best_now(struct controller *c, const struct cond *w, struct plan **be
 		    struct plan *alt, char *why, size_t nwhy, struct err *e)
 {
 	struct buf b = { 0 };
-	struct ctl_memo *slot = &c->memo[0];
+	struct ctl_memo *m;
 	struct err se = { 0 };
-	int rc;
+	int i, rc;
 
 	if (!memo_key(c, w, &b)) {
 		free(b.p);
 		return err_set(e, NR_EIO, "out of memory");
 	}
-	for (int i = 0; i < CTL_MEMO; i++) {
-		struct ctl_memo *m = &c->memo[i];
-		if (m->key && m->len == b.n && memcmp(m->key, b.p, b.n) == 0) {
-			free(b.p);
-			m->used = ++c->clock;
-			*best = &m->best;
-			snprintf(why, nwhy, "%s", m->why);
-			return m->rc;
-		}
-		if (m->used < slot->used)
-			slot = m;
+	if ((m = memo_find(&c->memo, b.p, b.n))) {
+		free(b.p);
+		*best = &m->best;
+		snprintf(why, nwhy, "%s", m->why);
+		return m->rc;
 	}
-	free(slot->key);
-	slot->key = NULL;
-	rc = search_now(c, w, &slot->best, alt, &se);
+	if ((i = memo_claim(&c->memo, b.n)) < 0) {
+		free(b.p);
+		return err_set(e, NR_EIO, "out of memory");
+	}
+	m = memo_val(&c->memo, i);
+	rc = search_now(c, w, &m->best, alt, &se);
 	if (rc != NR_OK && rc != NR_EINFEASIBLE) {
 		free(b.p);
 		return err_set(e, rc, "%s", se.msg);
 	}
-	slot->key = b.p;
-	slot->len = b.n;
-	slot->rc = rc;
-	snprintf(slot->why, sizeof slot->why, "%s", rc ? se.msg : "");
-	slot->used = ++c->clock;
-	*best = &slot->best;
-	snprintf(why, nwhy, "%s", slot->why);
+	memo_keep(&c->memo, i, b.p, b.n);
+	m->rc = rc;
+	snprintf(m->why, sizeof m->why, "%s", rc ? se.msg : "");
+	*best = &m->best;
+	snprintf(why, nwhy, "%s", m->why);
 	return rc;
 }
 

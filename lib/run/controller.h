@@ -28,6 +28,7 @@
 #include "plan/decide.h"
 #include "run/charge.h"
 #include "run/cond.h"
+#include "run/memo.h"
 
 enum ctl_act {
 	CTL_KEEP,    /* the plan running stays (or the job stays paused) */
@@ -70,13 +71,11 @@ struct ctl_script {
 	const struct plan *const *plans;
 };
 
+/* A search remembered, under its inputs serialized. */
 struct ctl_memo {
-	unsigned char *key;  /* the search's inputs, serialized */
-	size_t len;
 	int rc;              /* NR_OK or NR_EINFEASIBLE */
 	char why[1024];      /* when infeasible */
 	struct plan best;
-	long used;           /* for replacing the least recently used */
 };
 
 struct controller {
@@ -100,10 +99,9 @@ struct controller {
 	bool have_held;      /* paused after running: held is where the state was */
 	struct plan held;
 	long epoch;          /* bumped whenever cur changes */
-	struct ctl_memo memo[CTL_MEMO];
+	struct memo memo;    /* of struct ctl_memo, CTL_MEMO at most */
 	struct charge charge; /* the switches priced, remembered */
 	struct plan scratch[2];
-	long clock;
 	struct ctl_stats st;
 };
 
