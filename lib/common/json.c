@@ -176,7 +176,7 @@ static int load_object(struct jdoc *d, const char *name, const char *buf, size_t
 	memset(d, 0, sizeof *d);
 	d->file = strdup(shown(name));
 	if (!d->file)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if (nul) {
 		/* jansson may accept one; the position index would then stall on it */
 		while (sc.s + sc.i < nul)
@@ -199,7 +199,7 @@ static int load_object(struct jdoc *d, const char *name, const char *buf, size_t
 	}
 	if (index && scan_value(&sc, "") < 0) {
 		jdoc_free(d);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	if (!json_is_object(d->root)) {
 		jdoc_fail(d, "", e, "expected %s", what);
@@ -507,7 +507,7 @@ int jdoc_write(json_t *doc, const char *file, size_t flags, struct err *e)
 	int rc;
 
 	if (!s)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	n = strlen(s);
 	s[n] = '\n'; /* json_dumps leaves room: replace NUL with a newline */
 	rc = write_file_atomic(file, s, n + 1, e);

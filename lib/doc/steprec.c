@@ -692,7 +692,7 @@ int steprec_fprint(FILE *f, const struct step_record *r, struct err *e)
 	int bad_write;
 
 	if (!line)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	bad_write = fputs(line, f) == EOF || fputc('\n', f) == EOF;
 	free(line);
 	if (bad_write)

@@ -86,7 +86,7 @@ int batches_generate(struct lm *m, const struct prompts *ps, const struct gen_pa
 	lp = malloc((size_t)BATCH * max_new * sizeof *lp);
 	len = malloc(BATCH * sizeof *len);
 	if (!tokens || !start || !out || !lp || !len || !ids)
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 	if (rc == NR_OK)
 		rc = generator_init(&g, &m->dec, BATCH,
 				    (int)(longest + max_new < (size_t)ctx ? longest + max_new :
@@ -129,7 +129,7 @@ int batches_score(struct lm *m, const struct prompts *ps, batches_scored done, v
 	start = malloc((BATCH + 1) * sizeof *start);
 	out = malloc((longest * BATCH + 1) * sizeof *out);
 	if (!tokens || !start || !out)
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 	for (size_t p0 = 0; p0 < ps->n && rc == NR_OK; p0 += BATCH) {
 		size_t p1 = p0 + BATCH < ps->n ? p0 + BATCH : ps->n;
 		struct batch b = { (int)(p1 - p0), 0, tokens, start, NULL, 1 };

@@ -32,7 +32,7 @@ int generator_init(struct generator *g, struct decoder *m, int max_seqs, int max
 	g->cand = malloc(vp * sizeof *g->cand);
 	if (!g->logits || !g->tok || !g->cand) {
 		generator_free(g);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	g->rowtok = g->tok + n;
 	g->slot = g->tok + 2 * n;

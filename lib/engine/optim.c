@@ -46,7 +46,7 @@ int optim_spans(const struct layout *lo, enum state_kind kind, int tp_rank, int 
 	*out = malloc(np * sizeof **out);
 	if (!*out) {
 		free(p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	for (size_t i = 0; i < np; i++) {
 		(*out)[i] = (struct optim_span){

@@ -234,7 +234,7 @@ int tok_bytes(struct tokenizer *t, struct err *e)
 	return NR_OK;
 oom:
 	tok_free(t);
-	return err_set(e, NR_EIO, "out of memory");
+	return err_oom(e);
 }
 
 /* --- loading tokenizer.json --------------------------------------------- */

@@ -95,7 +95,7 @@ static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, lo
 				rc = optim_spans(&st->lo, KIND_MASTER, ro->tp_rank, ro->pp_rank,
 						 ro->dp_rank, &msp, &mn, e);
 			if (rc == NR_OK && !(gm = calloc(st->len[KIND_MASTER] + 1, sizeof *gm)))
-				rc = tr_oom(e);
+				rc = err_oom(e);
 			if (rc == NR_OK) {
 				master_grads(st, mp, nm, wp, nw, gm);
 				adamw_step(&oc->adamw, lr, step, msp, mn, st->buf[KIND_MASTER],

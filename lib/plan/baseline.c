@@ -93,7 +93,7 @@ static int layout_verl_tuned(const struct env *v, struct space *sp, struct err *
 	if (v->cl->gpus_per_node <= 8)
 		return NR_OK;
 	if (!(p = malloc(sizeof *p)))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (size_t i = 0; i < sizeof tps / sizeof tps[0]; i++) {
 		if (fit_tp(a, v->cl->gpus_per_node, tps[i]) != tps[i])
 			continue;

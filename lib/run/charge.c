@@ -171,7 +171,7 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 	ch->priced++;
 	if (!make_key(v, a, b, ch->graph, &k)) {
 		free(k.p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	hash = XXH3_64bits(k.p, k.n);
 	for (int i = 0; i < ch->n; i++) {
@@ -192,7 +192,7 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 	trim(ch, k.n);
 	if (!(slot = free_slot(ch))) {
 		free(k.p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	ch->bytes = ch->bytes - slot->len + k.n;
 	free(slot->key);

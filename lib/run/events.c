@@ -52,7 +52,7 @@ static int load_gpus(const struct jdoc *d, json_t *root, const struct cluster *c
 				 "(a non-empty array of ids)", ev_names[ev->kind]);
 	ev->gpus = malloc(n * sizeof *ev->gpus);
 	if (!ev->gpus)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (int w = 0; w < 2; w++) {
 		const char *key = w ? "gpus" : "nodes";
 		long limit = w ? total : cl->nodes;
@@ -149,7 +149,7 @@ int events_load(struct events *ev, const char *file, const struct cluster *cl, l
 		if (ev->n == cap) {
 			struct event *nv = realloc(ev->v, (cap = cap ? 2 * cap : 64) * sizeof *nv);
 			if (!nv) {
-				rc = err_set(e, NR_EIO, "out of memory");
+				rc = err_oom(e);
 				break;
 			}
 			ev->v = nv;

@@ -21,11 +21,6 @@
 #include "common/json.h"
 #include "plan/plan.h"
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 int read_whole(const char *path, const char *show, char **buf, size_t *len, struct err *e)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
@@ -42,7 +37,7 @@ int read_whole(const char *path, const char *show, char **buf, size_t *len, stru
 	*buf = malloc(*len + 1);
 	if (!*buf) {
 		close(fd);
-		return oom(e);
+		return err_oom(e);
 	}
 	rc = xread(fd, show, *buf, *len, 0, e);
 	close(fd);
@@ -190,14 +185,14 @@ int work_begin(struct work *w, const char *dst, bool archive_ok, const struct st
 	w->archive = archive_ok && store_is_archive_name(dst, &w->zstd);
 	parent = parent_of(dst, &base);
 	if (!parent)
-		return oom(e);
+		return err_oom(e);
 	sweep(parent, base);
 	w->dst = xstrdup(dst);
 	len = strlen(parent) + strlen(base) + 14;
 	w->dir = malloc(len);
 	if (!w->dst || !w->dir) {
 		free(parent);
-		return oom(e);
+		return err_oom(e);
 	}
 	/* hidden, so that no glob for the outputs (DIR/step-*) finds one a
 	 * killed run left */
@@ -217,7 +212,7 @@ int work_begin(struct work *w, const char *dst, bool archive_ok, const struct st
 			       strerror(errno));
 	w->out = path_join(w->dir, "out");
 	if (!w->out)
-		return oom(e);
+		return err_oom(e);
 	if (mkdir(w->out, 0755) != 0)
 		return err_set(e, NR_EIO, "cannot create a folder beside '%s': %s", dst,
 			       strerror(errno));
@@ -230,7 +225,7 @@ int work_mkdirs(const struct work *w, const char *rel, struct err *e)
 	int rc = NR_OK;
 
 	if (!p)
-		return oom(e);
+		return err_oom(e);
 	for (char *s = p + strlen(w->out) + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
 		if (mkdir(p, 0755) != 0 && errno != EEXIST)
@@ -273,7 +268,7 @@ int work_commit(struct work *w, struct err *e)
 	if (w->archive) {
 		arch = path_join(w->dir, "archive");
 		if (!arch)
-			return oom(e);
+			return err_oom(e);
 		rc = tar_pack(w->out, arch, w->zstd, o, e);
 		from = arch;
 	}
@@ -321,7 +316,7 @@ int work_write(const struct work *w, const char *rel, const void *buf, size_t le
 	int fd, rc;
 
 	if (!path)
-		return oom(e);
+		return err_oom(e);
 	if ((rc = work_mkdirs(w, rel, e))) {
 		free(path);
 		return rc;
@@ -357,7 +352,7 @@ int store_add_aux(struct work *w, struct manifest *m, const char *rel, const voi
 		struct maux *na = realloc(m->aux, (m->naux ? 2 * m->naux : 4) * sizeof *na);
 
 		if (!na)
-			return oom(e);
+			return err_oom(e);
 		m->aux = na;
 	}
 	if ((rc = work_write(w, rel, buf, len, e)))
@@ -365,7 +360,7 @@ int store_add_aux(struct work *w, struct manifest *m, const char *rel, const voi
 	a = &m->aux[m->naux];
 	a->path = xstrdup(rel);
 	if (!a->path)
-		return oom(e);
+		return err_oom(e);
 	a->bytes = len;
 	a->xxh3 = XXH3_64bits(buf, len);
 	m->naux++;
@@ -385,7 +380,7 @@ int store_read_aux(const struct store *s, const char *rel, char **buf, size_t *l
 	path = path_join(s->root, rel);
 	if (!a || !path) {
 		free(path);
-		return a ? oom(e) : err_set(e, NR_EINPUT, "%s: no file '%s'", s->name, rel);
+		return a ? err_oom(e) : err_set(e, NR_EINPUT, "%s: no file '%s'", s->name, rel);
 	}
 	store_show(s, rel, show, sizeof show);
 	rc = read_whole(path, show, buf, len, e);
@@ -458,7 +453,7 @@ static int check_shard(const struct store *s, const size_t *ord, size_t a, size_
 	store_show(s, rel, show, sizeof show);
 	path = path_join(s->root, rel);
 	if (!path)
-		return oom(e);
+		return err_oom(e);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	free(path);
 	if (fd < 0)
@@ -528,7 +523,7 @@ int store_open(struct store *s, const char *src, struct work *w, struct err *e)
 		return err_set(e, NR_EINPUT, "cannot open store '%s': %s", src, strerror(errno));
 	s->name = xstrdup(src);
 	if (!s->name)
-		return oom(e);
+		return err_oom(e);
 	s->archive = !S_ISDIR(sb.st_mode);
 	if (s->archive && !w)
 		return err_set(e, NR_EINPUT, "'%s': a store archive cannot be read in place here; "
@@ -536,17 +531,17 @@ int store_open(struct store *s, const char *src, struct work *w, struct err *e)
 	if (s->archive) {
 		s->root = path_join(w->dir, "src");
 		if (!s->root)
-			return oom(e);
+			return err_oom(e);
 		if ((rc = tar_extract(src, s->root, w->o, e)))
 			return rc;
 	} else {
 		s->root = xstrdup(src);
 		if (!s->root)
-			return oom(e);
+			return err_oom(e);
 	}
 	mpath = path_join(s->root, STORE_MANIFEST);
 	if (!mpath)
-		return oom(e);
+		return err_oom(e);
 	store_show(s, STORE_MANIFEST, show, sizeof show);
 	rc = read_whole(mpath, show, &buf, &len, e);
 	free(mpath);
@@ -557,7 +552,7 @@ int store_open(struct store *s, const char *src, struct work *w, struct err *e)
 	if (rc)
 		return rc;
 	if (!(ord = shard_order(&s->m)))
-		return oom(e);
+		return err_oom(e);
 	for (size_t a = 0, b; a < s->m.npieces && rc == NR_OK; a = b) {
 		for (b = a + 1; b < s->m.npieces &&
 				manifest_same_shard(&s->m.pieces[ord[a]], &s->m.pieces[ord[b]]); b++)
@@ -587,7 +582,7 @@ int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind
 	int file = -1, rc = NR_OK;
 
 	if (!ord)
-		return oom(e);
+		return err_oom(e);
 	for (size_t i = 0; i < s->m.npieces && rc == NR_OK; i++) {
 		const struct mpiece *p = &s->m.pieces[ord[i]];
 		struct xpiece *q;
@@ -603,13 +598,13 @@ int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind
 			file = path ? xfer_src_file(x, path, show) : -1;
 			free(path);
 			if (file < 0) {
-				rc = oom(e);
+				rc = err_oom(e);
 				break;
 			}
 		}
 		prev = p;
 		if (!(q = xfer_src(x))) {
-			rc = oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		q->group = group_base + p->tensor;
@@ -652,7 +647,7 @@ static int add_dst_shard(struct xfer *x, struct work *w, struct manifest *m, siz
 		if (lp[k].copy || box_volume(&lp[k].box) == 0)
 			continue;
 		if (!(q = xfer_dst(x)) || !(mp = add_mpiece(m, mcap))) {
-			rc = oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		mp->model = mi;
@@ -681,7 +676,7 @@ static int add_dst_shard(struct xfer *x, struct work *w, struct manifest *m, siz
 		return rc;
 	path = path_join(w->out, rel);
 	show = path_join(w->dst, rel);
-	rc = path && show ? xfer_dst_file(x, path, show, first, NULL, 0, NULL, 0, e) : oom(e);
+	rc = path && show ? xfer_dst_file(x, path, show, first, NULL, 0, NULL, 0, e) : err_oom(e);
 	free(path);
 	free(show);
 	for (size_t i = first; i < x->ndst && rc == NR_OK; i++)
@@ -724,7 +719,7 @@ int store_finish(struct xfer *x, struct work *w, struct manifest *m, struct err 
 	text = doc ? json_dumps(doc, JSON_INDENT(1)) : NULL;
 	json_decref(doc);
 	if (!text)
-		return oom(e);
+		return err_oom(e);
 	/* What we write must read back as the manifest it is. */
 	rc = manifest_parse(&check, STORE_MANIFEST, text, strlen(text), e);
 	if (rc) {
@@ -734,7 +729,7 @@ int store_finish(struct xfer *x, struct work *w, struct manifest *m, struct err 
 	manifest_free(&check);
 	path = path_join(w->out, STORE_MANIFEST);
 	if (rc == NR_OK && !path)
-		rc = oom(e);
+		rc = err_oom(e);
 	if (rc == NR_OK)
 		rc = write_file_atomic(path, text, strlen(text), e);
 	free(path);
@@ -831,7 +826,7 @@ int store_apply(const char *src, const struct store_layout *to, int nto, const c
 			rc = store_set_layout(&m, i, &lo, e);
 		m.nmodels = i + 1;
 		if (rc == NR_OK)
-			rc = mmodel_copy_origin(&m.models[i], from) ? oom(e) : NR_OK;
+			rc = mmodel_copy_origin(&m.models[i], from) ? err_oom(e) : NR_OK;
 		for (int k = 0; k < NKINDS && rc == NR_OK; k++) {
 			has[k] = store_has_kind(&from->lo, (enum state_kind)k);
 			if (has[k] && store_has_kind(&lo, (enum state_kind)k))
@@ -871,7 +866,7 @@ int store_layouts(const char *src, struct store_layout *out, int max, int *n, st
 	if (S_ISDIR(sb.st_mode)) {
 		char *path = path_join(src, STORE_MANIFEST);
 
-		rc = path ? read_whole(path, show, &buf, &len, e) : oom(e);
+		rc = path ? read_whole(path, show, &buf, &len, e) : err_oom(e);
 		free(path);
 		if (rc)
 			return err_prefix(e, "not a state store");

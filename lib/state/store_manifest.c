@@ -210,11 +210,6 @@ struct rd {
 	unsigned char *wseen[MAX_MODELS]; /* per model and tensor: its weights' dtype read */
 };
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 /* A 16-digit lowercase hex XXH3-64 at obj.key. */
 static int get_sum(struct rd *r, json_t *obj, const char *path, const char *key, uint64_t *out)
 {
@@ -273,7 +268,7 @@ static int aux_ref(struct rd *r, const char *sub, const char *s, const char *nam
 	if (!has_aux(r->m, s))
 		return jdoc_fail(r->d, sub, r->e, "\"%s\" is not in aux_files", s);
 	*out = xstrdup(s);
-	return *out ? NR_OK : oom(r->e);
+	return *out ? NR_OK : err_oom(r->e);
 }
 
 /* A reference at obj.key to an aux file of model name. */
@@ -302,7 +297,7 @@ static int get_extra(struct rd *r, json_t *o, const char *path, struct mmodel *m
 	jpath(p, sizeof p, path, "extra");
 	mm->hf.extra = calloc(json_array_size(arr) + 1, sizeof *mm->hf.extra);
 	if (!mm->hf.extra)
-		return oom(r->e);
+		return err_oom(r->e);
 	json_array_foreach(arr, i, v) {
 		char q[600];
 
@@ -347,7 +342,7 @@ static int get_hf_file(struct rd *r, json_t *o, const char *path, struct mmodel 
 	f->name = xstrdup(name);
 	f->tensors = malloc((json_array_size(ts) + 1) * sizeof *f->tensors);
 	if (!f->name || !f->tensors)
-		return oom(r->e);
+		return err_oom(r->e);
 	jpath(p, sizeof p, path, "tensors");
 	json_array_foreach(ts, i, t) {
 		int id = json_is_string(t) ? hf_lookup(a, json_string_value(t)) : -1;
@@ -392,7 +387,7 @@ static int get_hf(struct rd *r, json_t *o, const char *path, struct mmodel *mm)
 	seen = calloc((size_t)nt, 1);
 	if (!mm->hf.files || !seen) {
 		free(seen);
-		return oom(r->e);
+		return err_oom(r->e);
 	}
 	json_array_foreach(fs, i, f) {
 		char q[600];
@@ -455,7 +450,7 @@ static int get_aux(struct rd *r, json_t *arr)
 
 	r->m->aux = calloc(json_array_size(arr) + 1, sizeof *r->m->aux);
 	if (!r->m->aux)
-		return oom(r->e);
+		return err_oom(r->e);
 	json_array_foreach(arr, i, o) {
 		struct maux *x = &r->m->aux[i];
 		char path[512], p[600], s[512];
@@ -478,7 +473,7 @@ static int get_aux(struct rd *r, json_t *arr)
 			return jdoc_fail(r->d, p, r->e, "\"%s\" listed twice", s);
 		x->path = xstrdup(s);
 		if (!x->path)
-			return oom(r->e);
+			return err_oom(r->e);
 		x->bytes = (uint64_t)bytes;
 		r->m->naux = i + 1;
 	}
@@ -602,7 +597,7 @@ static int get_dtype(struct rd *r, const char *path, struct mmodel *mm,
 		return jdoc_fail(r->d, path, r->e, "expected \"BF16\", \"F16\" or \"F32\" "
 				 "for weights, got \"%s\"", dtype);
 	seen[pc->tensor] = 1;
-	return mmodel_set_dtype(mm, pc->tensor, t) ? oom(r->e) : NR_OK;
+	return mmodel_set_dtype(mm, pc->tensor, t) ? err_oom(r->e) : NR_OK;
 }
 
 static int get_piece(struct rd *r, json_t *o, size_t i, struct mpiece *pc)
@@ -747,16 +742,16 @@ static int check_pieces(struct rd *r)
 	int rc = NR_OK;
 
 	if (!ord)
-		return oom(r->e);
+		return err_oom(r->e);
 	for (int i = 0; i < m->nmodels && rc == NR_OK; i++) {
 		int nt = m->models[i].layout.ntensors;
 
 		slot[i] = malloc((size_t)nt * sizeof *slot[i]);
 		for (int k = 0; k < NKINDS; k++)
 			if (!(vol[i][k] = calloc((size_t)nt, sizeof **vol)))
-				rc = oom(r->e);
+				rc = err_oom(r->e);
 		if (!slot[i])
-			rc = oom(r->e);
+			rc = err_oom(r->e);
 		for (int t = 0; slot[i] && t < nt; t++)
 			slot[i][t] = -1;
 	}
@@ -834,7 +829,7 @@ int manifest_parse(struct manifest *m, const char *name, const char *buf, size_t
 			goto out;
 		r.wseen[m->nmodels - 1] = calloc((size_t)m->models[m->nmodels - 1].layout.ntensors, 1);
 		if (!r.wseen[m->nmodels - 1]) {
-			rc = oom(e);
+			rc = err_oom(e);
 			goto out;
 		}
 	}
@@ -842,7 +837,7 @@ int manifest_parse(struct manifest *m, const char *name, const char *buf, size_t
 		goto out;
 	m->pieces = calloc(json_array_size(pieces) + 1, sizeof *m->pieces);
 	if (!m->pieces) {
-		rc = oom(e);
+		rc = err_oom(e);
 		goto out;
 	}
 	json_array_foreach(pieces, i, v) {

@@ -16,17 +16,12 @@
 
 #define BUF (1u << 20)
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 static struct archive *open_read(const char *path, struct err *e)
 {
 	struct archive *a = archive_read_new();
 
 	if (!a) {
-		oom(e);
+		err_oom(e);
 		return NULL;
 	}
 	archive_read_support_filter_all(a);
@@ -57,7 +52,7 @@ static int mkdirs_under(const char *root, const char *rel, struct err *e)
 	int rc = NR_OK;
 
 	if (!p)
-		return oom(e);
+		return err_oom(e);
 	for (char *s = p + strlen(root) + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
 		if (mkdir(p, 0755) != 0 && errno != EEXIST)
@@ -96,7 +91,7 @@ static int extract_one(struct archive *a, const char *path, const char *root, co
 		return rc;
 	out = path_join(root, name);
 	if (!out)
-		return oom(e);
+		return err_oom(e);
 	fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		rc = err_set(e, errno == EEXIST ? NR_EINPUT : NR_EIO, "%s:%s: %s", path, name,
@@ -137,7 +132,7 @@ int tar_extract(const char *path, const char *dir, const struct store_opts *o, s
 		return e->code;
 	buf = malloc(BUF);
 	if (!buf || mkdir(dir, 0755) != 0)
-		rc = buf ? err_set(e, NR_EIO, "cannot create '%s': %s", dir, strerror(errno)) : oom(e);
+		rc = buf ? err_set(e, NR_EIO, "cannot create '%s': %s", dir, strerror(errno)) : err_oom(e);
 	while (rc == NR_OK && (r = archive_read_next_header(a, &ent)) != ARCHIVE_EOF) {
 		const char *name = member_name(ent);
 
@@ -195,7 +190,7 @@ int tar_read_member(const char *path, const char *name, char **buf, size_t *len,
 				*len += (size_t)n;
 		}
 		if (!*buf || (rc == NR_OK && *len + 1 >= cap))
-			rc = oom(e);
+			rc = err_oom(e);
 		break;
 	}
 	archive_read_free(a);
@@ -226,7 +221,7 @@ static int list_files(const char *root, const char *rel, struct names *out, stru
 	int rc = NR_OK;
 
 	if (!d) {
-		rc = dir ? err_set(e, NR_EIO, "cannot read '%s': %s", dir, strerror(errno)) : oom(e);
+		rc = dir ? err_set(e, NR_EIO, "cannot read '%s': %s", dir, strerror(errno)) : err_oom(e);
 		free(dir);
 		return rc;
 	}
@@ -238,14 +233,14 @@ static int list_files(const char *root, const char *rel, struct names *out, stru
 			continue;
 		sub = rel ? path_join(rel, de->d_name) : xstrdup(de->d_name);
 		if (!sub) {
-			rc = oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		{
 			char *full = path_join(root, sub);
 
 			if (!full)
-				rc = oom(e);
+				rc = err_oom(e);
 			else if (lstat(full, &sb) != 0)
 				rc = err_set(e, NR_EIO, "cannot stat '%s': %s", full, strerror(errno));
 			free(full);
@@ -258,7 +253,7 @@ static int list_files(const char *root, const char *rel, struct names *out, stru
 		} else {
 			free(sub);
 			if (rc == NR_OK)
-				rc = oom(e);
+				rc = err_oom(e);
 		}
 	}
 	closedir(d);
@@ -283,7 +278,7 @@ static int pack_one(struct archive *a, const char *root, const char *name, char 
 	int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1, rc = NR_OK;
 
 	if (!path || !ent)
-		rc = oom(e);
+		rc = err_oom(e);
 	else if (fd < 0 || fstat(fd, &sb) != 0)
 		rc = err_set(e, NR_EIO, "cannot read '%s': %s", path, strerror(errno));
 	if (rc == NR_OK) {
@@ -322,7 +317,7 @@ int tar_pack(const char *dir, const char *out, bool zstd, const struct store_opt
 	struct names files = { 0 };
 	struct archive *a = NULL;
 	char *buf = malloc(BUF);
-	int fd = -1, rc = buf ? list_files(dir, NULL, &files, e) : oom(e);
+	int fd = -1, rc = buf ? list_files(dir, NULL, &files, e) : err_oom(e);
 
 	if (rc == NR_OK) {
 		qsort(files.v, files.n, sizeof *files.v, manifest_first);
@@ -331,7 +326,7 @@ int tar_pack(const char *dir, const char *out, bool zstd, const struct store_opt
 			rc = err_set(e, NR_EIO, "cannot create '%s': %s", out, strerror(errno));
 	}
 	if (rc == NR_OK && !(a = archive_write_new()))
-		rc = oom(e);
+		rc = err_oom(e);
 	if (rc == NR_OK && (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
 			    (zstd && archive_write_add_filter_zstd(a) != ARCHIVE_OK) ||
 			    archive_write_open_fd(a, fd) != ARCHIVE_OK))

@@ -199,7 +199,7 @@ int xfer_dst_file(struct xfer *x, const char *path, const char *show, size_t fir
 	int fi, rc = NR_OK;
 
 	if (!d)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (size_t i = 0; i < n; i++) {
 		const struct xpiece *p = &x->dst[first + i];
 
@@ -221,7 +221,7 @@ int xfer_dst_file(struct xfer *x, const char *path, const char *show, size_t fir
 	fi = h ? add_file(&x->df, &x->ndf, &x->capdf, path, show) : -1;
 	if (fi < 0) {
 		free(h);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	f = &x->df[fi];
 	f->hdr = h;
@@ -821,7 +821,7 @@ int xfer_run(struct xfer *x, struct err *e)
 	r.slab = malloc(SLAB);
 	r.wide = malloc(2 * SLAB); /* a slab of 2-byte elements as 4-byte ones */
 	if (!r.sord || !r.dord || !r.q || !r.st || !r.wst || !r.slab || !r.wide) {
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 		goto out;
 	}
 	for (size_t k = 0; k < x->nsrc; k++) {

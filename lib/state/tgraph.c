@@ -276,29 +276,29 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 		memset(c->rmap, -1, (size_t)(g->ngpus / c->gpn + 1) * sizeof *c->rmap);
 	if (!g->lists || !g->before || !g->after || !g->peak || !c->load || !c->rmap ||
 	    tg_add_lists(g, &g->a, seg_max, &g->nsseg))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	g->na = g->nlists;
 	if (tg_add_lists(g, &g->b, seg_max, &g->ndseg))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	g->sseg = calloc((size_t)g->nsseg + 1, sizeof *g->sseg);
 	g->dseg = calloc((size_t)g->ndseg + 1, sizeof *g->dseg);
 	if (!g->sseg || !g->dseg || up_holders(c))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	tg_fill_segs(g, 0, g->na, g->sseg);
 	tg_fill_segs(g, g->na, g->nlists, g->dseg);
 	if (tg_find_twins(c))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if ((rc = check_memory(v, g, e)) || (rc = tg_build_index(c, e)))
 		return rc;
 	c->omask = 63;
 	c->otab = malloc(64 * sizeof *c->otab);
 	if (!c->otab || tg_grow(&c->oused, &c->ousedcap, 64, sizeof *c->oused))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	memset(c->otab, -1, 64 * sizeof *c->otab);
 	for (int l = g->na; l < g->nlists; l++) {
 		c->e0[l - g->na] = g->nedges;
 		if (c->twin[l] >= 0 ? tg_copy_edges(c, l) : tg_list_edges(c, l, &di))
-			return err_set(e, NR_EIO, "out of memory");
+			return err_oom(e);
 	}
 	c->e0[g->nlists - g->na] = g->nedges;
 	tg_copy_kept(g, c->twin);
