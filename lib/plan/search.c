@@ -61,6 +61,8 @@
  * test_search_diff checks that both agree on random jobs and clusters. */
 #include "plan/search.h"
 
+#include "common/mem.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -378,25 +380,16 @@ static bool sizes_fit(const struct search *s, const int *size, int k)
 
 /* --- candidates per model and size --------------------------------------- */
 
-/* Make room for n elements in a growing array; past 2^30 of them, which
- * the doubling of an int would overflow, there is no room. */
+/* Make room for n elements in a growing array of int capacity; past
+ * 2^30 of them, which the doubling of an int would overflow, there is no
+ * room. */
 static int reserve(void **v, int *cap, int n, size_t elem)
 {
-	void *nv;
-	int nc = *cap ? *cap : 16;
+	size_t c = (size_t)*cap;
 
-	if (n <= *cap)
-		return 0;
-	while (nc < n) {
-		if (nc > INT_MAX / 2)
-			return -1;
-		nc *= 2;
-	}
-	nv = realloc(*v, elem * (size_t)nc);
-	if (!nv)
+	if (n > 1 << 30 || mem_grow(v, &c, (size_t)n, elem) < 0)
 		return -1;
-	*v = nv;
-	*cap = nc;
+	*cap = (int)c;
 	return 0;
 }
 

@@ -623,7 +623,7 @@ int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind
 
 static struct mpiece *add_mpiece(struct manifest *m, size_t *cap)
 {
-	if (grow(&m->pieces, cap, m->npieces + 1, sizeof *m->pieces))
+	if (mem_grow(&m->pieces, cap, m->npieces + 1, sizeof *m->pieces))
 		return NULL;
 	return memset(&m->pieces[m->npieces++], 0, sizeof *m->pieces);
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/mem.h"
 #include "state/safetensors.h"
 #include "state/store.h"
 
@@ -174,7 +175,6 @@ int tar_pack(const char *dir, const char *out, bool zstd, const struct store_opt
 
 /* --- small helpers ---------------------------------------------------------------- */
 
-int grow(void *pp, size_t *cap, size_t need, size_t size);
 char *xstrdup(const char *s);
 /* "a/b" joined, malloc'd. */
 char *path_join(const char *a, const char *b);

@@ -99,7 +99,7 @@ int store_reader_piece(struct store_reader *r, size_t i, const void **data, stru
 
 	if (r->last != i) {
 		r->last = SIZE_MAX;
-		if (len > r->cap && grow(&r->buf, &r->cap, len, 1))
+		if (len > r->cap && mem_grow(&r->buf, &r->cap, len, 1))
 			return err_oom(e);
 		store_shard_path(rel, sizeof rel, &mm->lo, p->kind, p->tp, p->pp, p->dp);
 		store_show(&r->s, rel, show, sizeof show);
@@ -134,7 +134,7 @@ static int read_wide(struct store_reader *r, size_t i, struct err *e)
 	if (r->wlast == i)
 		return NR_OK;
 	r->wlast = SIZE_MAX;
-	if (n > r->wcap && grow(&r->wide, &r->wcap, n, sizeof *r->wide))
+	if (n > r->wcap && mem_grow(&r->wide, &r->wcap, n, sizeof *r->wide))
 		return err_oom(e);
 	if (store_reader_piece(r, i, &raw, e))
 		return e->code;
@@ -273,7 +273,7 @@ static int fill_shard(void *ctx, size_t i, uint64_t off, void *out, size_t len, 
 
 static struct mpiece *add_mpiece(struct manifest *m, size_t *cap)
 {
-	if (grow(&m->pieces, cap, m->npieces + 1, sizeof *m->pieces))
+	if (mem_grow(&m->pieces, cap, m->npieces + 1, sizeof *m->pieces))
 		return NULL;
 	return memset(&m->pieces[m->npieces++], 0, sizeof *m->pieces);
 }

@@ -178,7 +178,7 @@ int tar_read_member(const char *path, const char *name, char **buf, size_t *len,
 		while (*buf && rc == NR_OK) {
 			la_ssize_t n;
 
-			if (*len + 1 >= cap && grow(buf, &cap, cap * 2, 1))
+			if (*len + 1 >= cap && mem_grow(buf, &cap, cap * 2, 1))
 				break;
 			n = archive_read_data(a, *buf + *len, cap - *len - 1);
 			if (n == 0)
@@ -248,7 +248,7 @@ static int list_files(const char *root, const char *rel, struct names *out, stru
 		if (rc == NR_OK && S_ISDIR(sb.st_mode)) {
 			rc = list_files(root, sub, out, e);
 			free(sub);
-		} else if (rc == NR_OK && grow(&out->v, &out->cap, out->n + 1, sizeof *out->v) == 0) {
+		} else if (rc == NR_OK && mem_grow(&out->v, &out->cap, out->n + 1, sizeof *out->v) == 0) {
 			out->v[out->n++] = sub;
 		} else {
 			free(sub);

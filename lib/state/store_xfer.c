@@ -36,24 +36,6 @@
 #define WINDOW (8u << 20)  /* bytes mapped at a time to read a file back */
 #define POOL_SLOTS 8       /* spare destination buffers kept for reuse */
 
-int grow(void *pp, size_t *cap, size_t need, size_t size)
-{
-	void **p = pp;
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, n * size);
-	if (!q)
-		return -1;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 char *xstrdup(const char *s)
 {
 	return s ? strdup(s) : NULL;
@@ -146,7 +128,7 @@ static int add_file(struct xfile **f, size_t *n, size_t *cap, const char *path,
 {
 	struct xfile *x;
 
-	if (grow(f, cap, *n + 1, sizeof **f))
+	if (mem_grow(f, cap, *n + 1, sizeof **f))
 		return -1;
 	x = &(*f)[*n];
 	memset(x, 0, sizeof *x);
@@ -170,7 +152,7 @@ static struct xpiece *add_piece(struct xpiece **p, size_t *n, size_t *cap)
 {
 	struct xpiece *q;
 
-	if (grow(p, cap, *n + 1, sizeof **p))
+	if (mem_grow(p, cap, *n + 1, sizeof **p))
 		return NULL;
 	q = &(*p)[(*n)++];
 	memset(q, 0, sizeof *q);

@@ -13,6 +13,9 @@
  * kept whole, a region joining the edge made last. */
 #include "state/tgraph_impl.h"
 
+#include "common/mem.h"
+
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,19 +29,11 @@ const char *const tg_link_names[TG_NLINKS + 1] = { "local", "intra", "host", "in
 
 int tg_grow(void *pp, int *cap, int need, size_t size)
 {
-	void **p = pp;
-	int n = *cap ? *cap : 64;
-	void *q;
+	size_t n = (size_t)*cap;
 
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, (size_t)n * size);
-	if (!q)
+	if (need < 0 || mem_grow(pp, &n, (size_t)need, size) || n > INT_MAX)
 		return -1;
-	*p = q;
-	*cap = n;
+	*cap = (int)n;
 	return 0;
 }
 
