@@ -98,7 +98,7 @@ int batches_generate(struct lm *m, const struct prompts *ps, const struct gen_pa
 		pack(ps, p0, p1, tokens, start);
 		for (size_t i = p0; i < p1; i++)
 			ids[i - p0] = i; /* a prompt samples the same whatever its batch */
-		rc = generate(&g, &(struct gen_request){ (int)(p1 - p0), tokens, start, ids }, p,
+		rc = generator_run(&g, &(struct gen_request){ (int)(p1 - p0), tokens, start, ids }, p,
 			      &(struct gen_result){ out, lp, len }, e);
 		if (rc == NR_EIO)
 			err_prefix(e, "%s:%ld", ps->file, ps->v[p0 + (size_t)g.bad_seq].line);

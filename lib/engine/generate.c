@@ -283,7 +283,7 @@ static int take(struct generator *g, const struct gen_request *r, const struct g
 	return NR_OK;
 }
 
-int generate(struct generator *g, const struct gen_request *r, const struct gen_params *p,
+int generator_run(struct generator *g, const struct gen_request *r, const struct gen_params *p,
 	     const struct gen_result *out, struct err *e)
 {
 	size_t vp = (size_t)g->m->c.vocab_padded;

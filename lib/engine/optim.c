@@ -6,7 +6,7 @@
 
 #include "engine/optim.h"
 
-double lr_at(const struct optim_config *c, long step)
+double optim_lr_at(const struct optim_config *c, long step)
 {
 	const struct lr_schedule *s = &c->sched;
 	double p, r = s->min_lr_ratio;

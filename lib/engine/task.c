@@ -25,7 +25,7 @@ static int read_tokens(json_t *arr, const char *where, const struct prompt_limit
 		char got[64];
 
 		if (!json_is_integer(v)) {
-			jdescribe(v, got, sizeof got);
+			jdoc_describe(v, got, sizeof got);
 			return err_set(e, NR_EINPUT, "%s: \"tokens\"[%zu]: expected a token id, "
 				       "not %s", where, i, got);
 		}
@@ -91,7 +91,7 @@ static int read_answer(json_t *v, const char *where, struct prompt *p, struct er
 		snprintf(digits, sizeof digits, "%lld", (long long)json_integer_value(v));
 		p->answer = strdup(digits);
 	} else {
-		jdescribe(v, got, sizeof got);
+		jdoc_describe(v, got, sizeof got);
 		return err_set(e, NR_EINPUT, "%s: \"answer\": expected a string or an integer, "
 			       "not %s", where, got);
 	}

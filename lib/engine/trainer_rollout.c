@@ -73,7 +73,7 @@ static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 			t->has_gen = rc == NR_OK;
 		}
 		if (rc == NR_OK && nb > 0)
-			rc = generate(&t->gen_run, &(struct gen_request){ (int)nb,
+			rc = generator_run(&t->gen_run, &(struct gen_request){ (int)nb,
 				      t->tokens + t->start[b0], start, ids }, &gparams,
 				      &(struct gen_result){ tok, lp, len }, e);
 		if (t->has_gen) {

@@ -327,9 +327,9 @@ int layout_pin(const struct job *job, enum plan_layout l, const char *text, stru
 	int rc;
 
 	if (l == LAYOUT_ADAPTIVE)
-		return pin_parse(job, text, sp, e);
+		return search_pin_parse(job, text, sp, e);
 	space_init(&want);
-	if ((rc = pin_parse(job, text, &want, e)))
+	if ((rc = search_pin_parse(job, text, &want, e)))
 		return rc;
 	if (!pin_free(&want.gen)) {
 		snprintf(what, sizeof what, "%s@generation", job->models[job_actor(job)].name);

@@ -317,7 +317,7 @@ static int read_index(struct ckpt *c, const char *path, json_t **map, json_t **r
 				       "ending in .safetensors", path, key);
 		for (size_t i = 0; i < c->nfiles && !seen; i++)
 			seen = strcmp(c->names[i], json_string_value(v)) == 0;
-		if (!seen && !(c->names[c->nfiles++] = xstrdup(json_string_value(v))))
+		if (!seen && !(c->names[c->nfiles++] = store_strdup(json_string_value(v))))
 			return err_oom(e);
 	}
 	qsort(c->names, c->nfiles, sizeof *c->names, by_name);
@@ -410,25 +410,25 @@ static int ckpt_read(struct ckpt *c, const char *dir, struct err *e)
 	size_t total = 0;
 
 	memset(c, 0, sizeof *c);
-	c->dir = xstrdup(dir);
-	path = path_join(dir, HF_CONFIG);
+	c->dir = store_strdup(dir);
+	path = store_path_join(dir, HF_CONFIG);
 	if (!c->dir || !path)
 		return err_oom(e);
 	rc = read_config(path, &c->arch, e);
 	free(path);
 	if (rc)
 		return rc;
-	path = path_join(dir, HF_SINGLE);
+	path = store_path_join(dir, HF_SINGLE);
 	if (!path)
 		return err_oom(e);
 	if (stat(path, &sb) == 0) {
 		c->names = calloc(1, sizeof *c->names);
-		if (!c->names || !(c->names[0] = xstrdup(HF_SINGLE)))
+		if (!c->names || !(c->names[0] = store_strdup(HF_SINGLE)))
 			rc = err_oom(e);
 		c->nfiles = 1;
 	} else {
 		free(path);
-		path = path_join(dir, HF_INDEX);
+		path = store_path_join(dir, HF_INDEX);
 		if (!path)
 			return err_oom(e);
 		if (stat(path, &sb) != 0)
@@ -449,7 +449,7 @@ static int ckpt_read(struct ckpt *c, const char *dir, struct err *e)
 	for (int i = 0; i < nt && where; i++)
 		where[i] = -1;
 	for (size_t k = 0; k < c->nfiles && rc == NR_OK; k++) {
-		char *p = path_join(dir, c->names[k]);
+		char *p = store_path_join(dir, c->names[k]);
 		FILE *f = p ? fopen(p, "rb") : NULL;
 
 		if (!f && p)
@@ -532,7 +532,7 @@ static int list_extra(const char *dir, char ***names, size_t *n, struct err *e)
 
 		if (!is_extra(de->d_name) || !store_path_ok(de->d_name))
 			continue;
-		path = path_join(dir, de->d_name);
+		path = store_path_join(dir, de->d_name);
 		reg = path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 		free(path);
 		if (!reg)
@@ -546,7 +546,7 @@ static int list_extra(const char *dir, char ***names, size_t *n, struct err *e)
 			}
 			*names = grown;
 		}
-		if (!((*names)[(*n)++] = xstrdup(de->d_name)))
+		if (!((*names)[(*n)++] = store_strdup(de->d_name)))
 			rc = err_oom(e);
 	}
 	closedir(d);
@@ -567,17 +567,17 @@ static int keep_extra(const struct ckpt *c, struct work *w, struct manifest *m, 
 	if (rc == NR_OK && !(h->extra = calloc(n + 1, sizeof *h->extra)))
 		rc = err_oom(e);
 	for (size_t i = 0; i < n && rc == NR_OK; i++) {
-		char rel[600], *path = path_join(c->dir, names[i]), *buf;
+		char rel[600], *path = store_path_join(c->dir, names[i]), *buf;
 		size_t len;
 
 		snprintf(rel, sizeof rel, "%s/hf/%s", m->models[mi].lo.name, names[i]);
-		rc = path ? read_whole(path, path, &buf, &len, e) : err_oom(e);
+		rc = path ? store_read_whole(path, path, &buf, &len, e) : err_oom(e);
 		free(path);
 		if (rc == NR_OK) {
 			rc = store_add_aux(w, m, rel, buf, len, e);
 			free(buf);
 		}
-		if (rc == NR_OK && !(h->extra[h->nextra++] = xstrdup(rel)))
+		if (rc == NR_OK && !(h->extra[h->nextra++] = store_strdup(rel)))
 			rc = err_oom(e);
 	}
 	for (size_t i = 0; i < n; i++)
@@ -604,7 +604,7 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 		return err_oom(e);
 	for (int k = 0; k < 2 && rc == NR_OK; k++) {
 		const char *file = k ? HF_INDEX : HF_CONFIG;
-		char *path = path_join(c->dir, file), *buf;
+		char *path = store_path_join(c->dir, file), *buf;
 		size_t len;
 
 		if (k && (!c->has_index || c->nbuffers)) {
@@ -612,25 +612,25 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 			break;
 		}
 		snprintf(rel, sizeof rel, "%s/hf/%s", name, file);
-		rc = path ? read_whole(path, path, &buf, &len, e) : err_oom(e);
+		rc = path ? store_read_whole(path, path, &buf, &len, e) : err_oom(e);
 		free(path);
 		if (rc == NR_OK) {
 			rc = store_add_aux(w, m, rel, buf, len, e);
 			free(buf);
 		}
-		if (rc == NR_OK && !(*(k ? &mm->hf.index : &mm->hf.config) = xstrdup(rel)))
+		if (rc == NR_OK && !(*(k ? &mm->hf.index : &mm->hf.config) = store_strdup(rel)))
 			rc = err_oom(e);
 	}
 	for (size_t f = 0; f < c->nfiles && rc == NR_OK && !c->nbuffers; f++) {
 		struct hf_file *h = &mm->hf.files[f];
-		char *path = path_join(c->dir, c->names[f]), *buf = NULL;
+		char *path = store_path_join(c->dir, c->names[f]), *buf = NULL;
 		FILE *fp = path ? fopen(path, "rb") : NULL;
 		size_t len = (size_t)c->files[f].data_start;
 
 		mm->hf.nfiles = f + 1;
 		snprintf(rel, sizeof rel, "%s/hf/%s.header", name, c->names[f]);
-		h->name = xstrdup(c->names[f]);
-		h->header = xstrdup(rel);
+		h->name = store_strdup(c->names[f]);
+		h->header = store_strdup(rel);
 		h->tensors = malloc(c->files[f].ntensors * sizeof *h->tensors);
 		buf = malloc(len);
 		if (!fp)
@@ -638,7 +638,7 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 		else if (!h->name || !h->header || !h->tensors || !buf)
 			rc = err_oom(e);
 		if (rc == NR_OK)
-			rc = xread(fileno(fp), path, buf, len, 0, e);
+			rc = store_xread(fileno(fp), path, buf, len, 0, e);
 		if (rc == NR_OK)
 			rc = store_add_aux(w, m, rel, buf, len, e);
 		if (rc == NR_OK) {
@@ -657,7 +657,7 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 static int add_ckpt_src(struct xfer *x, const struct ckpt *c, int base, struct err *e)
 {
 	for (size_t k = 0; k < c->nfiles; k++) {
-		char *path = path_join(c->dir, c->names[k]);
+		char *path = store_path_join(c->dir, c->names[k]);
 		int file = path ? xfer_src_file(x, path, path) : -1;
 
 		free(path);
@@ -768,7 +768,7 @@ static int add_hf_file(struct xfer *x, const struct work *w, const struct mmodel
 {
 	static const struct st_meta meta[] = { { "format", "pt" } };
 	size_t first = x->ndst;
-	char *path = path_join(w->out, name), *show = path_join(w->dst, name);
+	char *path = store_path_join(w->out, name), *show = store_path_join(w->dst, name);
 	int rc = path && show ? NR_OK : err_oom(e);
 
 	for (size_t i = 0; i < n && rc == NR_OK; i++) {

@@ -103,13 +103,13 @@ int store_reader_piece(struct store_reader *r, size_t i, const void **data, stru
 			return err_oom(e);
 		store_shard_path(rel, sizeof rel, &mm->lo, p->kind, p->tp, p->pp, p->dp);
 		store_show(&r->s, rel, show, sizeof show);
-		if (!(path = path_join(r->s.root, rel)))
+		if (!(path = store_path_join(r->s.root, rel)))
 			return err_oom(e);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		free(path);
 		if (fd < 0)
 			return err_set(e, NR_EIO, "cannot open '%s': %s", show, strerror(errno));
-		rc = xread(fd, show, r->buf, len, p->offset, e);
+		rc = store_xread(fd, show, r->buf, len, p->offset, e);
 		close(fd);
 		if (rc)
 			return rc;
@@ -319,7 +319,7 @@ static int write_shard(const struct work *w, struct manifest *m, size_t *mcap, i
 	if ((rc = work_mkdirs(w, rel, e)) ||
 	    (rc = st_header_build(s.desc, s.n, NULL, 0, &hdr, &hlen, &dlen, e)))
 		goto out;
-	if (!(path = path_join(w->out, rel))) {
+	if (!(path = store_path_join(w->out, rel))) {
 		rc = err_oom(e);
 		goto out;
 	}
@@ -329,7 +329,7 @@ static int write_shard(const struct work *w, struct manifest *m, size_t *mcap, i
 		goto out;
 	}
 	rc = st_write_fd(fd, path, s.desc, s.n, NULL, 0, fill_shard, &s, e);
-	if (rc == NR_OK && syncing(w->o) && fsync(fd) != 0)
+	if (rc == NR_OK && store_syncing(w->o) && fsync(fd) != 0)
 		rc = err_set(e, NR_EIO, "cannot sync '%s': %s", path, strerror(errno));
 	if (rc)
 		goto out;
@@ -399,7 +399,7 @@ static int copy_aux(const struct store *s, const char *rel, struct work *w, stru
 		rc = store_add_aux(w, m, rel, buf, len, e);
 		free(buf);
 	}
-	if (rc == NR_OK && !(*out = xstrdup(rel)))
+	if (rc == NR_OK && !(*out = store_strdup(rel)))
 		rc = err_oom(e);
 	return rc;
 }

@@ -48,7 +48,7 @@ static const char *member_name(struct archive_entry *ent)
 /* Make the folders of rel under root. */
 static int mkdirs_under(const char *root, const char *rel, struct err *e)
 {
-	char *p = path_join(root, rel);
+	char *p = store_path_join(root, rel);
 	int rc = NR_OK;
 
 	if (!p)
@@ -89,7 +89,7 @@ static int extract_one(struct archive *a, const char *path, const char *root, co
 
 	if ((rc = mkdirs_under(root, name, e)))
 		return rc;
-	out = path_join(root, name);
+	out = store_path_join(root, name);
 	if (!out)
 		return err_oom(e);
 	fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -108,7 +108,7 @@ static int extract_one(struct archive *a, const char *path, const char *root, co
 			rc = err_set(e, NR_EINPUT, "%s:%s: %s", path, name, archive_error_string(a));
 			break;
 		}
-		if (cancelled(o)) {
+		if (store_cancelled(o)) {
 			rc = err_set(e, NR_EIO, "interrupted");
 			break;
 		}
@@ -215,7 +215,7 @@ struct names {
 /* The regular files under root/rel, as paths relative to root. */
 static int list_files(const char *root, const char *rel, struct names *out, struct err *e)
 {
-	char *dir = rel ? path_join(root, rel) : xstrdup(root);
+	char *dir = rel ? store_path_join(root, rel) : store_strdup(root);
 	DIR *d = dir ? opendir(dir) : NULL;
 	struct dirent *de;
 	int rc = NR_OK;
@@ -231,13 +231,13 @@ static int list_files(const char *root, const char *rel, struct names *out, stru
 
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		sub = rel ? path_join(rel, de->d_name) : xstrdup(de->d_name);
+		sub = rel ? store_path_join(rel, de->d_name) : store_strdup(de->d_name);
 		if (!sub) {
 			rc = err_oom(e);
 			break;
 		}
 		{
-			char *full = path_join(root, sub);
+			char *full = store_path_join(root, sub);
 
 			if (!full)
 				rc = err_oom(e);
@@ -272,7 +272,7 @@ static int manifest_first(const void *pa, const void *pb)
 static int pack_one(struct archive *a, const char *root, const char *name, char *buf,
 		    const char *out, const struct store_opts *o, struct err *e)
 {
-	char *path = path_join(root, name);
+	char *path = store_path_join(root, name);
 	struct archive_entry *ent = archive_entry_new();
 	struct stat sb;
 	int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1, rc = NR_OK;
@@ -299,7 +299,7 @@ static int pack_one(struct archive *a, const char *root, const char *name, char 
 			rc = err_set(e, NR_EIO, "cannot read '%s': %s", path, strerror(errno));
 		else if (n == 0)
 			break;
-		else if (cancelled(o))
+		else if (store_cancelled(o))
 			rc = err_set(e, NR_EIO, "interrupted");
 		else if (archive_write_data(a, buf, (size_t)n) != n)
 			rc = err_set(e, NR_EIO, "%s: %s", out, archive_error_string(a));
@@ -337,7 +337,7 @@ int tar_pack(const char *dir, const char *out, bool zstd, const struct store_opt
 		rc = err_set(e, NR_EIO, "%s: %s", out, archive_error_string(a));
 	if (a)
 		archive_write_free(a);
-	if (rc == NR_OK && syncing(o) && fsync(fd) != 0)
+	if (rc == NR_OK && store_syncing(o) && fsync(fd) != 0)
 		rc = err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
 	if (fd >= 0 && close(fd) != 0 && rc == NR_OK)
 		rc = err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));

@@ -36,12 +36,12 @@
 #define WINDOW (8u << 20)  /* bytes mapped at a time to read a file back */
 #define POOL_SLOTS 8       /* spare destination buffers kept for reuse */
 
-char *xstrdup(const char *s)
+char *store_strdup(const char *s)
 {
 	return s ? strdup(s) : NULL;
 }
 
-char *path_join(const char *a, const char *b)
+char *store_path_join(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
 	char *p = malloc(la + lb + 2);
@@ -54,12 +54,12 @@ char *path_join(const char *a, const char *b)
 	return p;
 }
 
-bool cancelled(const struct store_opts *o)
+bool store_cancelled(const struct store_opts *o)
 {
 	return o && o->cancel && *o->cancel;
 }
 
-bool syncing(const struct store_opts *o)
+bool store_syncing(const struct store_opts *o)
 {
 	return !(o && o->no_sync);
 }
@@ -69,7 +69,7 @@ static int interrupted(struct err *e)
 	return err_set(e, NR_EIO, "interrupted");
 }
 
-int xread(int fd, const char *show, void *buf, size_t len, uint64_t off, struct err *e)
+int store_xread(int fd, const char *show, void *buf, size_t len, uint64_t off, struct err *e)
 {
 	char *p = buf;
 
@@ -133,8 +133,8 @@ static int add_file(struct xfile **f, size_t *n, size_t *cap, const char *path,
 	x = &(*f)[*n];
 	memset(x, 0, sizeof *x);
 	x->fd = -1;
-	x->path = xstrdup(path);
-	x->show = xstrdup(show);
+	x->path = store_strdup(path);
+	x->show = store_strdup(show);
 	if (!x->path || !x->show) {
 		free(x->path);
 		free(x->show);
@@ -459,14 +459,14 @@ static int write_piece(struct run *r, struct xpiece *p, struct err *e)
 		char *from = (char *)p->buf + at;
 
 		XXH3_64bits_update(r->wst, from, n);
-		rc = cancelled(r->x->o) ? interrupted(e)
+		rc = store_cancelled(r->x->o) ? interrupted(e)
 					: xwrite(f->fd, f->show, from, n, p->offset + at, e);
 	}
 	p->sum = XXH3_64bits_digest(r->wst);
 	p->has_sum = true;
 	/* Start writing it to disk now, so that the disk works while we copy
 	 * on and the syncs at the end have little left to wait for. */
-	if (rc == NR_OK && syncing(r->x->o))
+	if (rc == NR_OK && store_syncing(r->x->o))
 		sync_file_range(f->fd, (off_t)p->offset, (off_t)len, SYNC_FILE_RANGE_WRITE);
 	if (rc || --f->left > 0)
 		return rc;
@@ -488,7 +488,7 @@ static int sync_all(struct xfer *x, struct err *e)
 		if (rc != 0)
 			return err_set(e, NR_EIO, "cannot write '%s': %s", x->df[i].show,
 				       strerror(errno));
-		if (cancelled(x->o))
+		if (store_cancelled(x->o))
 			return interrupted(e);
 	}
 	return NR_OK;
@@ -552,7 +552,7 @@ static int emit(struct run *r, struct xpiece *p, struct err *e)
 	pthread_mutex_unlock(&r->mu);
 	if (rc)
 		return rc;
-	if (cancelled(o))
+	if (store_cancelled(o))
 		return interrupted(e);
 	if (o && o->progress)
 		o->progress(o->progress_ctx, done, r->total);
@@ -685,8 +685,8 @@ static int feed(struct run *r, struct xpiece *s, size_t *dg, size_t nd, struct e
 		struct box sb;
 
 		next_slab(&s->box, SLAB / esz, &pos, &sb);
-		rc = cancelled(x->o) ? interrupted(e)
-				     : xread(f->fd, f->show, r->slab, (size_t)((pos - at) * esz),
+		rc = store_cancelled(x->o) ? interrupted(e)
+				     : store_xread(f->fd, f->show, r->slab, (size_t)((pos - at) * esz),
 					     s->offset + (uint64_t)(at * esz), e);
 		if (rc == NR_OK) {
 			XXH3_64bits_update(r->st, r->slab, (size_t)((pos - at) * esz));
@@ -847,7 +847,7 @@ out:
 			rc = r.wrc;
 		}
 	}
-	if (rc == NR_OK && syncing(x->o))
+	if (rc == NR_OK && store_syncing(x->o))
 		rc = sync_all(x, e);
 	if (rc == NR_OK && x->o && x->o->progress)
 		x->o->progress(x->o->progress_ctx, r.total, r.total);

@@ -60,11 +60,11 @@ double tgraph_link_bw(const struct env *v, enum tg_link link)
 		/* a device copy reads and writes every byte */
 		return v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff / 2;
 	case TG_INTRA:
-		return link_bw(v, 1);
+		return cost_link_bw(v, 1);
 	case TG_INTER:
-		return link_bw(v, v->cl->gpus_per_node + 1);
+		return cost_link_bw(v, v->cl->gpus_per_node + 1);
 	default:
-		return host_bw(v);
+		return cost_host_bw(v);
 	}
 }
 
