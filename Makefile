@@ -112,9 +112,12 @@ $(PROBES_MPI): $(O)/tests/%: tests/probe/%.c $(MPI_OBJ) $(O)/libnereus.a
 deps:
 	@scripts/install-deps.sh
 
-# lib/ runs one way (scripts/check-layers.sh says which).
+# lib/ runs one way (scripts/check-layers.sh says which), and every name
+# libnereus.a exports has its module's prefix (scripts/check-exports.sh).
 layers:
 	@scripts/check-layers.sh
+	@$(MAKE) --no-print-directory WERROR=1 $(O)/libnereus.a
+	@scripts/check-exports.sh $(O)/libnereus.a
 
 unit: $(UNITS)
 	@scripts/run-units.sh $(UNITS)

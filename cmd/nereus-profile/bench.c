@@ -137,7 +137,7 @@ static int gpu_part(const struct bench_args *a, const struct hw_opts *o, json_t 
 			*gpu = hw_gpu_absent(note);
 		} else {
 			if (!(g = malloc(sizeof *g)))
-				return err_set(e, NR_EIO, "out of memory");
+				return err_oom(e);
 			rc = cuda.gpub_run(o, g, e);
 			if (rc == NR_OK)
 				*gpu = hw_gpu_json(g);
@@ -174,7 +174,7 @@ static int measure_and_write(const struct bench_args *a, const struct hw_opts *o
 	}
 	if (!(doc = hw_cost_json(&c, m, gpu))) {
 		json_decref(cl);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	progress_done();
 	rc = jdoc_write(doc, a->out, JSON_INDENT(2) | JSON_REAL_PRECISION(6), e);
@@ -207,7 +207,7 @@ int cmd_bench(int argc, char **argv)
 	o = (struct hw_opts){ .runs = (int)a.runs, .warmup = 1, .quick = a.quick,
 			      .progress = rank == 0 && want_progress() ? progress : NULL };
 	m = calloc(1, sizeof *m);
-	rc = m ? NR_OK : err_set(&e, NR_EIO, "out of memory");
+	rc = m ? NR_OK : err_oom(&e);
 	if (rank == 0 && rc == NR_OK)
 		rc = out_check(a.out, &e);
 	if (rank == 0 && rc == NR_OK && a.cluster_out)

@@ -158,7 +158,7 @@ int cmd_fit(int argc, char **argv)
 		return rc == OPTIONS_DONE ? close_stdout(NR_OK) : rc;
 	}
 	if (!job || !cl || !res) {
-		rc = err_set(&e, NR_EIO, "out of memory");
+		rc = err_oom(&e);
 		goto fail;
 	}
 	fit_prior_defaults(&prior);
@@ -196,7 +196,7 @@ int cmd_fit(int argc, char **argv)
 			       coef_names[j], res->c[j].value, res->c[j].prior, res->c[j].prior_se,
 			       res->c[j].data, res->c[j].data_se, res->c[j].apart);
 	if (!(doc = fit_document(&a, res, rd.lines, rd.skipped_lines, &e))) {
-		rc = e.code ? e.code : err_set(&e, NR_EIO, "out of memory");
+		rc = e.code ? e.code : err_oom(&e);
 		goto fail;
 	}
 	rc = jdoc_write(doc, a.out, JSON_INDENT(2) | JSON_REAL_PRECISION(10), &e);

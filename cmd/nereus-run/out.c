@@ -56,7 +56,7 @@ int save(struct out *o, long next, struct err *e)
 		return err_set(e, NR_EIO, "cannot create '%s': %s", o->a->save, strerror(errno));
 	checkpoint_path(dst, sizeof dst, o->a->save, next);
 	run_of = saves_run(o->sv);
-	rc = run_of ? builtin_save(o->bi, next, run_of, dst, e) : err_set(e, NR_EIO, "out of memory");
+	rc = run_of ? builtin_save(o->bi, next, run_of, dst, e) : err_oom(e);
 	json_decref(run_of);
 	if (rc)
 		return rc;

@@ -99,7 +99,7 @@ int saves_start(struct saves *sv, const char *id, struct err *e)
 	unsigned char raw[16];
 
 	if (!sv->sum && !(sv->sum = XXH3_createState()))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	XXH3_64bits_reset(sv->sum);
 	if (id) {
 		snprintf(sv->id, sizeof sv->id, "%s", id);
@@ -129,7 +129,7 @@ int saves_record(struct saves *sv, const struct step_record *r, struct err *e)
 	char *line = steprec_line(r);
 
 	if (!line)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	add_line(sv, line);
 	free(line);
 	return NR_OK;

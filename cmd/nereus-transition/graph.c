@@ -113,7 +113,7 @@ static int graph_run(const struct graph_args *a)
 		char *text = tgraph_table(&v, &from, &to, &g);
 
 		rc = text ? write_file_atomic(a->out, text, strlen(text), &e) :
-			    err_set(&e, NR_EIO, "out of memory");
+			    err_oom(&e);
 		free(text);
 	} else if (!rc) {
 		json_t *doc = tgraph_to_json(&v, &from, &to, &g, a->edges);

@@ -39,3 +39,8 @@ int err_prefix(struct err *e, const char *fmt, ...)
 	e->msg[h + m] = '\0';
 	return e->code;
 }
+
+int err_oom(struct err *e)
+{
+	return err_set(e, NR_EIO, "out of memory");
+}

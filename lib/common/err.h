@@ -28,4 +28,7 @@ int err_set(struct err *e, int code, const char *fmt, ...)
 int err_prefix(struct err *e, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Set e to the out-of-memory error every allocation failure reports. */
+int err_oom(struct err *e);
+
 #endif

@@ -63,7 +63,7 @@ int read_file(const char *file, char **buf, size_t *len, struct err *e)
 			if (ncap > NR_DOC_MAX + 1)
 				ncap = NR_DOC_MAX + 1;
 			if (!(nb = realloc(b, ncap + 1))) {
-				rc = err_set(e, NR_EIO, "out of memory");
+				rc = err_oom(e);
 				break;
 			}
 			b = nb;
@@ -102,7 +102,7 @@ int lines_open(struct lines *l, const char *file, struct err *e)
 	l->buf = malloc(l->cap + 1);
 	if (!l->name || !l->buf) {
 		lines_close(l);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	return NR_OK;
 }

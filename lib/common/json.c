@@ -108,7 +108,7 @@ static int scan_value(struct scan *sc, const char *path)
 			scan_string(sc, key, sizeof key);
 			skip_ws(sc);
 			adv(sc); /* ':' */
-			jpath(sub, sizeof sub, path, key);
+			jdoc_path(sub, sizeof sub, path, key);
 			if (scan_value(sc, sub) < 0)
 				return -1;
 			skip_ws(sc);
@@ -123,7 +123,7 @@ static int scan_value(struct scan *sc, const char *path)
 			skip_ws(sc);
 			if (sc->i >= sc->n || sc->s[sc->i] == ']')
 				break;
-			jpath_idx(sub, sizeof sub, path, idx++);
+			jdoc_path_idx(sub, sizeof sub, path, idx++);
 			if (scan_value(sc, sub) < 0)
 				return -1;
 			skip_ws(sc);
@@ -142,7 +142,7 @@ static int scan_value(struct scan *sc, const char *path)
 	return 0;
 }
 
-void jpath(char *out, size_t n, const char *parent, const char *key)
+void jdoc_path(char *out, size_t n, const char *parent, const char *key)
 {
 	if (parent && *parent)
 		snprintf(out, n, "%s.%s", parent, key);
@@ -150,7 +150,7 @@ void jpath(char *out, size_t n, const char *parent, const char *key)
 		snprintf(out, n, "%s", key);
 }
 
-void jpath_idx(char *out, size_t n, const char *parent, size_t i)
+void jdoc_path_idx(char *out, size_t n, const char *parent, size_t i)
 {
 	snprintf(out, n, "%s[%zu]", parent ? parent : "", i);
 }
@@ -176,7 +176,7 @@ static int load_object(struct jdoc *d, const char *name, const char *buf, size_t
 	memset(d, 0, sizeof *d);
 	d->file = strdup(shown(name));
 	if (!d->file)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if (nul) {
 		/* jansson may accept one; the position index would then stall on it */
 		while (sc.s + sc.i < nul)
@@ -199,7 +199,7 @@ static int load_object(struct jdoc *d, const char *name, const char *buf, size_t
 	}
 	if (index && scan_value(&sc, "") < 0) {
 		jdoc_free(d);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	if (!json_is_object(d->root)) {
 		jdoc_fail(d, "", e, "expected %s", what);
@@ -236,7 +236,7 @@ int jdoc_loadb(struct jdoc *d, const char *name, const char *buf, size_t len,
 	}
 	if (!json_is_integer(v) || json_integer_value(v) != NR_FORMAT) {
 		char got[64];
-		jdescribe(v, got, sizeof got);
+		jdoc_describe(v, got, sizeof got);
 		jdoc_fail(d, "nereus", e,
 			  "format version %s is not supported (this build reads %d); "
 			  "convert the document with a matching nereus version", got, NR_FORMAT);
@@ -271,7 +271,7 @@ int jdoc_load(struct jdoc *d, const char *file, const char *kind, struct err *e)
 	return rc;
 }
 
-int jline_cut(const char *buf, size_t len)
+int jdoc_line_cut(const char *buf, size_t len)
 {
 	json_error_t je;
 	json_t *v = json_loadb(buf, len, 0, &je);
@@ -311,7 +311,7 @@ int jdoc_fail(const struct jdoc *d, const char *path, struct err *e, const char 
 	return err_set(e, NR_EINPUT, "%s:%d:%d: %s", d->file, line, col, msg);
 }
 
-void jdescribe(json_t *v, char *out, size_t n)
+void jdoc_describe(json_t *v, char *out, size_t n)
 {
 	switch (json_typeof(v)) {
 	case JSON_OBJECT: snprintf(out, n, "an object"); break;
@@ -325,7 +325,7 @@ void jdescribe(json_t *v, char *out, size_t n)
 	}
 }
 
-int jcheck_keys(const struct jdoc *d, json_t *obj, const char *path,
+int jdoc_check_keys(const struct jdoc *d, json_t *obj, const char *path,
 		const char *const allowed[], struct err *e)
 {
 	const char *key;
@@ -343,7 +343,7 @@ int jcheck_keys(const struct jdoc *d, json_t *obj, const char *path,
 				strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
 				strncat(list, allowed[i], sizeof list - strlen(list) - 1);
 			}
-			jpath(sub, sizeof sub, path, key);
+			jdoc_path(sub, sizeof sub, path, key);
 			return jdoc_fail(d, sub, e, "unknown field (expected one of: %s)", list);
 		}
 	}
@@ -356,7 +356,7 @@ static json_t *member(const struct jdoc *d, json_t *obj, const char *path,
 {
 	json_t *v = json_object_get(obj, key);
 
-	jpath(sub, n, path, key);
+	jdoc_path(sub, n, path, key);
 	*rc = NR_OK;
 	if (!v && required)
 		*rc = jdoc_fail(d, path, e, "missing required field \"%s\"", key);
@@ -373,7 +373,7 @@ int jget_int(const struct jdoc *d, json_t *obj, const char *path, const char *ke
 	if (!v)
 		return rc;
 	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-		jdescribe(v, got, sizeof got);
+		jdoc_describe(v, got, sizeof got);
 		if (min == 1 && max == LONG_MAX)
 			return jdoc_fail(d, sub, e, "expected a positive integer, got %s", got);
 		if (min == 0 && max == LONG_MAX)
@@ -397,7 +397,7 @@ int jget_num(const struct jdoc *d, json_t *obj, const char *path, const char *ke
 		return rc;
 	x = json_number_value(v);
 	if (!json_is_number(v) || !isfinite(x) || x < min || x > max) {
-		jdescribe(v, got, sizeof got);
+		jdoc_describe(v, got, sizeof got);
 		if (max >= HUGE_VAL)
 			return jdoc_fail(d, sub, e, "expected a number of at least %g, got %s",
 					 min, got);
@@ -418,7 +418,7 @@ int jget_bool(const struct jdoc *d, json_t *obj, const char *path, const char *k
 	if (!v)
 		return rc;
 	if (!json_is_boolean(v)) {
-		jdescribe(v, got, sizeof got);
+		jdoc_describe(v, got, sizeof got);
 		return jdoc_fail(d, sub, e, "expected true or false, got %s", got);
 	}
 	*out = json_is_true(v);
@@ -435,7 +435,7 @@ int jget_str(const struct jdoc *d, json_t *obj, const char *path, const char *ke
 	if (!v)
 		return rc;
 	if (!json_is_string(v)) {
-		jdescribe(v, got, sizeof got);
+		jdoc_describe(v, got, sizeof got);
 		return jdoc_fail(d, sub, e, "expected a string, got %s", got);
 	}
 	if (json_string_length(v) >= n)
@@ -463,7 +463,7 @@ int jget_enum(const struct jdoc *d, json_t *obj, const char *path, const char *k
 		strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
 		strncat(list, choices[i], sizeof list - strlen(list) - 1);
 	}
-	jdescribe(v, got, sizeof got);
+	jdoc_describe(v, got, sizeof got);
 	return jdoc_fail(d, sub, e, "expected one of %s, got %s", list, got);
 }
 
@@ -479,7 +479,7 @@ static int jget_typed(const struct jdoc *d, json_t *obj, const char *path,
 	if (!v)
 		return rc;
 	if (json_typeof(v) != t) {
-		jdescribe(v, got, sizeof got);
+		jdoc_describe(v, got, sizeof got);
 		return jdoc_fail(d, sub, e, "expected %s, got %s", what, got);
 	}
 	*out = v;
@@ -507,7 +507,7 @@ int jdoc_write(json_t *doc, const char *file, size_t flags, struct err *e)
 	int rc;
 
 	if (!s)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	n = strlen(s);
 	s[n] = '\n'; /* json_dumps leaves room: replace NUL with a newline */
 	rc = write_file_atomic(file, s, n + 1, e);

@@ -54,7 +54,7 @@ void jdoc_free(struct jdoc *d);
 /* The column where buf, a line of a JSON Lines file, ends inside a JSON
  * value (a pretty-printed document where one object a line is expected, or
  * a record cut short), or 0 when it does not. */
-int jline_cut(const char *buf, size_t len);
+int jdoc_line_cut(const char *buf, size_t len);
 
 /* The document's "kind", or NULL. */
 const char *jdoc_kind(const struct jdoc *d);
@@ -64,12 +64,12 @@ int jdoc_fail(const struct jdoc *d, const char *path, struct err *e,
 	      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Join a path: "parent.key" (or "key" when parent is empty). */
-void jpath(char *out, size_t n, const char *parent, const char *key);
+void jdoc_path(char *out, size_t n, const char *parent, const char *key);
 /* Join an index: "parent[i]". */
-void jpath_idx(char *out, size_t n, const char *parent, size_t i);
+void jdoc_path_idx(char *out, size_t n, const char *parent, size_t i);
 
 /* Reject keys of obj not in the NULL-terminated list allowed. */
-int jcheck_keys(const struct jdoc *d, json_t *obj, const char *path,
+int jdoc_check_keys(const struct jdoc *d, json_t *obj, const char *path,
 		const char *const allowed[], struct err *e);
 
 /* Field readers: obj at path; key missing → *out untouched unless required
@@ -93,7 +93,7 @@ int jget_arr(const struct jdoc *d, json_t *obj, const char *path, const char *ke
 	     bool required, json_t **out, struct err *e);
 
 /* Describe a JSON value for messages: "\"32\"", "3.5", "an object"… */
-void jdescribe(json_t *v, char *out, size_t n);
+void jdoc_describe(json_t *v, char *out, size_t n);
 
 /* Write a document to FILE ("-" = standard output) as out.h writes every
  * output (a new or regular file through a temporary beside it, synced and

@@ -30,11 +30,6 @@ struct target {
 	struct stat st;         /* T_REGULAR and T_INPLACE */
 };
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 /* The descriptor a name stands for, as bash reads /dev/stdout and
  * /dev/fd/N; -1 when it names none. */
 static int fd_named(const char *path)
@@ -100,7 +95,7 @@ static int resolve(const char *name, struct target *t, struct err *e)
 	if (!*name)
 		return err_set(e, NR_EINPUT, "an output needs a file name");
 	if (!(path = strdup(name)))
-		return oom(e);
+		return err_oom(e);
 	for (int hop = 0; hop <= MAX_HOPS; hop++) {
 		char *next;
 
@@ -204,7 +199,7 @@ int out_open(struct outfile *o, const char *name, struct err *e)
 	memset(o, 0, sizeof *o);
 	o->fd = -1;
 	if (!(o->name = strdup(strcmp(name, "-") ? name : "<stdout>")))
-		return oom(e);
+		return err_oom(e);
 	if (strcmp(name, "-") == 0) {
 		t.kind = T_FD;
 		t.fd = STDOUT_FILENO;
@@ -243,7 +238,7 @@ int out_open(struct outfile *o, const char *name, struct err *e)
 	o->path = t.path;
 	if (!(o->tmp = malloc(strlen(t.path) + 12))) {
 		release(o);
-		return oom(e);
+		return err_oom(e);
 	}
 	sprintf(o->tmp, "%s.tmp.XXXXXX", t.path);
 	o->fd = mkostemp(o->tmp, O_CLOEXEC);
@@ -351,7 +346,7 @@ int out_check(const char *name, struct err *e)
 		      strdup(".");
 	free(t.path);
 	if (!dir)
-		return oom(e);
+		return err_oom(e);
 	rc = access(dir, W_OK | X_OK) == 0 ? NR_OK :
 		err_set(e, NR_EIO, "cannot write '%s': %s", name, strerror(errno));
 	free(dir);
@@ -415,7 +410,7 @@ int out_open_stream(const char *name, bool append, FILE **f, struct err *e)
 		return rc;
 	if (!(*f = fdopen(fd, append ? "a" : "w"))) {
 		close(fd);
-		return oom(e);
+		return err_oom(e);
 	}
 	return NR_OK;
 }

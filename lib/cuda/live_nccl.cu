@@ -58,7 +58,7 @@ static int nccl_round(void *ctx, const struct exec_msg *m, int n, struct err *e)
 		void **d = (void **)realloc(c->dev, (size_t)(2 * n) * sizeof *d);
 
 		if (!d)
-			return err_set(e, NR_EIO, "out of memory");
+			return err_oom(e);
 		c->dev = d;
 		c->cap = 2 * n;
 	}
@@ -141,7 +141,7 @@ extern "C" int live_reshard_nccl(const struct env *v, const struct plan *a, cons
 			goto out;
 		}
 	if (!(mine = (int *)malloc((size_t)n * sizeof *mine))) {
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 		goto out;
 	}
 	for (int g = 0; g < n; g++)

@@ -75,7 +75,7 @@ static int load_scaling(const struct jdoc *d, json_t *o, const char *path,
 	int type;
 	int rc;
 
-	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
 	    (rc = jget_enum(d, o, path, "rope_type", true, types, &type, e)) ||
 	    (rc = jget_num(d, o, path, "factor", true, 1, 1e6, &s->factor, e)) ||
 	    (rc = jget_num(d, o, path, "low_freq_factor", true, 1e-6, 1e6, &s->low_freq_factor,
@@ -88,7 +88,7 @@ static int load_scaling(const struct jdoc *d, json_t *o, const char *path,
 	if (s->high_freq_factor <= s->low_freq_factor) {
 		char p[512];
 
-		jpath(p, sizeof p, path, "high_freq_factor");
+		jdoc_path(p, sizeof p, path, "high_freq_factor");
 		return jdoc_fail(d, p, e, "%g must be larger than low_freq_factor (%g)",
 				 s->high_freq_factor, s->low_freq_factor);
 	}
@@ -109,14 +109,14 @@ int arch_load(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
 	int dt = 0, rc;
 
 	set_defaults(a);
-	if ((rc = jcheck_keys(d, o, path, keys, e)))
+	if ((rc = jdoc_check_keys(d, o, path, keys, e)))
 		return rc;
 	for (int i = 0; i < 6; i++) {
 		rc = jget_int(d, o, path, size_names[i], i != 3, 1, LONG_MAX, &v[i], e);
 		if (rc)
 			return rc;
 		if (v[i] > size_limit[i]) {
-			jpath(p, sizeof p, path, size_names[i]);
+			jdoc_path(p, sizeof p, path, size_names[i]);
 			return jdoc_fail(d, p, e, "%ld is larger than Nereus supports (%ld)", v[i],
 					 size_limit[i]);
 		}
@@ -131,7 +131,7 @@ int arch_load(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
 	    (rc = jget_obj(d, o, path, "rope_scaling", false, &scaling, e)) ||
 	    (rc = jget_enum(d, o, path, "dtype", false, arch_dtype_names, &dt, e)))
 		return rc;
-	jpath(p, sizeof p, path, "rope_scaling");
+	jdoc_path(p, sizeof p, path, "rope_scaling");
 	if (scaling && (rc = load_scaling(d, scaling, p, &a->rope_scaling, e)))
 		return rc;
 	a->layers = (int)v[0];
@@ -142,15 +142,15 @@ int arch_load(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
 	a->vocab = (int)v[5];
 	set_dtype(a, dt);
 	if (a->heads % a->kv_heads) {
-		jpath(p, sizeof p, path, "kv_heads");
+		jdoc_path(p, sizeof p, path, "kv_heads");
 		return jdoc_fail(d, p, e, "%d does not divide heads (%d)", a->kv_heads, a->heads);
 	}
 	if (a->hidden % a->heads) {
-		jpath(p, sizeof p, path, "heads");
+		jdoc_path(p, sizeof p, path, "heads");
 		return jdoc_fail(d, p, e, "%d does not divide hidden (%d)", a->heads, a->hidden);
 	}
 	if (a->score_head && a->tied) {
-		jpath(p, sizeof p, path, "tied_embeddings");
+		jdoc_path(p, sizeof p, path, "tied_embeddings");
 		return jdoc_fail(d, p, e, "a model with a score head has no output layer to tie");
 	}
 	return NR_OK;

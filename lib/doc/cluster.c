@@ -17,7 +17,7 @@ static const struct gpu_spec presets[] = {
 	{ "H200-SXM", 140, 989, 4800 },
 };
 
-bool gpu_preset(const char *model, struct gpu_spec *out)
+bool cluster_gpu_preset(const char *model, struct gpu_spec *out)
 {
 	for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
 		if (strcmp(presets[i].model, model) == 0) {
@@ -56,7 +56,7 @@ static int load_gpu(const struct jdoc *d, json_t *root, struct cluster *c, struc
 	if (!g)
 		return jdoc_fail(d, "", e, "missing required field \"gpu\"");
 	if (json_is_string(g)) {
-		if (!gpu_preset(json_string_value(g), &c->gpu))
+		if (!cluster_gpu_preset(json_string_value(g), &c->gpu))
 			return jdoc_fail(d, "gpu", e, "unknown GPU model \"%s\" (known: A100-80GB, "
 					 "H100-SXM, H200-SXM; or give an object with model, "
 					 "memory_gib, tflops, hbm_gbps)", json_string_value(g));
@@ -64,10 +64,10 @@ static int load_gpu(const struct jdoc *d, json_t *root, struct cluster *c, struc
 	}
 	if (!json_is_object(g))
 		return jdoc_fail(d, "gpu", e, "expected a GPU model name or an object");
-	if ((rc = jcheck_keys(d, g, "gpu", keys, e)) ||
+	if ((rc = jdoc_check_keys(d, g, "gpu", keys, e)) ||
 	    (rc = jget_str(d, g, "gpu", "model", true, c->gpu.model, sizeof c->gpu.model, e)))
 		return rc;
-	if (!gpu_preset(c->gpu.model, &c->gpu)) {
+	if (!cluster_gpu_preset(c->gpu.model, &c->gpu)) {
 		/* an unknown model needs every figure spelled out */
 		if ((rc = jget_num(d, g, "gpu", "memory_gib", true, 0.5, 1e6, &c->gpu.mem_gib, e)) ||
 		    (rc = jget_num(d, g, "gpu", "tflops", true, 0.001, 1e6, &c->gpu.tflops, e)) ||
@@ -91,7 +91,7 @@ static int load_down(const struct jdoc *d, json_t *root, struct cluster *c, stru
 
 	if ((rc = jget_obj(d, root, "", "down", false, &down, e)) || !down)
 		return rc;
-	if ((rc = jcheck_keys(d, down, "down", keys, e)))
+	if ((rc = jdoc_check_keys(d, down, "down", keys, e)))
 		return rc;
 	for (int which = 0; which < 2; which++) {
 		const char *key = which ? "gpus" : "nodes";
@@ -101,10 +101,10 @@ static int load_down(const struct jdoc *d, json_t *root, struct cluster *c, stru
 			return rc;
 		if (!arr)
 			continue;
-		jpath(p, sizeof p, "down", key);
+		jdoc_path(p, sizeof p, "down", key);
 		json_array_foreach(arr, i, v) {
 			long id = json_is_integer(v) ? (long)json_integer_value(v) : -1;
-			jpath_idx(pi, sizeof pi, p, i);
+			jdoc_path_idx(pi, sizeof pi, p, i);
 			if (id < 0 || id >= limit)
 				return jdoc_fail(d, pi, e, "expected a %s id from 0 to %ld",
 						 which ? "GPU" : "node", limit - 1);
@@ -129,7 +129,7 @@ static int check_links_given(const struct jdoc *d, json_t *links, const struct c
 	bool intra = c->gpus_per_node > 1 && !(links && json_object_get(links, "intra_node_gbps"));
 	bool inter = c->nodes > 1 && !(links && json_object_get(links, "inter_node_gbps"));
 
-	if (gpu_preset(c->gpu.model, &preset) || (!intra && !inter))
+	if (cluster_gpu_preset(c->gpu.model, &preset) || (!intra && !inter))
 		return NR_OK;
 	return jdoc_fail(d, links ? "links" : "", e, "GPU model \"%s\" is not a preset, so "
 			 "the speeds of its links must be given: missing %s%s%s", c->gpu.model,
@@ -155,7 +155,7 @@ int cluster_load(struct cluster *c, const char *file, struct err *e)
 	strcpy(c->name, "cluster");
 	c->headroom = 0.05;
 	c->host_mem_gib = 1024;
-	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	if ((rc = jdoc_check_keys(&d, d.root, "", keys, e)) ||
 	    (rc = jget_str(&d, d.root, "", "name", false, c->name, sizeof c->name, e)) ||
 	    (rc = jget_int(&d, d.root, "", "nodes", true, 1, 4096, &nodes, e)) ||
 	    (rc = jget_int(&d, d.root, "", "gpus_per_node", true, 1, 64, &gpn, e)))
@@ -176,7 +176,7 @@ int cluster_load(struct cluster *c, const char *file, struct err *e)
 	c->host_gbps = strcmp(c->gpu.model, "A100-80GB") == 0 ? 25 : 50;
 	if ((rc = jget_obj(&d, d.root, "", "links", false, &links, e)))
 		goto out;
-	if (links && ((rc = jcheck_keys(&d, links, "links", lkeys, e)) ||
+	if (links && ((rc = jdoc_check_keys(&d, links, "links", lkeys, e)) ||
 		      (rc = jget_num(&d, links, "links", "intra_node_gbps", false, 0.001, 1e6,
 				     &c->intra_gbps, e)) ||
 		      (rc = jget_num(&d, links, "links", "inter_node_gbps", false, 0.001, 1e6,

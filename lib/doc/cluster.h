@@ -39,7 +39,7 @@ struct cluster {
 
 int cluster_load(struct cluster *c, const char *file, struct err *e);
 /* Fill a spec from a datasheet model name; false when unknown. */
-bool gpu_preset(const char *model, struct gpu_spec *out);
+bool cluster_gpu_preset(const char *model, struct gpu_spec *out);
 int cluster_gpus(const struct cluster *c);    /* all GPUs, up or down */
 int cluster_gpus_up(const struct cluster *c);
 /* Usable bytes per GPU after the headroom. */

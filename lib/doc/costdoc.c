@@ -119,12 +119,12 @@ int cost_load(struct coef *c, const char *file, struct err *e)
 	coef_defaults(c);
 	if ((rc = jdoc_load(&d, file, "cost", e)))
 		return rc;
-	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	if ((rc = jdoc_check_keys(&d, d.root, "", keys, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "coefficients", false, &co, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "hardware", false, &other, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "fit", false, &other, e)))
 		goto out;
-	if (co && (rc = jcheck_keys(&d, co, "coefficients", coef_names, e)))
+	if (co && (rc = jdoc_check_keys(&d, co, "coefficients", coef_names, e)))
 		goto out;
 	for (int i = 0; co && i < COEF_FIELDS; i++)
 		if ((rc = jget_num(&d, co, "coefficients", coef_names[i], false, minima[i],

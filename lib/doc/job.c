@@ -73,7 +73,7 @@ static int load_model(const struct jdoc *d, const char *file, json_t *o, const c
 	size_t i;
 	int role = -1, rc;
 
-	jpath(path, sizeof path, "models", name);
+	jdoc_path(path, sizeof path, "models", name);
 	if (!json_is_object(o))
 		return jdoc_fail(d, path, e, "expected an object describing the model");
 	if (strlen(name) >= sizeof m->name)
@@ -83,7 +83,7 @@ static int load_model(const struct jdoc *d, const char *file, json_t *o, const c
 	for (int r = 0; r < NROLES; r++)
 		if (strcmp(name, role_names[r]) == 0)
 			role = r;
-	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
 	    (rc = jget_enum(d, o, path, "role", role < 0, role_names, &role, e)) ||
 	    (rc = jget_obj(d, o, path, "arch", false, &arch, e)) ||
 	    (rc = jget_str(d, o, path, "hf_config", false, cfg, sizeof cfg, e)) ||
@@ -92,7 +92,7 @@ static int load_model(const struct jdoc *d, const char *file, json_t *o, const c
 	m->role = (enum role)role;
 	if (!arch == !cfg[0])
 		return jdoc_fail(d, path, e, "expected exactly one of \"arch\" or \"hf_config\"");
-	jpath(p, sizeof p, path, arch ? "arch" : "hf_config");
+	jdoc_path(p, sizeof p, path, arch ? "arch" : "hf_config");
 	rc = arch ? arch_load(d, arch, p, &m->arch, e) :
 		    load_hf_config(d, p, file, cfg, &m->arch, e);
 	if (rc)
@@ -104,19 +104,19 @@ static int load_model(const struct jdoc *d, const char *file, json_t *o, const c
 		m->arch.score_head = true;
 		m->arch.tied = false;
 	}
-	jpath(p, sizeof p, path, "stages");
+	jdoc_path(p, sizeof p, path, "stages");
 	if (json_array_size(stages) == 0)
 		return jdoc_fail(d, p, e, "expected at least one stage");
 	json_array_foreach(stages, i, s) {
 		char sp[320];
 		int st = -1;
-		jpath_idx(sp, sizeof sp, p, i);
+		jdoc_path_idx(sp, sizeof sp, p, i);
 		for (int k = 0; json_is_string(s) && k < NSTAGES; k++)
 			if (strcmp(json_string_value(s), stage_names[k]) == 0)
 				st = k;
 		if (st < 0) {
 			char got[64];
-			jdescribe(s, got, sizeof got);
+			jdoc_describe(s, got, sizeof got);
 			return jdoc_fail(d, sp, e,
 					 "expected one of generation, inference, training, got %s",
 					 got);
@@ -144,14 +144,14 @@ static int load_batch(const struct jdoc *d, json_t *root, struct job *job, struc
 
 	job->samples_per_prompt = 1;
 	if ((rc = jget_obj(d, root, "", "batch", true, &b, e)) ||
-	    (rc = jcheck_keys(d, b, "batch", keys, e)) ||
+	    (rc = jdoc_check_keys(d, b, "batch", keys, e)) ||
 	    (rc = jget_int(d, b, "batch", "prompts_per_step", true, 1, 1 << 24,
 			   &job->prompts_per_step, e)) ||
 	    (rc = jget_int(d, b, "batch", "samples_per_prompt", false, 1, 1024,
 			   &job->samples_per_prompt, e)) ||
 	    (rc = jget_int(d, b, "batch", "prompt_len", true, 1, 1 << 22, &job->prompt_len, e)) ||
 	    (rc = jget_obj(d, b, "batch", "response_len", true, &r, e)) ||
-	    (rc = jcheck_keys(d, r, "batch.response_len", rkeys, e)) ||
+	    (rc = jdoc_check_keys(d, r, "batch.response_len", rkeys, e)) ||
 	    (rc = jget_int(d, r, "batch.response_len", "max", true, 1, 1 << 22,
 			   &job->response.max, e)))
 		return rc;
@@ -180,7 +180,7 @@ int job_load(struct job *job, const char *file, struct err *e)
 	if ((rc = jdoc_load(&d, file, "job", e)))
 		return rc;
 	strcpy(job->name, "job");
-	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	if ((rc = jdoc_check_keys(&d, d.root, "", keys, e)) ||
 	    (rc = jget_str(&d, d.root, "", "name", false, job->name, sizeof job->name, e)) ||
 	    (rc = jget_enum(&d, d.root, "", "algorithm", false, algos, &algo, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "models", true, &models, e)))
@@ -229,7 +229,7 @@ int job_load(struct job *job, const char *file, struct err *e)
 	}
 	if ((rc = jget_obj(&d, d.root, "", "ppo", false, &ppo, e)))
 		goto out;
-	if (ppo && ((rc = jcheck_keys(&d, ppo, "ppo", ppokeys, e)) ||
+	if (ppo && ((rc = jdoc_check_keys(&d, ppo, "ppo", ppokeys, e)) ||
 		    (rc = jget_int(&d, ppo, "ppo", "epochs", false, 1, 64, &epochs, e)) ||
 		    (rc = jget_int(&d, ppo, "ppo", "mini_batches", false, 1, 1 << 20, &minib, e))))
 		goto out;

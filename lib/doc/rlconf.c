@@ -151,7 +151,7 @@ static int optim_load(const struct jdoc *d, json_t *o, const char *path, struct 
 	int style = (int)c->sched.style, rc;
 	char p[512];
 
-	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
 	    (rc = jget_num(d, o, path, "lr", false, 1e-12, 10, &c->adamw.lr, e)) ||
 	    (rc = jget_arr(d, o, path, "betas", false, &betas, e)) ||
 	    (rc = jget_num(d, o, path, "eps", false, 1e-30, 1, &c->adamw.eps, e)) ||
@@ -164,7 +164,7 @@ static int optim_load(const struct jdoc *d, json_t *o, const char *path, struct 
 		return rc;
 	c->sched.style = (enum lr_style)style;
 	if (betas) {
-		jpath(p, sizeof p, path, "betas");
+		jdoc_path(p, sizeof p, path, "betas");
 		if (json_array_size(betas) != 2 ||
 		    !json_is_number(json_array_get(betas, 0)) ||
 		    !json_is_number(json_array_get(betas, 1)))
@@ -184,7 +184,7 @@ static int kl_load(const struct jdoc *d, json_t *o, const char *path, const char
 
 	if (jget_str(d, o, path, key, false, name, sizeof name, e))
 		return e->code;
-	jpath(p, sizeof p, path, key);
+	jdoc_path(p, sizeof p, path, key);
 	if (name[0] && rl_kl_parse(name, out))
 		return jdoc_fail(d, p, e, "expected \"kl\" (k1) or \"low_var_kl\" (k3), got "
 				 "\"%s\"", name);
@@ -207,7 +207,7 @@ int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_al
 	rl_config_defaults(c, a);
 	if (!o)
 		return NR_OK;
-	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
 	    (rc = jget_num(d, o, path, "gamma", false, 0, 1, &c->gamma, e)) ||
 	    (rc = jget_num(d, o, path, "lam", false, 0, 1, &c->lam, e)) ||
 	    (rc = jget_bool(d, o, path, "norm_adv_by_std_in_grpo", false,
@@ -235,18 +235,18 @@ int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_al
 	    (rc = jget_int(d, o, path, "top_k", false, -1, 1L << 30, &c->top_k, e)) ||
 	    (rc = jget_int(d, o, path, "sft_steps", false, 0, 1L << 40, &c->sft_steps, e)))
 		return rc;
-	jpath(p, sizeof p, path, "top_k");
+	jdoc_path(p, sizeof p, path, "top_k");
 	if (c->top_k == 0)
 		return jdoc_fail(d, p, e, "expected -1 (off) or at least 1, got 0");
-	jpath(p, sizeof p, path, "actor_optim");
+	jdoc_path(p, sizeof p, path, "actor_optim");
 	if (ao && (rc = optim_load(d, ao, p, &c->actor_optim, e)))
 		return rc;
-	jpath(p, sizeof p, path, "critic_optim");
+	jdoc_path(p, sizeof p, path, "critic_optim");
 	if (co && (rc = optim_load(d, co, p, &c->critic_optim, e)))
 		return rc;
 	/* the warm-up's optimizer is the actor's but for what it sets */
 	c->sft_optim = c->actor_optim;
-	jpath(p, sizeof p, path, "sft_optim");
+	jdoc_path(p, sizeof p, path, "sft_optim");
 	if (so && (rc = optim_load(d, so, p, &c->sft_optim, e)))
 		return rc;
 	return NR_OK;
@@ -262,7 +262,7 @@ static int job_path(const struct jdoc *d, json_t *o, const char *path, const cha
 
 	if (rc || !given[0])
 		return rc;
-	jpath(p, sizeof p, path, key);
+	jdoc_path(p, sizeof p, path, key);
 	if (given[0] != '/' && slash && strcmp(job_file, "-") != 0) {
 		if ((size_t)snprintf(out, n, "%.*s/%s", (int)(slash - job_file), job_file, given) >= n)
 			return jdoc_fail(d, p, e, "path too long");
@@ -278,7 +278,7 @@ static int stop_tokens_load(const struct jdoc *d, json_t *arr, const char *path,
 {
 	char p[256];
 
-	jpath(p, sizeof p, path, "stop_tokens");
+	jdoc_path(p, sizeof p, path, "stop_tokens");
 	if (json_array_size(arr) > DATA_MAX_STOPS)
 		return jdoc_fail(d, p, e, "%zu stop tokens: at most %d", json_array_size(arr),
 				 DATA_MAX_STOPS);
@@ -287,7 +287,7 @@ static int stop_tokens_load(const struct jdoc *d, json_t *arr, const char *path,
 		struct data_stop *s = &c->stops[c->nstops++];
 		char pi[272];
 
-		jpath_idx(pi, sizeof pi, p, i);
+		jdoc_path_idx(pi, sizeof pi, p, i);
 		if (json_is_integer(v) && json_integer_value(v) >= 0 &&
 		    json_integer_value(v) <= DATA_STOP_ID_MAX) {
 			s->id = (long)json_integer_value(v);
@@ -316,7 +316,7 @@ int data_config_load(const struct jdoc *d, json_t *o, const char *path, const ch
 	c->seed = 1;
 	if (!o)
 		return NR_OK;
-	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
 	    (rc = job_path(d, o, path, "prompts", job_file, c->prompts, sizeof c->prompts, e)) ||
 	    (rc = job_path(d, o, path, "tokenizer", job_file, c->tokenizer, sizeof c->tokenizer,
 			   e)) ||

@@ -32,8 +32,8 @@ static int bad(const struct jdoc *d, int i, const char *key, struct err *e, cons
 	va_end(ap);
 	if (i >= 0) {
 		char entry[64];
-		jpath_idx(entry, sizeof entry, "model_stages", (size_t)i);
-		jpath(path, sizeof path, entry, key);
+		jdoc_path_idx(entry, sizeof entry, "model_stages", (size_t)i);
+		jdoc_path(path, sizeof path, entry, key);
 	} else {
 		snprintf(path, sizeof path, "%s", key);
 	}
@@ -386,8 +386,8 @@ static int get_opt_num(const struct jdoc *d, json_t *o, const char *path, const 
 	if (!v || json_is_null(v))
 		return NR_OK;
 	if (!json_is_number(v)) {
-		jpath(sub, sizeof sub, path, key);
-		jdescribe(v, got, sizeof got);
+		jdoc_path(sub, sizeof sub, path, key);
+		jdoc_describe(v, got, sizeof got);
 		return jdoc_fail(d, sub, e, "expected a number or null, got %s", got);
 	}
 	*out = json_number_value(v);
@@ -414,7 +414,7 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 		if (sr_entry_has[stage] & 1u << k)
 			keys[nkeys++] = sr_entry_keys[k];
 	keys[nkeys] = NULL;
-	if ((rc = jcheck_keys(d, o, path, keys, e)))
+	if ((rc = jdoc_check_keys(d, o, path, keys, e)))
 		return rc;
 	gen = stage == STAGE_GEN;
 	if ((rc = jget_int(d, o, path, "pool", true, 0, MAX_MODELS, &pool, e)) ||
@@ -453,7 +453,7 @@ static int parse_switch(const struct jdoc *d, json_t *o, struct step_switch *sw,
 	long groups;
 	int rc;
 
-	if ((rc = jcheck_keys(d, o, "switch", sr_switch_keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, "switch", sr_switch_keys, e)) ||
 	    (rc = jget_num(d, o, "switch", "move_s", true, -HUGE_VAL, HUGE_VAL, &sw->move_s, e)) ||
 	    (rc = jget_num(d, o, "switch", "store_gib", true, -HUGE_VAL, HUGE_VAL, &sw->store_gib,
 			   e)) ||
@@ -470,7 +470,7 @@ static int parse_rl(const struct jdoc *d, json_t *o, struct step_rl *rl, struct 
 {
 	int phase = 0, rc;
 
-	if ((rc = jcheck_keys(d, o, "rl", sr_rl_keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, "rl", sr_rl_keys, e)) ||
 	    (rc = jget_enum(d, o, "rl", "phase", true, sr_rl_phases, &phase, e)))
 		return rc;
 	for (int i = 0; i < NRL_NUMS; i++)
@@ -489,7 +489,7 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	bool run;
 	size_t i;
 
-	if ((rc = jcheck_keys(d, root, "", sr_record_keys, e)) ||
+	if ((rc = jdoc_check_keys(d, root, "", sr_record_keys, e)) ||
 	    (rc = jget_int(d, root, "", "step", true, 0, LONG_MAX, &step, e)) ||
 	    (rc = jget_str(d, root, "", "engine", true, r->engine, sizeof r->engine, e)) ||
 	    (rc = jget_int(d, root, "", "gpus_up", true, 1, MAX_GPUS, &gpus_up, e)) ||
@@ -518,7 +518,7 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	r->sequences = seqs;
 	r->prompt_len = prompt;
 	r->response = (struct response_len){ NAN, NAN, 0 };
-	if (resp && ((rc = jcheck_keys(d, resp, "response_len", sr_response_keys, e)) ||
+	if (resp && ((rc = jdoc_check_keys(d, resp, "response_len", sr_response_keys, e)) ||
 		     (rc = jget_num(d, resp, "response_len", "mean", true, -HUGE_VAL, HUGE_VAL,
 				    &r->response.mean, e)) ||
 		     (rc = jget_num(d, resp, "response_len", "p90", true, -HUGE_VAL, HUGE_VAL,
@@ -531,7 +531,7 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 				 STEPREC_MAX_MS, json_array_size(stages));
 	json_array_foreach(stages, i, o) {
 		char path[64];
-		jpath_idx(path, sizeof path, "model_stages", i);
+		jdoc_path_idx(path, sizeof path, "model_stages", i);
 		if ((rc = parse_entry(d, o, path, &r->ms[i], e)))
 			return rc;
 		r->nms++;
@@ -573,7 +573,7 @@ int steprec_parse(const char *name, long line, const char *text, size_t len,
 			err_set(e, NR_EINPUT, "%s:1:%d: %s%s%snot a number (NaN or infinity): "
 				"expected a positive finite number", shown(name), column(text, at),
 				*key ? "\"" : "", key, *key ? "\": " : "");
-		} else if ((at = (size_t)jline_cut(text, len))) {
+		} else if ((at = (size_t)jdoc_line_cut(text, len))) {
 			err_set(e, NR_EINPUT, "%s:1:%zu: expected one JSON object per line (JSON "
 				"Lines), and this line ends inside one", shown(name), at);
 		}
@@ -692,7 +692,7 @@ int steprec_fprint(FILE *f, const struct step_record *r, struct err *e)
 	int bad_write;
 
 	if (!line)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	bad_write = fputs(line, f) == EOF || fputc('\n', f) == EOF;
 	free(line);
 	if (bad_write)

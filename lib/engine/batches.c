@@ -86,7 +86,7 @@ int batches_generate(struct lm *m, const struct prompts *ps, const struct gen_pa
 	lp = malloc((size_t)BATCH * max_new * sizeof *lp);
 	len = malloc(BATCH * sizeof *len);
 	if (!tokens || !start || !out || !lp || !len || !ids)
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 	if (rc == NR_OK)
 		rc = generator_init(&g, &m->dec, BATCH,
 				    (int)(longest + max_new < (size_t)ctx ? longest + max_new :
@@ -98,7 +98,7 @@ int batches_generate(struct lm *m, const struct prompts *ps, const struct gen_pa
 		pack(ps, p0, p1, tokens, start);
 		for (size_t i = p0; i < p1; i++)
 			ids[i - p0] = i; /* a prompt samples the same whatever its batch */
-		rc = generate(&g, &(struct gen_request){ (int)(p1 - p0), tokens, start, ids }, p,
+		rc = generator_run(&g, &(struct gen_request){ (int)(p1 - p0), tokens, start, ids }, p,
 			      &(struct gen_result){ out, lp, len }, e);
 		if (rc == NR_EIO)
 			err_prefix(e, "%s:%ld", ps->file, ps->v[p0 + (size_t)g.bad_seq].line);
@@ -129,7 +129,7 @@ int batches_score(struct lm *m, const struct prompts *ps, batches_scored done, v
 	start = malloc((BATCH + 1) * sizeof *start);
 	out = malloc((longest * BATCH + 1) * sizeof *out);
 	if (!tokens || !start || !out)
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 	for (size_t p0 = 0; p0 < ps->n && rc == NR_OK; p0 += BATCH) {
 		size_t p1 = p0 + BATCH < ps->n ? p0 + BATCH : ps->n;
 		struct batch b = { (int)(p1 - p0), 0, tokens, start, NULL, 1 };

@@ -347,7 +347,7 @@ int builtin_save(struct builtin *b, long next, const json_t *run_of, const char 
 		rc = err_set(e, NR_EIO, "nothing to save: the run has not started");
 	else if (!run || json_object_set_new(run, "job", json_string(b->c.job.name)) ||
 		 json_object_set_new(run, "next_step", json_integer((json_int_t)next)))
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 	else
 		rc = trainer_save(&b->t, dst, run, e);
 	json_decref(run);

@@ -178,7 +178,7 @@ static int next_token(struct parser *p)
 				n++;
 			t->k = T_NAME;
 			if (!(t->text = alloc(l->t, n + 1)))
-				return err_set(l->e, NR_EIO, "out of memory");
+				return err_oom(l->e);
 			memcpy(t->text, c, n);
 			t->len = n;
 			advance(l, l->pos + n);
@@ -206,7 +206,7 @@ static int next_token(struct parser *p)
 			while (end < left && c[end] != c[0])
 				end += c[end] == '\\' ? 2 : 1;
 			if (!(t->text = alloc(l->t, end)))
-				return err_set(l->e, NR_EIO, "out of memory");
+				return err_oom(l->e);
 			while (n < left && c[n] != c[0]) {
 				char ch = c[n++];
 
@@ -275,7 +275,7 @@ static struct expr *node(struct parser *p, enum ek k)
 
 static int oom_p(struct parser *p)
 {
-	return err_set(p->l->e, NR_EIO, "out of memory");
+	return err_oom(p->l->e);
 }
 
 static int parse_expr(struct parser *p, struct expr **out);
@@ -705,7 +705,7 @@ static int add_piece(struct lexer *l, struct pieces *ps, struct piece pc)
 		struct piece *v = realloc(ps->v, (size_t)(ps->cap = 2 * ps->cap + 64) * sizeof *v);
 
 		if (!v)
-			return err_set(l->e, NR_EIO, "out of memory");
+			return err_oom(l->e);
 		ps->v = v;
 	}
 	ps->v[ps->n++] = pc;
@@ -847,10 +847,10 @@ static int push(struct sparser *sp, struct block *b, struct stmt *s)
 	struct stmt **v;
 
 	if (!s)
-		return err_set(sp->l->e, NR_EIO, "out of memory");
+		return err_oom(sp->l->e);
 	/* blocks are short: grow one slot at a time in the arena */
 	if (!(v = alloc(sp->l->t, (size_t)(b->n + 1) * sizeof *v)))
-		return err_set(sp->l->e, NR_EIO, "out of memory");
+		return err_oom(sp->l->e);
 	if (b->n)
 		memcpy(v, b->v, (size_t)b->n * sizeof *v);
 	v[b->n++] = s;
@@ -966,7 +966,7 @@ static int parse_block(struct sparser *sp, struct block *b, const char *const *e
 		if (pc->k == P_OUT) {
 			s = new_stmt(sp, S_OUT, pc->line);
 			if (!s || (rc = parse_expr(&sp->p, &s->e)) || (rc = tag_done(sp)))
-				rc = rc ? rc : err_set(sp->l->e, NR_EIO, "out of memory");
+				rc = rc ? rc : err_oom(sp->l->e);
 			else
 				rc = push(sp, b, s);
 			continue;
@@ -1035,7 +1035,7 @@ int chat_parse(struct chat_template **out, const char *name, const char *src, si
 	if (!t || !(t->name = strdup(name)) || !(t->src = malloc(len + 1)) ||
 	    !(t->lits = json_array())) {
 		chat_free(t);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	l.s = t->src;
 	l.len = normalize(t->src, src, len);
@@ -1096,7 +1096,7 @@ static int rfail(struct ctx *c, int line, const char *fmt, ...)
 
 static int oom_c(struct ctx *c)
 {
-	return err_set(c->e, NR_EIO, "out of memory");
+	return err_oom(c->e);
 }
 
 static int put(struct ctx *c, const char *s, size_t n)
@@ -1827,7 +1827,7 @@ int chat_render_messages(const struct chat_template *t, json_t *messages, char *
 		json_object_set_new(vars, "bos_token", json_string(t->bos));
 	if (vars && t->eos)
 		json_object_set_new(vars, "eos_token", json_string(t->eos));
-	rc = vars ? chat_render(t, vars, out, len, e) : err_set(e, NR_EIO, "out of memory");
+	rc = vars ? chat_render(t, vars, out, len, e) : err_oom(e);
 	json_decref(vars);
 	return rc;
 }
@@ -1899,7 +1899,7 @@ int chat_load(struct chat_template **t, const char *dir, struct err *e)
 	free(buf);
 	if (rc == NR_OK && *t && has_cfg &&
 	    (special(d.root, "bos_token", &(*t)->bos) || special(d.root, "eos_token", &(*t)->eos)))
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 	if (has_cfg)
 		jdoc_free(&d);
 	if (rc) {

@@ -32,7 +32,7 @@ int generator_init(struct generator *g, struct decoder *m, int max_seqs, int max
 	g->cand = malloc(vp * sizeof *g->cand);
 	if (!g->logits || !g->tok || !g->cand) {
 		generator_free(g);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	g->rowtok = g->tok + n;
 	g->slot = g->tok + 2 * n;
@@ -283,7 +283,7 @@ static int take(struct generator *g, const struct gen_request *r, const struct g
 	return NR_OK;
 }
 
-int generate(struct generator *g, const struct gen_request *r, const struct gen_params *p,
+int generator_run(struct generator *g, const struct gen_request *r, const struct gen_params *p,
 	     const struct gen_result *out, struct err *e)
 {
 	size_t vp = (size_t)g->m->c.vocab_padded;

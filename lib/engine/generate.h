@@ -91,7 +91,7 @@ int64_t generator_bytes(const struct generator *g);
  * longer than the context, or holds ids outside the vocabulary; NR_EIO
  * when a sequence's logits are not finite (the weights or activations
  * hold a NaN or an infinity), naming the sequence and the token. */
-int generate(struct generator *g, const struct gen_request *r, const struct gen_params *p,
+int generator_run(struct generator *g, const struct gen_request *r, const struct gen_params *p,
 	     const struct gen_result *out, struct err *e);
 
 /* One draw from logits[V] (as above) with uniform u in [0, 1); cand is

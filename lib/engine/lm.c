@@ -67,7 +67,7 @@ int lm_grads(struct lm *m, struct err *e)
 		return NR_OK;
 	m->st.grad = calloc(m->st.len[KIND_WEIGHT] + 1, sizeof *m->st.grad);
 	if (!m->st.grad)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	return model_bind(&m->dec, &m->st.lo, m->st.buf[KIND_WEIGHT], m->st.grad, e);
 }
 

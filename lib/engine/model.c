@@ -15,11 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 /* --- configuration ------------------------------------------------------------------------ */
 
 int model_config_init(struct model_config *c, const struct layout *lo, int tp_rank,
@@ -128,7 +123,7 @@ int model_init(struct decoder *m, const struct layout *lo, int tp_rank, int pp_r
 	m->lmem = calloc((size_t)(2 * n + 1), sizeof *m->lmem);
 	if (!m->inv_freq || !m->lmem) {
 		model_free(m);
-		return oom(e);
+		return err_oom(e);
 	}
 	rope_freqs(m->inv_freq, &m->c);
 	m->w.layer = m->lmem;
@@ -312,7 +307,7 @@ int model_acts_init(struct model_acts *a, const struct decoder *m, int max_token
 		a->mem = aligned_alloc(64, a->floats * sizeof *a->mem);
 	if (!a->layer || !a->mem) {
 		model_acts_free(a);
-		return oom(e);
+		return err_oom(e);
 	}
 	carve(a, c, max_tokens, max_len, training, a->mem);
 	return NR_OK;
@@ -708,7 +703,7 @@ int kv_cache_init(struct kv_cache *kv, const struct decoder *m, int slots, int m
 	kv->v = malloc((n ? n : 1) * sizeof *kv->v);
 	if (!kv->k || !kv->v) {
 		kv_cache_free(kv);
-		return oom(e);
+		return err_oom(e);
 	}
 	return NR_OK;
 }

@@ -11,11 +11,6 @@
 
 #define INIT_STD 0.02 /* Hugging Face's initializer_range, Megatron-LM's init_method_std */
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 /* Floats of rank (tp, pp, dp)'s buffer of kind, and its pieces. */
 static int kind_len(const struct layout *lo, enum state_kind kind, int tp, int pp, int dp,
 		    size_t *len, struct err *e)
@@ -50,17 +45,17 @@ int mstate_init(struct mstate *s, const struct model *m, int index, int tp, int 
 		return err_prefix(e, "model '%s'", m->name);
 	s->wdtype = malloc((size_t)s->lo.ntensors);
 	if (!s->wdtype)
-		return oom(e);
+		return err_oom(e);
 	memset(s->wdtype, m->arch.dtype_bytes == 4 ? ST_F32 :
 			  strcmp(m->arch.dtype, "fp16") == 0 ? ST_F16 : ST_BF16,
 	       (size_t)s->lo.ntensors);
 	for (int k = 0; k < (trainable ? NKINDS : 1) && rc == NR_OK; k++) {
 		rc = kind_len(&s->lo, (enum state_kind)k, tp_rank, pp_rank, dp_rank, &s->len[k], e);
 		if (rc == NR_OK && !(s->buf[k] = calloc(s->len[k] + 1, sizeof(float))))
-			rc = oom(e);
+			rc = err_oom(e);
 	}
 	if (rc == NR_OK && trainable && !(s->grad = calloc(s->len[KIND_WEIGHT] + 1, sizeof(float))))
-		rc = oom(e);
+		rc = err_oom(e);
 	if (rc)
 		mstate_free(s);
 	return rc;

@@ -6,7 +6,7 @@
 
 #include "engine/optim.h"
 
-double lr_at(const struct optim_config *c, long step)
+double optim_lr_at(const struct optim_config *c, long step)
 {
 	const struct lr_schedule *s = &c->sched;
 	double p, r = s->min_lr_ratio;
@@ -46,7 +46,7 @@ int optim_spans(const struct layout *lo, enum state_kind kind, int tp_rank, int 
 	*out = malloc(np * sizeof **out);
 	if (!*out) {
 		free(p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	for (size_t i = 0; i < np; i++) {
 		(*out)[i] = (struct optim_span){

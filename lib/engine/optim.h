@@ -37,7 +37,7 @@
  * the first update is not wasted at 0 and step W − 1 reaches the peak.
  * Cosine: with p = (s − W) / (total − W) clamped to [0, 1],
  * lr · (r + (1 − r) · (1 + cos(π p)) / 2), r = min_lr_ratio. */
-double lr_at(const struct optim_config *c, long step);
+double optim_lr_at(const struct optim_config *c, long step);
 
 /* A range of elements of the four buffers. */
 struct optim_span {

@@ -69,11 +69,6 @@ static int group_ranks(const struct pconf *c, enum group_kind k, int t, int p, i
 	return n;
 }
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 static int role_init(const struct env *v, const struct plan *p, int item, int world_rank,
 		     int world_size, struct rank_role *ro, struct err *e)
 {
@@ -103,7 +98,7 @@ static int role_init(const struct env *v, const struct plan *p, int item, int wo
 		return err_set(e, NR_EINPUT, "%s '%s' has tp·pp·dp = %d on pool %d of %d GPUs",
 			       what, name, ro->nranks, ro->pool, p->pools[ro->pool].ngpus);
 	if (!(ro->world = malloc((size_t)ro->nranks * sizeof *ro->world)))
-		return oom(e);
+		return err_oom(e);
 	for (int g = 0; g < cluster_gpus(v->cl) && r < ro->nranks; g++) {
 		if (p->gpu_pool[g] != ro->pool)
 			continue;
@@ -125,7 +120,7 @@ static int role_init(const struct env *v, const struct plan *p, int item, int wo
 		int *lr = malloc((size_t)ro->nranks * sizeof *lr), n;
 
 		if (!lr)
-			return oom(e);
+			return err_oom(e);
 		n = group_ranks(&ro->conf, (enum group_kind)k, ro->tp_rank, ro->pp_rank, ro->dp_rank,
 				lr);
 		for (int i = 0; i < n; i++) {

@@ -114,7 +114,7 @@ static int add_generation_config(struct stops *s, const struct tokenizer *tok, c
 			json_t *x = json_array_get(v, i);
 			char p[64];
 
-			jpath_idx(p, sizeof p, "eos_token_id", i);
+			jdoc_path_idx(p, sizeof p, "eos_token_id", i);
 			rc = is_id(x) ? stops_add_id(s, tok, (long)json_real_value(x), d.file, e) :
 				     jdoc_fail(&d, p, e, "expected a token id");
 		}

@@ -19,13 +19,13 @@ static int read_tokens(json_t *arr, const char *where, const struct prompt_limit
 
 	p->tokens = malloc((n ? n : 1) * sizeof *p->tokens);
 	if (!p->tokens)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (size_t i = 0; i < n; i++) {
 		json_t *v = json_array_get(arr, i);
 		char got[64];
 
 		if (!json_is_integer(v)) {
-			jdescribe(v, got, sizeof got);
+			jdoc_describe(v, got, sizeof got);
 			return err_set(e, NR_EINPUT, "%s: \"tokens\"[%zu]: expected a token id, "
 				       "not %s", where, i, got);
 		}
@@ -55,7 +55,7 @@ static int encode_text(const char *text, size_t len, bool with_bos, const char *
 			       "\"tokens\" instead", where, what);
 	p->text = malloc(len + 1);
 	if (!p->text)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	memcpy(p->text, text, len);
 	p->text[len] = '\0';
 	if ((rc = tok_encode(tok, p->text, len, &ids, &n, e)))
@@ -64,7 +64,7 @@ static int encode_text(const char *text, size_t len, bool with_bos, const char *
 	p->tokens = malloc((n + bos) * sizeof *p->tokens);
 	if (!p->tokens) {
 		free(ids);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	if (bos)
 		p->tokens[0] = tok->bos;
@@ -91,11 +91,11 @@ static int read_answer(json_t *v, const char *where, struct prompt *p, struct er
 		snprintf(digits, sizeof digits, "%lld", (long long)json_integer_value(v));
 		p->answer = strdup(digits);
 	} else {
-		jdescribe(v, got, sizeof got);
+		jdoc_describe(v, got, sizeof got);
 		return err_set(e, NR_EINPUT, "%s: \"answer\": expected a string or an integer, "
 			       "not %s", where, got);
 	}
-	return p->answer ? NR_OK : err_set(e, NR_EIO, "out of memory");
+	return p->answer ? NR_OK : err_oom(e);
 }
 
 /* The chat template for "messages" lines: t, or NULL and why not. */
@@ -206,7 +206,7 @@ static int load(struct prompts *p, const char *file, const struct prompt_limits 
 	p->file = strdup(shown(file));
 	if (!p->file) {
 		free(buf);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	for (line = buf; line < buf + len; line = next) {
 		json_error_t je;
@@ -235,7 +235,7 @@ static int load(struct prompts *p, const char *file, const struct prompt_limits 
 
 			if (!nv) {
 				json_decref(o);
-				rc = err_set(e, NR_EIO, "out of memory");
+				rc = err_oom(e);
 				break;
 			}
 			p->v = nv;
@@ -373,7 +373,7 @@ int task_target(const struct prompt *p, const struct tokenizer *tok, int32_t **i
 	grown = realloc(t, (nt + 1) * sizeof *t);
 	if (!grown) {
 		free(t);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	grown[nt] = tok->eos;
 	*ids = grown;

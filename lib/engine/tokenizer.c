@@ -234,7 +234,7 @@ int tok_bytes(struct tokenizer *t, struct err *e)
 	return NR_OK;
 oom:
 	tok_free(t);
-	return err_set(e, NR_EIO, "out of memory");
+	return err_oom(e);
 }
 
 /* --- loading tokenizer.json --------------------------------------------- */
@@ -276,7 +276,7 @@ static int get_part(struct load *l, json_t *obj, const char *path, const char *k
 	*out = NULL;
 	if (!v || json_is_null(v))
 		return NR_OK;
-	jpath(sub, sizeof sub, path, key);
+	jdoc_path(sub, sizeof sub, path, key);
 	if (!json_is_object(v))
 		return failf(l, sub, "expected an object");
 	*out = v;
@@ -301,7 +301,7 @@ static int read_normalizer(struct load *l, json_t *root)
 	if (strcmp(type_of(n), "NFC") != 0)
 		return failf(l, json_object_get(n, "type") ? "normalizer.type" : "normalizer",
 			     "normalizer \"%s\" is not supported (only NFC or none)", type_of(n));
-	if ((rc = jcheck_keys(&l->d, n, "normalizer", keys, l->e)))
+	if ((rc = jdoc_check_keys(&l->d, n, "normalizer", keys, l->e)))
 		return rc;
 	l->t->nfc = true;
 	return NR_OK;
@@ -319,16 +319,16 @@ static int read_split(struct load *l, json_t *s, const char *path, enum tok_pre 
 	bool invert = false;
 	int b, rc;
 
-	if ((rc = jcheck_keys(&l->d, s, path, keys, l->e)) ||
+	if ((rc = jdoc_check_keys(&l->d, s, path, keys, l->e)) ||
 	    (rc = jget_obj(&l->d, s, path, "pattern", true, &pat, l->e)) ||
 	    (rc = jget_enum(&l->d, s, path, "behavior", true, behaviors, &b, l->e)) ||
 	    (rc = jget_bool(&l->d, s, path, "invert", false, &invert, l->e)))
 		return rc;
-	jpath(sub, sizeof sub, path, "pattern");
-	if ((rc = jcheck_keys(&l->d, pat, sub, pkeys, l->e)))
+	jdoc_path(sub, sizeof sub, path, "pattern");
+	if ((rc = jdoc_check_keys(&l->d, pat, sub, pkeys, l->e)))
 		return rc;
 	re = json_string_value(json_object_get(pat, "Regex"));
-	jpath(rpath, sizeof rpath, sub, "Regex");
+	jdoc_path(rpath, sizeof rpath, sub, "Regex");
 	if (!re)
 		return failf(l, rpath, "expected a regex string");
 	if (invert)
@@ -354,14 +354,14 @@ static int read_bytelevel(struct load *l, json_t *b, const char *path, bool *use
 	int rc;
 
 	*use_regex = true; /* Hugging Face's defaults */
-	if ((rc = jcheck_keys(&l->d, b, path, keys, l->e)) ||
+	if ((rc = jdoc_check_keys(&l->d, b, path, keys, l->e)) ||
 	    (rc = jget_bool(&l->d, b, path, "add_prefix_space", false, &prefix, l->e)) ||
 	    (rc = jget_bool(&l->d, b, path, "trim_offsets", false, &trim, l->e)) ||
 	    (rc = jget_bool(&l->d, b, path, "use_regex", false, use_regex, l->e)))
 		return rc;
 	if (prefix) {
 		char sub[256];
-		jpath(sub, sizeof sub, path, "add_prefix_space");
+		jdoc_path(sub, sizeof sub, path, "add_prefix_space");
 		return failf(l, json_object_get(b, "add_prefix_space") ? sub : path,
 			     "add_prefix_space is not supported (expected false)");
 	}
@@ -385,7 +385,7 @@ static int read_pre_tokenizer(struct load *l, json_t *root)
 		return failf(l, "", "no pre_tokenizer (expected Split and ByteLevel)");
 	if (strcmp(type_of(p), "Sequence") == 0) {
 		static const char *const keys[] = { "type", "pretokenizers", NULL };
-		if ((rc = jcheck_keys(&l->d, p, "pre_tokenizer", keys, l->e)) ||
+		if ((rc = jdoc_check_keys(&l->d, p, "pre_tokenizer", keys, l->e)) ||
 		    (rc = jget_arr(&l->d, p, "pre_tokenizer", "pretokenizers", true, &list, l->e)))
 			return rc;
 		n = json_array_size(list);
@@ -452,7 +452,7 @@ static int read_model_options(struct load *l, json_t *m)
 	bool b;
 	int rc;
 
-	if ((rc = jcheck_keys(&l->d, m, "model", keys, l->e)))
+	if ((rc = jdoc_check_keys(&l->d, m, "model", keys, l->e)))
 		return rc;
 	v = json_object_get(m, "type");
 	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "BPE") != 0))
@@ -467,7 +467,7 @@ static int read_model_options(struct load *l, json_t *m)
 	for (int i = 0; i < 2; i++) {
 		char sub[64];
 		v = json_object_get(m, affixes[i]);
-		jpath(sub, sizeof sub, "model", affixes[i]);
+		jdoc_path(sub, sizeof sub, "model", affixes[i]);
 		if (v && !json_is_null(v) && !(json_is_string(v) && !*json_string_value(v)))
 			return failf(l, sub, "word affixes are not supported (expected null)");
 	}
@@ -490,7 +490,7 @@ static int count_ids(struct load *l, json_t *vocab, json_t *added, int32_t *n, s
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 		    json_integer_value(v) > TOK_MAX_ID) {
 			char path[512];
-			jpath(path, sizeof path, "model.vocab", key);
+			jdoc_path(path, sizeof path, "model.vocab", key);
 			return failf(l, path, "expected an id from 0 to %d", TOK_MAX_ID);
 		}
 		if (json_integer_value(v) > max)
@@ -537,7 +537,7 @@ static int read_vocab(struct load *l, json_t *vocab)
 		long n = unmap(&l->map, key, strlen(key), t->text + l->used, &bad);
 
 		if (n <= 0 || t->kind[id]) {
-			jpath(path, sizeof path, "model.vocab", key);
+			jdoc_path(path, sizeof path, "model.vocab", key);
 			if (n == 0)
 				return failf(l, path, "empty token");
 			if (n < 0)
@@ -669,7 +669,7 @@ static int read_added(struct load *l, json_t *added)
 		bool flag;
 
 		snprintf(sub, sizeof sub, "added_tokens[%zu]", i);
-		if ((rc = jcheck_keys(&l->d, a, sub, keys, l->e)) ||
+		if ((rc = jdoc_check_keys(&l->d, a, sub, keys, l->e)) ||
 		    (rc = jget_bool(&l->d, a, sub, "normalized", false, &flag, l->e)) ||
 		    (rc = jget_bool(&l->d, a, sub, "special", false, &flag, l->e)))
 			return rc;
@@ -678,7 +678,7 @@ static int read_added(struct load *l, json_t *added)
 			flag = false;
 			if ((rc = jget_bool(&l->d, a, sub, unsupported[k], false, &flag, l->e)))
 				return rc;
-			jpath(path, sizeof path, sub, unsupported[k]);
+			jdoc_path(path, sizeof path, sub, unsupported[k]);
 			if (flag)
 				return failf(l, path, "%s is not supported (expected false)",
 					     unsupported[k]);
@@ -717,7 +717,7 @@ static int read_json(struct tokenizer *t, const char *name, const char *buf, siz
 	bytemap_init(&l.map);
 	if ((rc = jdoc_loadb_foreign(&l.d, name, buf, len, positions, e)))
 		return rc;
-	if ((rc = jcheck_keys(&l.d, l.d.root, "", keys, e)) ||
+	if ((rc = jdoc_check_keys(&l.d, l.d.root, "", keys, e)) ||
 	    (rc = jget_obj(&l.d, l.d.root, "", "model", true, &model, e)) ||
 	    (rc = read_model_options(&l, model)) ||
 	    (rc = jget_obj(&l.d, model, "model", "vocab", true, &vocab, e)) ||

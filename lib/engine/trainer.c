@@ -31,11 +31,6 @@
 
 #include "engine/kernels.h"
 
-int tr_oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 double tr_now(void)
 {
 	struct timespec ts;
@@ -179,17 +174,17 @@ static int alloc_step(struct trainer *t, struct err *e)
 	t->share = malloc((2 * N + B + 1) * sizeof *t->share);
 	for (int k = 0; k < TRAINER_MAX_SLOTS; k++)
 		if (!(t->rel[k] = malloc((B + 1) * sizeof *t->rel[k])))
-			return tr_oom(e);
+			return err_oom(e);
 	t->perm = malloc((t->prompts.n + 1) * sizeof *t->perm);
 	if (!t->tokens || !t->start || !t->plen || !t->zstart || !t->zplen || !t->off ||
 	    !t->gen_tok || !t->gen_len || !t->gen_lp || !t->scores || !t->share || !t->perm)
-		return tr_oom(e);
+		return err_oom(e);
 	for (size_t i = 0; i < sizeof resp / sizeof *resp; i++)
 		if (!(*resp[i] = calloc(N + 1, sizeof(float))))
-			return tr_oom(e);
+			return err_oom(e);
 	for (size_t i = 0; i < sizeof pos / sizeof *pos; i++)
 		if (!(*pos[i] = calloc(T + 1, sizeof(float))))
-			return tr_oom(e);
+			return err_oom(e);
 	t->perm_pass = -1;
 	return NR_OK;
 }

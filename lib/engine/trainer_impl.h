@@ -17,7 +17,6 @@ enum head { HEAD_ACTOR, HEAD_CRITIC, HEAD_SFT };
 
 /* --- trainer.c ----------------------------------------------------------------------- */
 
-int tr_oom(struct err *e);
 double tr_now(void);
 long tr_max_new(const struct trainer *t);
 /* The longest sequence: a prompt and a response. */

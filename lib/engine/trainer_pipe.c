@@ -130,9 +130,9 @@ static int slot(struct trainer *t, struct part *pt, int k, int tokens, bool trai
 	if (pt->ro->conf.pp == 1)
 		return rc;
 	if (rc == NR_OK && !t->xbuf[k] && !(t->xbuf[k] = malloc((t->xcap + 1) * sizeof(float))))
-		rc = tr_oom(e);
+		rc = err_oom(e);
 	if (rc == NR_OK && !t->dxbuf && !(t->dxbuf = malloc((t->xcap + 1) * sizeof(float))))
-		rc = tr_oom(e);
+		rc = err_oom(e);
 	return rc;
 }
 
@@ -151,7 +151,7 @@ static int stage_begin(struct trainer *t, struct part *pt, int mb, int sequences
 	if (rc == NR_OK && training && pt->st->trainable && !pt->st->grad) {
 		pt->st->grad = calloc(pt->st->len[KIND_WEIGHT] + 1, sizeof *pt->st->grad);
 		rc = pt->st->grad ? model_bind(&pt->dec, &pt->st->lo, pt->st->buf[KIND_WEIGHT],
-					       pt->st->grad, e) : tr_oom(e);
+					       pt->st->grad, e) : err_oom(e);
 	}
 	return rc;
 }
@@ -331,7 +331,7 @@ int tr_copy_weights(struct trainer *t, int from, int to, struct err *e)
 		}
 		free(whole);
 		if (!(whole = calloc(vol + 1, sizeof *whole))) {
-			rc = tr_oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		for (size_t j = 0; j < na; j++)

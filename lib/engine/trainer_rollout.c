@@ -59,7 +59,7 @@ static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 		len = malloc((nb + 1) * sizeof *len);
 		ids = malloc((nb + 1) * sizeof *ids);
 		if (!tok || !lp || !len || !ids)
-			rc = tr_oom(e);
+			rc = err_oom(e);
 		for (int b = b0; rc == NR_OK && b <= b1; b++)
 			start[b - b0] = t->start[b] - t->start[b0];
 		for (int b = b0; rc == NR_OK && b < b1; b++)
@@ -73,7 +73,7 @@ static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 			t->has_gen = rc == NR_OK;
 		}
 		if (rc == NR_OK && nb > 0)
-			rc = generate(&t->gen_run, &(struct gen_request){ (int)nb,
+			rc = generator_run(&t->gen_run, &(struct gen_request){ (int)nb,
 				      t->tokens + t->start[b0], start, ids }, &gparams,
 				      &(struct gen_result){ tok, lp, len }, e);
 		if (t->has_gen) {

@@ -74,14 +74,14 @@ static int gather_wdtype(const struct trainer *t, int mi, struct gathered *g, st
 		layout_free(&lo);
 	}
 	if (!(f = malloc(((size_t)n + 1) * sizeof *f)))
-		return tr_oom(e);
+		return err_oom(e);
 	if (w->rank == from) {
 		for (int i = 0; i < n; i++)
 			f[i] = pt->st->wdtype[i];
 		rc = w->send(w->ctx, 0, f, (size_t)n, e);
 	} else if ((rc = w->recv(w->ctx, from, f, (size_t)n, e)) == NR_OK) {
 		if (!(g->wdtype = malloc((size_t)n + 1)))
-			rc = tr_oom(e);
+			rc = err_oom(e);
 		for (int i = 0; rc == NR_OK && i < n; i++)
 			g->wdtype[i] = (unsigned char)f[i];
 	}
@@ -141,7 +141,7 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 				g->own[k][at] = true;
 			} else if (w->rank == 0) {
 				if (!(g->buf[k][at] = malloc((len + 1) * sizeof(float))))
-					rc = tr_oom(e);
+					rc = err_oom(e);
 				if (rc == NR_OK)
 					rc = w->recv(w->ctx, from, g->buf[k][at], len, e);
 			} else if (w->rank == from) {

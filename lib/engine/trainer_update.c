@@ -74,7 +74,7 @@ static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, lo
 	}
 	if (pt->held) {
 		const struct rank_role *ro = pt->ro;
-		double lr = lr_at(oc, t->opt_steps[mi]);
+		double lr = optim_lr_at(oc, t->opt_steps[mi]);
 		long step = t->opt_steps[mi] + 1;
 
 		optim_scale(sp, n, st->grad, scale);
@@ -95,7 +95,7 @@ static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, lo
 				rc = optim_spans(&st->lo, KIND_MASTER, ro->tp_rank, ro->pp_rank,
 						 ro->dp_rank, &msp, &mn, e);
 			if (rc == NR_OK && !(gm = calloc(st->len[KIND_MASTER] + 1, sizeof *gm)))
-				rc = tr_oom(e);
+				rc = err_oom(e);
 			if (rc == NR_OK) {
 				master_grads(st, mp, nm, wp, nw, gm);
 				adamw_step(&oc->adamw, lr, step, msp, mn, st->buf[KIND_MASTER],
@@ -257,7 +257,7 @@ int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err
 	struct err scratch;
 	int rc = trainer_rollout(t, s, st, e);
 
-	st->lr = lr_at(st->sft ? &c->sft_optim : &c->actor_optim, t->opt_steps[t->actor]);
+	st->lr = optim_lr_at(st->sft ? &c->sft_optim : &c->actor_optim, t->opt_steps[t->actor]);
 	if (rc == NR_OK)
 		rc = st->sft ? sft_update(t, s, st, e) : rl_updates(t, s, st, e);
 	/* the RL starts from the SFT model: the reference is it */

@@ -309,7 +309,7 @@ static int mcomm_wrap(MPI_Comm comm, const char *name, struct comm *cm, struct e
 	if (!c) {
 		if (comm != MPI_COMM_NULL)
 			MPI_Comm_free(&comm);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	c->comm = comm;
 	snprintf(c->name, sizeof c->name, "%s", name);
@@ -330,7 +330,7 @@ static int mcomm_wrap(MPI_Comm comm, const char *name, struct comm *cm, struct e
 	};
 	if (comm != MPI_COMM_NULL && (!c->cnt || !c->dsp || !c->rcnt || !c->rdsp)) {
 		mcomm_free(cm);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	return NR_OK;
 }
@@ -409,7 +409,7 @@ int mpi_groups_rebuild(struct groups *g, const struct env *v, const struct plan 
 		       struct err *e)
 {
 	struct groups *n = malloc(sizeof *n);
-	int rc = n ? NR_OK : err_set(e, NR_EIO, "out of memory");
+	int rc = n ? NR_OK : err_oom(e);
 
 	if ((rc = mpi_agree_on(MPI_COMM_WORLD, rc, e))) {
 		free(n);

@@ -11,11 +11,6 @@
 #include "common/err.h"
 #include "mpi/mpi_impl.h"
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 struct mpi_ctx {
 	MPI_Comm comm;
 	MPI_Request *req;
@@ -31,7 +26,7 @@ static int mpi_round(void *ctx, const struct exec_msg *m, int n, struct err *e)
 		MPI_Request *r = realloc(c->req, (size_t)(2 * n) * sizeof *r);
 
 		if (!r)
-			return oom(e);
+			return err_oom(e);
 		c->req = r;
 		c->cap = 2 * n;
 	}
@@ -91,7 +86,7 @@ static int xport_open(struct mpi_xport *m, bool gpu_is_rank, struct err *e)
 	MPI_Comm_rank(m->c.comm, &me);
 	MPI_Comm_size(m->c.comm, &size);
 	if (!(m->mine = calloc((size_t)size, sizeof *m->mine)))
-		rc = oom(e);
+		rc = err_oom(e);
 	else
 		m->mine[me] = 1;
 	m->x = (struct exec_xport){

@@ -93,7 +93,7 @@ static int layout_verl_tuned(const struct env *v, struct space *sp, struct err *
 	if (v->cl->gpus_per_node <= 8)
 		return NR_OK;
 	if (!(p = malloc(sizeof *p)))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (size_t i = 0; i < sizeof tps / sizeof tps[0]; i++) {
 		if (fit_tp(a, v->cl->gpus_per_node, tps[i]) != tps[i])
 			continue;
@@ -327,9 +327,9 @@ int layout_pin(const struct job *job, enum plan_layout l, const char *text, stru
 	int rc;
 
 	if (l == LAYOUT_ADAPTIVE)
-		return pin_parse(job, text, sp, e);
+		return search_pin_parse(job, text, sp, e);
 	space_init(&want);
-	if ((rc = pin_parse(job, text, &want, e)))
+	if ((rc = search_pin_parse(job, text, &want, e)))
 		return rc;
 	if (!pin_free(&want.gen)) {
 		snprintf(what, sizeof what, "%s@generation", job->models[job_actor(job)].name);

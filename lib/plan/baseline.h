@@ -35,10 +35,10 @@ extern const char *const layout_names[NLAYOUTS + 1];
 int layout_space(const struct env *v, enum plan_layout l, const struct plan *current,
 		 struct space *sp, struct err *e);
 
-/* Apply a pin (pin_parse's text) to sp, the space of layout l: a setting
+/* Apply a pin (search_pin_parse's text) to sp, the space of layout l: a setting
  * the layout leaves free is taken, one it fixes must agree with it, else
  * NR_EINPUT naming both; settings the pin leaves free keep the layout's.
- * Under LAYOUT_ADAPTIVE this is pin_parse. */
+ * Under LAYOUT_ADAPTIVE this is search_pin_parse. */
 int layout_pin(const struct job *job, enum plan_layout l, const char *text, struct space *sp,
 	       struct err *e);
 

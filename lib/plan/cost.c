@@ -5,14 +5,14 @@
 
 #include "plan/memory.h"
 
-double link_bw(const struct env *v, int span)
+double cost_link_bw(const struct env *v, int span)
 {
 	if (span <= v->cl->gpus_per_node)
 		return v->cl->intra_gbps * 1e9 * v->k->intra_eff;
 	return v->cl->inter_gbps * 1e9 * v->k->inter_eff;
 }
 
-double host_bw(const struct env *v)
+double cost_host_bw(const struct env *v)
 {
 	return v->cl->host_gbps * 1e9 * v->k->host_eff;
 }
@@ -65,7 +65,7 @@ static double tp_comm(const struct env *v, const struct arch *a, const struct pc
 
 	if (c->tp == 1)
 		return 0;
-	return bytes * ring(c->tp, 2.0) / link_bw(v, c->tp) +
+	return bytes * ring(c->tp, 2.0) / cost_link_bw(v, c->tp) +
 	       micro * per_layer * layers * v->k->allreduce_lat_s;
 }
 
@@ -74,7 +74,7 @@ static double pp_comm(const struct env *v, const struct arch *a, const struct pc
 {
 	if (c->pp == 1)
 		return 0;
-	return tokens * a->hidden * a->dtype_bytes * dirs / link_bw(v, pconf_gpus(c));
+	return tokens * a->hidden * a->dtype_bytes * dirs / cost_link_bw(v, pconf_gpus(c));
 }
 
 static void total(struct stime *t)
@@ -125,7 +125,7 @@ static void train_time(const struct env *v, const struct arch *a, const struct p
 	double micro = (double)epochs * j->mini_batches * m;
 	double steps = epochs * j->mini_batches;
 	double grads = 4.0 * p, weights = a->dtype_bytes * p;
-	double dp_bw = link_bw(v, c->tp * c->dp), step_bytes = 0, micro_bytes = 0;
+	double dp_bw = cost_link_bw(v, c->tp * c->dp), step_bytes = 0, micro_bytes = 0;
 
 	/* per optimizer step: ZeRO-0 all-reduces the fp32 gradients; ZeRO-1
 	 * reduce-scatters them and all-gathers the updated weights.  ZeRO-2 must
@@ -192,7 +192,7 @@ static void infer_time(const struct env *v, const struct arch *a, const struct p
 	/* ZeRO-3 gathers the weights for every micro-batch's forward */
 	if (c->zero == ZERO_3)
 		t->comm += fmax(0, m * a->dtype_bytes * (p < 0 ? mem_stage_params(a, c->tp, c->pp) : p) *
-				   ring(c->dp, 1) / link_bw(v, c->tp * c->dp) - t->compute);
+				   ring(c->dp, 1) / cost_link_bw(v, c->tp * c->dp) - t->compute);
 	t->overhead = (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
 	total(t);
 }
@@ -252,7 +252,7 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 	comp_t = f.active * fwd_flops(a, 2 * f.ctx) / c->tp / (peak(v) * v->k->infer_eff);
 	comm_t = c->tp > 1 ? 2.0 * a->layers *
 		 (v->k->allreduce_lat_s + f.active * a->hidden * a->dtype_bytes *
-		  ring(c->tp, 2.0) / link_bw(v, c->tp)) : 0;
+		  ring(c->tp, 2.0) / cost_link_bw(v, c->tp)) : 0;
 	t->concurrency = f.held;
 	/* a GPU decodes at the pace of memory or of compute; the built-in
 	 * engine's steps take both, in turn (builtin_pass), which also makes
@@ -287,10 +287,10 @@ double cost_move(const struct env *v, const struct arch *a, const struct pconf *
 	double bytes = move_bytes(a, train, gen, same_gpus);
 	int span = same_gpus ? train->tp * train->pp : v->cl->gpus_per_node + 1;
 
-	return bytes / link_bw(v, span);
+	return bytes / cost_link_bw(v, span);
 }
 
 double cost_offload(const struct env *v, double bytes)
 {
-	return 2.0 * bytes / host_bw(v);
+	return 2.0 * bytes / cost_host_bw(v);
 }

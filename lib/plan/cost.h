@@ -31,8 +31,8 @@ struct stime {
 
 /* Effective per-GPU bandwidth in bytes/s of the links a group spanning
  * span consecutive GPUs uses (intra-node when it fits in a node). */
-double link_bw(const struct env *v, int span);
-double host_bw(const struct env *v);
+double cost_link_bw(const struct env *v, int span);
+double cost_host_bw(const struct env *v);
 
 /* The recompute choice as the time model tells them apart: selective
  * recompute redoes only what flash attention recomputes anyway, so it takes

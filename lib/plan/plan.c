@@ -437,7 +437,7 @@ void plan_move(const struct env *v, const struct plan *a, const struct plan *b,
 		out->total_bytes += need;
 		out->max_gpu_bytes = fmax(out->max_gpu_bytes, need);
 	}
-	out->seconds = out->max_gpu_bytes / link_bw(v, n);
+	out->seconds = out->max_gpu_bytes / cost_link_bw(v, n);
 	free(ra);
 	free(rb);
 }

@@ -191,7 +191,7 @@ static int load_zero(const struct jdoc *d, json_t *o, const char *path, bool tra
 	char sub[300];
 	int rc;
 
-	jpath(sub, sizeof sub, path, "zero");
+	jdoc_path(sub, sizeof sub, path, "zero");
 	if (json_is_boolean(z))
 		stage = json_is_true(z) ? ZERO_1 : ZERO_0;
 	else if (z && (rc = jget_int(d, o, path, "zero", false, ZERO_0, ZERO_3, &stage, e)))
@@ -217,7 +217,7 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 	enum zero_stage zero = ZERO_0;
 	bool off = false;
 
-	if ((rc = jcheck_keys(d, o, path, keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
 	    (rc = jget_int(d, o, path, "tp", true, 1, MAX_GPUS, &tp, e)) ||
 	    (rc = jget_int(d, o, path, "pp", false, 1, 4096, &pp, e)) ||
 	    (rc = jget_int(d, o, path, "dp", true, 1, MAX_GPUS, &dp, e)) ||
@@ -229,7 +229,7 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 		return rc;
 	if (gen && pp != 1) {
 		char sub[300];
-		jpath(sub, sizeof sub, path, "pp");
+		jdoc_path(sub, sizeof sub, path, "pp");
 		return jdoc_fail(d, sub, e, "generation engines have no pipeline stages");
 	}
 	/* engines shard nothing over DP; older plans wrote "fsdp": false there */
@@ -268,7 +268,7 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 		goto out;
 	}
 	strcpy(p->layout, "adaptive");
-	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	if ((rc = jdoc_check_keys(&d, d.root, "", keys, e)) ||
 	    (rc = jget_str(&d, d.root, "", "layout", false, p->layout, sizeof p->layout, e)) ||
 	    (rc = jget_arr(&d, d.root, "", "pools", true, &pools, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "models", true, &models, e)) ||
@@ -284,17 +284,17 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 		json_t *items;
 		long count;
 		int got;
-		jpath_idx(path, sizeof path, "pools", i);
+		jdoc_path_idx(path, sizeof path, "pools", i);
 		if (!json_is_object(pl)) {
 			rc = jdoc_fail(&d, path, e, "expected an object");
 			goto out;
 		}
-		if ((rc = jcheck_keys(&d, pl, path, pkeys, e)) ||
+		if ((rc = jdoc_check_keys(&d, pl, path, pkeys, e)) ||
 		    (rc = jget_str(&d, pl, path, "gpus", true, gpus, sizeof gpus, e)) ||
 		    (rc = jget_int(&d, pl, path, "count", true, 1, MAX_GPUS, &count, e)) ||
 		    (rc = jget_arr(&d, pl, path, "items", true, &items, e)))
 			goto out;
-		jpath(sub, sizeof sub, path, "gpus");
+		jdoc_path(sub, sizeof sub, path, "gpus");
 		if ((rc = parse_gpus(&d, sub, gpus, v->cl, p, (int)i, &got, e)))
 			goto out;
 		if (got != count) {
@@ -306,8 +306,8 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 			const char *name = json_string_value(it);
 			const struct model *md = name ? job_model(j, name) : NULL;
 			char ip[360];
-			jpath(sub, sizeof sub, path, "items");
-			jpath_idx(ip, sizeof ip, sub, k);
+			jdoc_path(sub, sizeof sub, path, "items");
+			jdoc_path_idx(ip, sizeof ip, sub, k);
 			if (name && strcmp(name, "generation") == 0) {
 				p->pools[i].items |= 1u;
 			} else if (md) {
@@ -324,12 +324,12 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 		int pool;
 		if ((rc = jget_obj(&d, models, "models", j->models[m].name, true, &o, e)))
 			goto out;
-		jpath(path, sizeof path, "models", j->models[m].name);
+		jdoc_path(path, sizeof path, "models", j->models[m].name);
 		if ((rc = load_conf(&d, o, path, false, model_trainable(&j->models[m]),
 				    &p->home[m], &pool, e)))
 			goto out;
 		if (pool >= p->npools || !(p->pools[pool].items & (1u << (1 + m)))) {
-			jpath(sub, sizeof sub, path, "pool");
+			jdoc_path(sub, sizeof sub, path, "pool");
 			rc = jdoc_fail(&d, sub, e, "pool %d does not list '%s' in its items", pool,
 				       j->models[m].name);
 			goto out;

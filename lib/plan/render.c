@@ -126,7 +126,7 @@ int plan_svg(const struct env *v, const struct plan *p, const char *file, struct
 	}
 	sb_printf(&b, "</svg>\n");
 	if (!(text = sb_take(&b)))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	rc = write_file_atomic(file, text, strlen(text), e);
 	free(text);
 	return rc;

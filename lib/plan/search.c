@@ -363,7 +363,7 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 
 	memset(st, 0, sizeof *st);
 	if (!s)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (int m = 0; m < v->job->nmodels; m++)
 		if (v->cl->engine == CLUSTER_ENGINE_BUILTIN && sp->home[m].zero == 1u << ZERO_3) {
 			free(s);
@@ -413,7 +413,7 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 	if (!s->cands || !s->fronts || !s->gtabs || !s->scratch || !s->size_lb ||
 	    !s->size_lb_done || !s->upto_lb || !s->upto_done || !s->floor || !s->floor_upto ||
 	    !s->fastest || !s->fastest_done) {
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 		goto out;
 	}
 	for (int m = 0; m < v->job->nmodels; m++)
@@ -441,7 +441,7 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 	}
 	pass(s, block, false);
 	if (s->err)
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 	else if (!s->found)
 		rc = explain(s, e);
 out:

@@ -46,7 +46,7 @@ void space_init(struct space *sp);
  * [,offload|nooffload]" into sp.  The spellings of plans before ZeRO stages
  * still parse: zero is zero1, nozero zero0, fsdp zero3 (zero,fsdp too),
  * nofsdp any stage but 3. */
-int pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e);
+int search_pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e);
 
 /* Search; current (may be NULL) breaks ties toward the plan that moves the
  * fewest bytes from it.  NR_EINFEASIBLE with the shortfall in e when nothing

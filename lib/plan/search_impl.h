@@ -4,6 +4,7 @@
 #ifndef NEREUS_SEARCH_IMPL_H
 #define NEREUS_SEARCH_IMPL_H
 
+#include "common/mem.h"
 #include "plan/search.h"
 
 #include <limits.h>
@@ -136,25 +137,16 @@ struct search {
 	int err;
 };
 
-/* Make room for n elements in a growing array; past 2^30 of them, which
- * the doubling of an int would overflow, there is no room. */
+/* Make room for n elements in a growing array of int capacity; past
+ * 2^30 of them, which the doubling of an int would overflow, there is no
+ * room. */
 static inline int reserve(void **v, int *cap, int n, size_t elem)
 {
-	void *nv;
-	int nc = *cap ? *cap : 16;
+	size_t c = (size_t)*cap;
 
-	if (n <= *cap)
-		return 0;
-	while (nc < n) {
-		if (nc > INT_MAX / 2)
-			return -1;
-		nc *= 2;
-	}
-	nv = realloc(*v, elem * (size_t)nc);
-	if (!nv)
+	if (n > 1 << 30 || mem_grow(v, &c, (size_t)n, elem) < 0)
 		return -1;
-	*v = nv;
-	*cap = nc;
+	*cap = (int)c;
 	return 0;
 }
 

@@ -36,7 +36,7 @@ static unsigned zero_words(unsigned exact, int zero, int fsdp)
 	return mask;
 }
 
-int pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e)
+int search_pin_parse(const struct job *job, const char *text, struct space *sp, struct err *e)
 {
 	char name[128], *at, *eq, *tok, *save, buf[256];
 	const struct model *md;

@@ -566,7 +566,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	if (!wrec || !step_scratch || !f->scratch || !f->rw || !f->tr || !f->mr) {
 		free(wrec);
 		free(step_scratch);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	/* every row's basis and memory terms at the prior */
 	f->k = f->prior.k;
@@ -593,7 +593,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	free(wrec);
 	free(step_scratch);
 	if (!ok)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	fit_quality(f, out);
 	return NR_OK;
 }

@@ -492,7 +492,7 @@ int fit_new(struct fit **out, const struct job *job, const struct cluster *cl,
 	struct fit *f = calloc(1, sizeof *f);
 
 	if (!f)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	f->job = *job;
 	f->cl = cl;
 	if (prior) {
@@ -565,7 +565,7 @@ static int add_switch(struct fit *f, const struct step_record *r, struct err *e)
 	bool store = gb / f->prior.k.store_gbps > sw->move_s;
 
 	if (!ft_grow((void **)&f->sw, &f->capsw, f->nsw + 1, sizeof *f->sw))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	f->sw[f->nsw++] = (struct srow){ r->step, r->transition_s, store ? 0 : sw->move_s,
 					 { sw->communicator, sw->groups, sw->engines,
 					   store ? gb : 0 } };
@@ -600,7 +600,7 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 	    !ft_grow((void **)&f->rows, &f->caprows, f->nrows + r->nms, sizeof *f->rows) ||
 	    !ft_grow((void **)&f->y, &f->capy, f->nrows + r->nms, sizeof *f->y) ||
 	    !ft_grow((void **)&f->peak, &f->cappeak, f->nrows + r->nms, sizeof *f->peak))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	rec = &f->recs[f->nrecs];
 	*rec = (struct frec){ r->step, r->sequences, r->prompt_len, r->response, NAN, f->nrows,
 			      0, false };

@@ -132,7 +132,7 @@ static int take_line(struct reader *x, struct block *b, long i, struct err *e)
 	}
 	if (rc == NR_OK) {
 		if (take(&x->taken, r->step, rd->lines))
-			return err_set(e, NR_EIO, "out of memory");
+			return err_oom(e);
 		rd->records++;
 		return fit_add(x->f, r, e);
 	}
@@ -273,13 +273,13 @@ static int fill_block(struct reader *x, FILE *in, struct block *b, bool *end, st
 	while ((nl = memchr(b->buf + start, '\n', b->have - start)) &&
 	       (len = (size_t)(nl - b->buf) - start) <= NR_LINE_MAX) {
 		if (add_line(b, b->buf + start, len))
-			return err_set(e, NR_EIO, "out of memory");
+			return err_oom(e);
 		start += len + 1;
 	}
 	b->too_long = (nl ? (size_t)(nl - b->buf) : b->have) - start > NR_LINE_MAX;
 	if (!b->too_long && *end && start < b->have &&
 	    add_line(b, b->buf + start, b->have - start))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	b->rest = *end ? b->have : start;
 	return NR_OK;
 }
@@ -315,7 +315,7 @@ int fit_read_trace(struct fit *f, const char *file, const struct job *job,
 	b[0].buf = malloc(BLOCK + NR_LINE_MAX);
 	b[1].buf = malloc(BLOCK + NR_LINE_MAX);
 	if (!b[0].buf || !b[1].buf) {
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 		goto out;
 	}
 	rc = fill_block(&x, in, &b[0], &end, e);

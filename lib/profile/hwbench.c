@@ -396,5 +396,5 @@ int hw_cluster_json(const struct hw_host *h, int ranks, const struct hw_figure *
 	*out = json_pack("{s:i, s:s, s:s, s:i, s:i, s:o, s:o, s:f}", "nereus", NR_FORMAT,
 			 "kind", "cluster", "name", "cpu", "nodes", 1, "gpus_per_node", ranks,
 			 "gpu", gpu, "links", links, "host_memory_gib", 0.0);
-	return *out ? NR_OK : err_set(e, NR_EIO, "out of memory");
+	return *out ? NR_OK : err_oom(e);
 }

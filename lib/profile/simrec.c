@@ -69,7 +69,7 @@ int simrec_new(struct simrec **out, const struct env *truth, const struct simrec
 	struct simrec *s = calloc(1, sizeof *s);
 
 	if (!s)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	s->base = *truth->job;
 	s->cl = truth->cl;
 	s->k = *truth->k;

@@ -121,7 +121,7 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 	ch->priced++;
 	if (!make_key(v, a, b, ch->graph, &k)) {
 		free(k.p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	if ((held = memo_find(&ch->memo, k.p, k.n))) {
 		free(k.p);
@@ -136,7 +136,7 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 	ch->by_bound += !c->graph;
 	if ((slot = memo_claim(&ch->memo, k.n)) < 0) {
 		free(k.p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	*(struct switch_cost *)memo_val(&ch->memo, slot) = *c;
 	memo_keep(&ch->memo, slot, k.p, k.n);

@@ -97,7 +97,7 @@ static int search_now(struct controller *c, const struct cond *w, struct plan *b
 		struct cluster *view = malloc(sizeof *view);
 		struct env vb = { &w->job, view, &c->k };
 		if (!view)
-			return err_set(e, NR_EIO, "out of memory");
+			return err_oom(e);
 		*view = w->cl;
 		for (int g = 0; g < cluster_gpus(view); g++)
 			if (w->slow[g] > 1)
@@ -134,7 +134,7 @@ int ctl_fits(struct controller *c, const struct cond *w, bool all_up, struct err
 	if (!cl || !best) {
 		free(cl);
 		free(best);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	*cl = w->cl;
 	for (int g = 0; all_up && g < cluster_gpus(cl); g++)
@@ -221,7 +221,7 @@ static int best_now(struct controller *c, const struct cond *w, struct plan **be
 
 	if (!memo_key(c, w, &b)) {
 		free(b.p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	if ((m = memo_find(&c->memo, b.p, b.n))) {
 		free(b.p);

@@ -52,7 +52,7 @@ static int load_gpus(const struct jdoc *d, json_t *root, const struct cluster *c
 				 "(a non-empty array of ids)", ev_names[ev->kind]);
 	ev->gpus = malloc(n * sizeof *ev->gpus);
 	if (!ev->gpus)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (int w = 0; w < 2; w++) {
 		const char *key = w ? "gpus" : "nodes";
 		long limit = w ? total : cl->nodes;
@@ -98,7 +98,7 @@ static int load_event(const struct jdoc *d, const struct cluster *cl, long prev,
 		return jdoc_fail(d, "kind", e, "unknown event kind \"%s\" (expected down, up, "
 				 "response, headroom or straggler)", kind);
 	ev->kind = (enum ev_kind)k;
-	if ((rc = jcheck_keys(d, d->root, "", keys[k], e)) ||
+	if ((rc = jdoc_check_keys(d, d->root, "", keys[k], e)) ||
 	    (rc = jget_str(d, d->root, "", "note", false, note, sizeof note, e)) ||
 	    (rc = jget_int(d, d->root, "", "step", true, 0, (1L << 40), &ev->step, e)))
 		return rc;
@@ -149,7 +149,7 @@ int events_load(struct events *ev, const char *file, const struct cluster *cl, l
 		if (ev->n == cap) {
 			struct event *nv = realloc(ev->v, (cap = cap ? 2 * cap : 64) * sizeof *nv);
 			if (!nv) {
-				rc = err_set(e, NR_EIO, "out of memory");
+				rc = err_oom(e);
 				break;
 			}
 			ev->v = nv;
@@ -158,7 +158,7 @@ int events_load(struct events *ev, const char *file, const struct cluster *cl, l
 		memset(x, 0, sizeof *x);
 		x->line = in.lineno;
 		if ((rc = jdoc_loadb(&d, file, line, n, NULL, e))) {
-			int cut = jline_cut(line, n);
+			int cut = jdoc_line_cut(line, n);
 			if (cut)
 				err_set(e, NR_EINPUT, "%s:%ld:%d: expected one JSON object per line "
 					"(JSON Lines), and this line ends inside one", in.name,

@@ -58,7 +58,7 @@ static int segments(struct hindsight *h, const struct events *ev, struct err *e)
 	h->from = malloc((size_t)cap * sizeof *h->from);
 	h->cond = malloc((size_t)cap * sizeof *h->cond);
 	if (!h->from || !h->cond)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	cond_init(&h->cond[0], h->job, h->cl);
 	h->from[0] = 0;
 	h->nseg = 1;
@@ -91,14 +91,14 @@ int hindsight_init(struct hindsight *h, const struct job *job, const struct clus
 	if (!c || !p) {
 		free(c);
 		free(p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	ctl_init(c, LAYOUT_ADAPTIVE, 0, k);
 	if ((rc = segments(h, ev, e)))
 		goto out;
 	h->cand = malloc((size_t)h->nseg * sizeof *h->cand);
 	if (!h->cand) {
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 		goto out;
 	}
 	for (int i = 0; i < h->nseg; i++) {
@@ -123,7 +123,7 @@ int hindsight_init(struct hindsight *h, const struct job *job, const struct clus
 	h->nbest = h->ncand;
 	h->t = malloc((size_t)h->nseg * (size_t)(h->ncand + 1) * sizeof *h->t);
 	if (!h->t) {
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 		goto out;
 	}
 	for (int i = 0; i < h->nseg; i++)
@@ -160,7 +160,7 @@ int hindsight_fixed_best(struct hindsight *h, struct plan *ref, double *total_s,
 	if (!c || !p) {
 		free(c);
 		free(p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	for (int q = 0; q < h->ncand && rc == NR_OK; q++) {
 		double total = 0, last = 0;
@@ -310,7 +310,7 @@ static int oracle_within(struct hindsight *h, struct charge *ch, double upper,
 	const struct plan **run = calloc((size_t)S + 1, sizeof *run);
 
 	if (!d.v || !d.back || !d.last || !d.paused || !d.ran || !d.rest || !order || !run) {
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 		goto out;
 	}
 	if (K == 0) {
@@ -408,7 +408,7 @@ int hindsight_oracle(struct hindsight *h, struct charge *ch, struct ctl_script *
 	h->t = malloc((size_t)h->nseg * (size_t)(h->nbest + 1) * sizeof *h->t);
 	if (!h->t) {
 		h->t = all;
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	for (int i = 0; i < h->nseg; i++)
 		for (int q = 0; q < h->nbest; q++)
@@ -496,7 +496,7 @@ static int ran_step(void *self, long step, const struct plan *p, struct step_rec
 	if ((rc = r->inner.step(r->inner.self, step, p, rec, e)))
 		return rc;
 	if (ran_keep(r, step, p, r->ngpus))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	return NR_OK;
 }
 
@@ -511,7 +511,7 @@ int ran_script(struct ran *r, const struct ctl_script **script, struct err *e)
 	free(r->run);
 	r->run = malloc((size_t)(r->n + 1) * sizeof *r->run);
 	if (!r->run)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (int i = 0; i < r->n; i++)
 		r->run[i] = r->paused[i] ? NULL : &r->plans[i];
 	r->script = (struct ctl_script){ r->steps, r->n, r->from, r->run };
@@ -527,11 +527,11 @@ int hindsight_add(struct hindsight *h, const struct ran *r, struct err *e)
 
 	cand = realloc(h->cand, (size_t)(h->ncand + r->n + 1) * sizeof *cand);
 	if (!cand)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	h->cand = cand;
 	at = malloc((size_t)(r->n + 1) * sizeof *at);
 	if (!at)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (int j = 0; j < r->n; j++) {
 		at[j] = -1;
 		for (int q = 0; q < h->ncand && at[j] < 0 && !r->paused[j]; q++)
@@ -548,7 +548,7 @@ int hindsight_add(struct hindsight *h, const struct ran *r, struct err *e)
 		free(at);
 		free(t);
 		free(scratch);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	for (int i = 0; i < h->nseg; i++)
 		for (int q = 0; q < h->ncand; q++)
@@ -585,7 +585,7 @@ static int replay_total(const struct hindsight *h, const struct replay *rp,
 		free(sim);
 		free(ctl);
 		free(run);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	sim_init(sim, h->job, h->cl, &h->k, rp->ev, rp->seed, rp->noise);
 	eng = sim_engine(sim);

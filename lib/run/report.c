@@ -312,7 +312,7 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 #undef YT
 #undef YG
 	if (!(text = sb_take(&b)))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	rc = write_file_atomic(file, text, strlen(text), e);
 	free(text);
 	return rc;

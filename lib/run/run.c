@@ -323,7 +323,7 @@ static int check_replay(struct run *r, const struct step_record *rec, struct err
 	bool same;
 
 	if (!f)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if (steprec_fprint(f, rec, &le)) {
 		fclose(f);
 		free(text);
@@ -394,7 +394,7 @@ static int one_step(struct run *r, long step, struct err *e)
 		idle = r->last_ok_s;
 	}
 	if (log_add(&r->log, &rec, idle, moved))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if (step < r->nexpect)
 		return replay ? NR_OK : check_replay(r, &rec, e);
 	if ((rc = r->emit(r->arg, &rec, e)))
@@ -450,7 +450,7 @@ int records_load(struct records *rs, const char *file, const struct job *job, st
 			char **np = realloc(rs->line, (size_t)(cap = cap ? 2 * cap : 256) *
 						      sizeof *np);
 			if (!np) {
-				rc = err_set(e, NR_EIO, "out of memory");
+				rc = err_oom(e);
 				break;
 			}
 			rs->line = np;
@@ -463,7 +463,7 @@ int records_load(struct records *rs, const char *file, const struct job *job, st
 			break;
 		}
 		if (!(rs->line[rs->n] = strndup(line, n))) {
-			rc = err_set(e, NR_EIO, "out of memory");
+			rc = err_oom(e);
 			break;
 		}
 		rs->n++;
@@ -553,7 +553,7 @@ static int resume_followed(struct run *r, const struct records *rs, const char *
 		else
 			idle = r->last_ok_s;
 		if (log_add(&r->log, &rec, idle, rec.transition_s > 0))
-			return err_set(e, NR_EIO, "out of memory");
+			return err_oom(e);
 	}
 	r->next = rs->n;
 	r->nexpect = 0;

@@ -83,7 +83,7 @@ static int add_lists(struct emu *u, enum state_kind kind, struct err *e)
 
 	u->rank_list[kind] = malloc((size_t)u->nranks * sizeof *u->rank_list[kind]);
 	if (!u->rank_list[kind])
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (int p = 0; p < c->pp; p++)
 		for (int d = 0; d < nd; d++)
 			for (int t = 0; t < c->tp; t++) {
@@ -108,7 +108,7 @@ static int add_lists(struct emu *u, enum state_kind kind, struct err *e)
 				l->gpus = malloc((size_t)(split ? 1 : c->dp) * sizeof *l->gpus);
 				l->dps = malloc((size_t)(split ? 1 : c->dp) * sizeof *l->dps);
 				if (!l->gpus || !l->dps)
-					return err_set(e, NR_EIO, "out of memory");
+					return err_oom(e);
 			}
 	/* Ranks in increasing order meet their lists' GPUs in increasing order. */
 	for (int r = 0; r < u->nranks; r++) {
@@ -165,7 +165,7 @@ static int emu_init(const struct env *v, const struct plan *p, int item, struct 
 	nl = u->conf.tp * u->conf.pp * nk * u->conf.dp;
 	u->lists = calloc((size_t)nl, sizeof *u->lists);
 	if (!u->rank_gpu || !u->lists)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (int g = 0; g < cluster_gpus(v->cl) && r < u->nranks; g++)
 		if (p->gpu_pool[g] == pool)
 			u->rank_gpu[r++] = g;

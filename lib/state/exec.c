@@ -75,11 +75,6 @@ static size_t piece_bytes(const struct walk *w, int list, int i)
 	return (size_t)w->g.lists[list].l->pieces[i].local_len * (size_t)eb_of(w, list);
 }
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 /* Piece i that the j-th holder of list keeps, as sources and sinks see
  * it. */
 static struct exec_piece held_piece(const struct walk *w, int list, int j, size_t i)
@@ -102,7 +97,7 @@ static int map_gpus_to_ranks(struct walk *w, struct err *e)
 	int n = w->g.ngpus;
 
 	if (!(w->rank_of = malloc(((size_t)n + 1) * sizeof *w->rank_of)))
-		return oom(e);
+		return err_oom(e);
 	for (int gpu = 0; gpu < n; gpu++)
 		w->rank_of[gpu] = gpu < w->x->nranks ? gpu : -1;
 	for (int l = 0; l < w->g.nlists; l++)
@@ -128,7 +123,7 @@ static int map_ranks(struct walk *w, struct err *e)
 	w->rank_of = malloc(((size_t)n + 1) * sizeof *w->rank_of);
 	if (!holds || !w->rank_of) {
 		free(holds);
-		return oom(e);
+		return err_oom(e);
 	}
 	for (int l = 0; l < w->g.nlists; l++)
 		for (int j = 0; j < w->g.lists[l].l->ngpus; j++)
@@ -156,14 +151,14 @@ static int make_holds(struct walk *w, struct err *e)
 	int nh = 0;
 
 	if (!(w->hold0 = malloc(((size_t)w->g.nlists + 1) * sizeof *w->hold0)))
-		return oom(e);
+		return err_oom(e);
 	for (int l = 0; l < w->g.nlists; l++) {
 		w->hold0[l] = nh;
 		nh += w->g.lists[l].l->ngpus;
 	}
 	if (!(w->h = calloc((size_t)nh + 1, sizeof *w->h)) ||
 	    !(w->io = calloc((size_t)w->g.nedges + 1, sizeof *w->io)))
-		return oom(e);
+		return err_oom(e);
 	for (int l = 0; l < w->g.nlists; l++) {
 		const struct emu_list *el = w->g.lists[l].l;
 		size_t n = el->npieces + 1;
@@ -174,10 +169,10 @@ static int make_holds(struct walk *w, struct err *e)
 			if (!mine_gpu(w, el->gpus[j]))
 				continue;
 			if (!(h->p = calloc(n, sizeof *h->p)))
-				return oom(e);
+				return err_oom(e);
 			if (l < w->g.na && (!(h->host = calloc(n, sizeof *h->host)) ||
 					    !(h->kept = calloc(n, sizeof *h->kept))))
-				return oom(e);
+				return err_oom(e);
 		}
 	}
 	return NR_OK;
@@ -221,7 +216,7 @@ static int load_a(struct walk *w, struct err *e)
 				struct exec_piece lp = held_piece(w, l, j, i);
 
 				if (!(h->p[i] = calloc(1, piece_bytes(w, l, (int)i) + 1)))
-					return oom(e);
+					return err_oom(e);
 				if (w->src->fill(w->src->ctx, &lp, h->p[i], e))
 					return e->code;
 			}
@@ -246,7 +241,7 @@ static int link_kept(struct walk *w, struct err *e)
 			if (!h->p)
 				continue;
 			if (!(fed = calloc(t->l->npieces + 1, sizeof *fed)))
-				return oom(e);
+				return err_oom(e);
 			for (int k = 0; k < w->g.nedges; k++) {
 				const struct tg_edge *ed = &w->g.edges[k];
 
@@ -299,7 +294,7 @@ static int step_alloc(struct walk *w, const struct tg_seg *sg, struct err *e)
 
 	for (int i = sg->first; i < sg->first + sg->count; i++)
 		if (!h->p[i] && !(h->p[i] = calloc(1, piece_bytes(w, sg->list, i) + 1)))
-			return oom(e);
+			return err_oom(e);
 	return NR_OK;
 }
 
@@ -521,13 +516,13 @@ static int round_prepare(struct walk *w, const struct tg_round *rd, struct msgs 
 				return err_set(e, NR_EIO, "live: edge %d carries %lld bytes, its pieces %lld",
 					       mv->edge, (long long)ed->bytes, (long long)n);
 			if (!(io->send = malloc((size_t)n + 1)))
-				return oom(e);
+				return err_oom(e);
 			if (edge_pack(w, ed, io->send, true) < 0)
 				return err_set(e, NR_EIO, "live: GPU %d: a piece is read after it is freed",
 					       ed->src);
 		}
 		if (ms_dst && !io->recv && !(io->recv = malloc((size_t)ed->bytes + 1)))
-			return oom(e);
+			return err_oom(e);
 		for (int64_t o = mv->off; o < mv->off + mv->bytes; o += MSG_MAX) {
 			int64_t n = mv->off + mv->bytes - o < MSG_MAX ? mv->off + mv->bytes - o : MSG_MAX;
 			struct exec_msg m = {
@@ -537,7 +532,7 @@ static int round_prepare(struct walk *w, const struct tg_round *rd, struct msgs 
 			};
 
 			if (msg_add(ms, m))
-				return oom(e);
+				return err_oom(e);
 			if (ms_src)
 				*sent += (uint64_t)n;
 		}

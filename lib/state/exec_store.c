@@ -128,7 +128,7 @@ static int store_take(void *ctx, const struct exec_piece *p, const void *data, s
 			free(s->tmp);
 			s->tmpcap = 0;
 			if (!(s->tmp = malloc(len)))
-				return err_set(e, NR_EIO, "out of memory");
+				return err_oom(e);
 			s->tmpcap = len;
 		}
 		if (src_fill(s, p->u->model, p->kind, p->pc->tensor, &p->pc->box, s->tmp, &p->pc->box,
@@ -151,7 +151,7 @@ int exec_store_open(struct exec_store **s, const struct env *v, const char *path
 	int rc;
 
 	if (!(*s = calloc(1, sizeof **s)))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if ((rc = store_reader_open(&(*s)->r, path, e))) {
 		free(*s);
 		*s = NULL;

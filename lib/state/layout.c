@@ -94,7 +94,7 @@ int layout_tensors(const struct arch *a, struct gtensor **out, int *n, struct er
 	nt = 2 + layout_layer_tensors(a) * a->layers + (layout_output_index(a) >= 0);
 	t = calloc((size_t)nt, sizeof *t);
 	if (!t)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	set_tensor(&t[0], -1, "embedding.word_embeddings.weight", 2, (const int64_t[]){ v, h });
 	for (int i = 0; i < a->layers; i++) {
 		const int64_t shapes[LT_COUNT][3] = {
@@ -138,7 +138,7 @@ static int set_stages(struct layout *lo, const int *stage_layers, struct err *e)
 
 	lo->first = malloc((size_t)(lo->pp + 1) * sizeof *lo->first);
 	if (!lo->first)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if (!stage_layers && layers % lo->pp)
 		return err_set(e, NR_EINPUT, "layers %d do not split evenly into pp %d stages; "
 			       "give per-stage layer counts", layers, lo->pp);
@@ -327,7 +327,7 @@ int layout_pieces(const struct layout *lo, enum state_kind kind, int tp_rank, in
 	rp.p = malloc((size_t)(4 + layout_layer_tensors(a) *
 			       (lo->first[pp_rank + 1] - lo->first[pp_rank])) * sizeof *rp.p);
 	if (!rp.p)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 
 	if (pp_rank == 0)
 		add_vocab(&rp, lo, 0, r, false);

@@ -270,7 +270,7 @@ static int build(struct st_file *f, json_t *root, struct err *e)
 	f->arena = malloc(nt * sizeof *f->tensors + nm * sizeof *f->meta +
 			  nshape * sizeof *shapes + nstr + 1);
 	if (!f->arena)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	f->tensors = f->arena;
 	f->meta = (struct st_meta *)(f->tensors + nt);
 	shapes = (uint64_t *)(f->meta + nm);
@@ -464,7 +464,7 @@ int st_read_fd(struct st_file *f, const char *name, int fd, struct err *e)
 		return rc;
 	hdr = malloc(n ? n : 1);
 	if (!hdr)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	rc = pread_all(fd, name, hdr, (size_t)n, 8, e);
 	if (rc == NR_OK)
 		rc = parse_header(f, name, hdr, n, size, e);
@@ -511,7 +511,7 @@ static int add_tensor(json_t *root, const struct st_desc *d, uint64_t begin, uin
 	ent = json_pack("{s:s, s:o, s:[I, I]}", "dtype", dtypes[d->dtype].name, "shape", shape,
 			"data_offsets", (json_int_t)begin, (json_int_t)end);
 	if (!ent)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if (json_object_set_new(root, d->name, ent) != 0)
 		return err_set(e, NR_EINPUT, "tensor name '%s' is not valid UTF-8", d->name);
 	return NR_OK;
@@ -547,7 +547,7 @@ int st_header_build(const struct st_desc *t, size_t n, const struct st_meta *met
 	size_t slen;
 
 	if (!root)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if (nmeta)
 		rc = add_meta(root, meta, nmeta, e);
 	for (size_t i = 0; i < n && rc == NR_OK; i++) {
@@ -566,7 +566,7 @@ int st_header_build(const struct st_desc *t, size_t n, const struct st_meta *met
 		off += bytes;
 	}
 	if (rc == NR_OK && !(s = json_dumps(root, JSON_COMPACT)))
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 	json_decref(root);
 	if (rc)
 		return rc;
@@ -580,7 +580,7 @@ int st_header_build(const struct st_desc *t, size_t n, const struct st_meta *met
 	buf = malloc(8 + len);
 	if (!buf) {
 		free(s);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	for (int i = 0; i < 8; i++)
 		buf[i] = (char)(len >> (8 * i) & 0xff);
@@ -655,7 +655,7 @@ int st_write_fd(int fd, const char *name, const struct st_desc *t, size_t n,
 			rc = err_set(e, NR_EINPUT, "%s: tensor '%s' has no data and no fill callback",
 				     name, t[i].name);
 		else if (!chunk && !(chunk = malloc(FILL_CHUNK)))
-			rc = err_set(e, NR_EIO, "out of memory");
+			rc = err_oom(e);
 		else
 			rc = write_filled(fd, name, &t[i], i, bytes, fill, ctx, chunk, e);
 	}

@@ -21,12 +21,7 @@
 #include "common/json.h"
 #include "plan/plan.h"
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
-int read_whole(const char *path, const char *show, char **buf, size_t *len, struct err *e)
+int store_read_whole(const char *path, const char *show, char **buf, size_t *len, struct err *e)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 	struct stat sb;
@@ -42,9 +37,9 @@ int read_whole(const char *path, const char *show, char **buf, size_t *len, stru
 	*buf = malloc(*len + 1);
 	if (!*buf) {
 		close(fd);
-		return oom(e);
+		return err_oom(e);
 	}
-	rc = xread(fd, show, *buf, *len, 0, e);
+	rc = store_xread(fd, show, *buf, *len, 0, e);
 	close(fd);
 	if (rc) {
 		free(*buf);
@@ -92,9 +87,9 @@ static char *parent_of(const char *dst, const char **base)
 
 	*base = slash ? slash + 1 : dst;
 	if (!slash)
-		return xstrdup(".");
+		return store_strdup(".");
 	if (slash == dst)
-		return xstrdup("/");
+		return store_strdup("/");
 	return strndup(dst, (size_t)(slash - dst));
 }
 
@@ -154,7 +149,7 @@ static void sweep(const char *parent, const char *base)
 
 		if (!work_name(de->d_name, base))
 			continue;
-		path = path_join(parent, de->d_name);
+		path = store_path_join(parent, de->d_name);
 		fd = path ? open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
 		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && ours(fd))
 			rm_rf(path);
@@ -190,14 +185,14 @@ int work_begin(struct work *w, const char *dst, bool archive_ok, const struct st
 	w->archive = archive_ok && store_is_archive_name(dst, &w->zstd);
 	parent = parent_of(dst, &base);
 	if (!parent)
-		return oom(e);
+		return err_oom(e);
 	sweep(parent, base);
-	w->dst = xstrdup(dst);
+	w->dst = store_strdup(dst);
 	len = strlen(parent) + strlen(base) + 14;
 	w->dir = malloc(len);
 	if (!w->dst || !w->dir) {
 		free(parent);
-		return oom(e);
+		return err_oom(e);
 	}
 	/* hidden, so that no glob for the outputs (DIR/step-*) finds one a
 	 * killed run left */
@@ -215,9 +210,9 @@ int work_begin(struct work *w, const char *dst, bool archive_ok, const struct st
 	if (w->lock < 0 || flock(w->lock, LOCK_EX | LOCK_NB) != 0)
 		return err_set(e, NR_EIO, "cannot lock a folder beside '%s': %s", dst,
 			       strerror(errno));
-	w->out = path_join(w->dir, "out");
+	w->out = store_path_join(w->dir, "out");
 	if (!w->out)
-		return oom(e);
+		return err_oom(e);
 	if (mkdir(w->out, 0755) != 0)
 		return err_set(e, NR_EIO, "cannot create a folder beside '%s': %s", dst,
 			       strerror(errno));
@@ -226,11 +221,11 @@ int work_begin(struct work *w, const char *dst, bool archive_ok, const struct st
 
 int work_mkdirs(const struct work *w, const char *rel, struct err *e)
 {
-	char *p = path_join(w->out, rel);
+	char *p = store_path_join(w->out, rel);
 	int rc = NR_OK;
 
 	if (!p)
-		return oom(e);
+		return err_oom(e);
 	for (char *s = p + strlen(w->out) + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
 		if (mkdir(p, 0755) != 0 && errno != EEXIST)
@@ -268,16 +263,16 @@ int work_commit(struct work *w, struct err *e)
 	char *parent, *from = w->out, *arch = NULL;
 	int rc = NR_OK;
 
-	if (syncing(o) && nftw(w->out, sync_dir, 16, FTW_DEPTH | FTW_PHYS) != 0)
+	if (store_syncing(o) && nftw(w->out, sync_dir, 16, FTW_DEPTH | FTW_PHYS) != 0)
 		return err_set(e, NR_EIO, "cannot sync '%s': %s", w->out, strerror(errno));
 	if (w->archive) {
-		arch = path_join(w->dir, "archive");
+		arch = store_path_join(w->dir, "archive");
 		if (!arch)
-			return oom(e);
+			return err_oom(e);
 		rc = tar_pack(w->out, arch, w->zstd, o, e);
 		from = arch;
 	}
-	if (rc == NR_OK && cancelled(o))
+	if (rc == NR_OK && store_cancelled(o))
 		rc = err_set(e, NR_EIO, "interrupted");
 	/* never over what appeared at dst while we worked (another run's
 	 * output, a user's file): the first to finish keeps the name */
@@ -290,7 +285,7 @@ int work_commit(struct work *w, struct err *e)
 	if (rc)
 		return rc;
 	parent = parent_of(w->dst, &base);
-	if (parent && syncing(o) && fsync_path(parent, O_RDONLY | O_DIRECTORY) != 0)
+	if (parent && store_syncing(o) && fsync_path(parent, O_RDONLY | O_DIRECTORY) != 0)
 		rc = err_set(e, NR_EIO, "cannot sync '%s': %s", parent, strerror(errno));
 	free(parent);
 	return rc;
@@ -316,12 +311,12 @@ void work_end(struct work *w)
 int work_write(const struct work *w, const char *rel, const void *buf, size_t len,
 		     struct err *e)
 {
-	char *path = path_join(w->out, rel);
+	char *path = store_path_join(w->out, rel);
 	const char *p = buf;
 	int fd, rc;
 
 	if (!path)
-		return oom(e);
+		return err_oom(e);
 	if ((rc = work_mkdirs(w, rel, e))) {
 		free(path);
 		return rc;
@@ -339,7 +334,7 @@ int work_write(const struct work *w, const char *rel, const void *buf, size_t le
 		else
 			p += n, len -= (size_t)n;
 	}
-	if (rc == NR_OK && syncing(w->o) && fsync(fd) != 0)
+	if (rc == NR_OK && store_syncing(w->o) && fsync(fd) != 0)
 		rc = err_set(e, NR_EIO, "cannot write '%s': %s", path, strerror(errno));
 	if (fd >= 0 && close(fd) != 0 && rc == NR_OK)
 		rc = err_set(e, NR_EIO, "cannot write '%s': %s", path, strerror(errno));
@@ -357,15 +352,15 @@ int store_add_aux(struct work *w, struct manifest *m, const char *rel, const voi
 		struct maux *na = realloc(m->aux, (m->naux ? 2 * m->naux : 4) * sizeof *na);
 
 		if (!na)
-			return oom(e);
+			return err_oom(e);
 		m->aux = na;
 	}
 	if ((rc = work_write(w, rel, buf, len, e)))
 		return rc;
 	a = &m->aux[m->naux];
-	a->path = xstrdup(rel);
+	a->path = store_strdup(rel);
 	if (!a->path)
-		return oom(e);
+		return err_oom(e);
 	a->bytes = len;
 	a->xxh3 = XXH3_64bits(buf, len);
 	m->naux++;
@@ -382,13 +377,13 @@ int store_read_aux(const struct store *s, const char *rel, char **buf, size_t *l
 	for (size_t i = 0; i < s->m.naux; i++)
 		if (strcmp(s->m.aux[i].path, rel) == 0)
 			a = &s->m.aux[i];
-	path = path_join(s->root, rel);
+	path = store_path_join(s->root, rel);
 	if (!a || !path) {
 		free(path);
-		return a ? oom(e) : err_set(e, NR_EINPUT, "%s: no file '%s'", s->name, rel);
+		return a ? err_oom(e) : err_set(e, NR_EINPUT, "%s: no file '%s'", s->name, rel);
 	}
 	store_show(s, rel, show, sizeof show);
-	rc = read_whole(path, show, buf, len, e);
+	rc = store_read_whole(path, show, buf, len, e);
 	free(path);
 	if (rc)
 		return rc;
@@ -456,9 +451,9 @@ static int check_shard(const struct store *s, const size_t *ord, size_t a, size_
 
 	piece_file(s, first, rel, sizeof rel);
 	store_show(s, rel, show, sizeof show);
-	path = path_join(s->root, rel);
+	path = store_path_join(s->root, rel);
 	if (!path)
-		return oom(e);
+		return err_oom(e);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	free(path);
 	if (fd < 0)
@@ -500,7 +495,7 @@ static int check_shard(const struct store *s, const size_t *ord, size_t a, size_
 static int check_aux_files(const struct store *s, struct err *e)
 {
 	for (size_t i = 0; i < s->m.naux; i++) {
-		char *path = path_join(s->root, s->m.aux[i].path), show[PATH_MAX + 600];
+		char *path = store_path_join(s->root, s->m.aux[i].path), show[PATH_MAX + 600];
 		struct stat sb;
 		int r = path ? stat(path, &sb) : -1;
 
@@ -526,29 +521,29 @@ int store_open(struct store *s, const char *src, struct work *w, struct err *e)
 	memset(s, 0, sizeof *s);
 	if (stat(src, &sb) != 0)
 		return err_set(e, NR_EINPUT, "cannot open store '%s': %s", src, strerror(errno));
-	s->name = xstrdup(src);
+	s->name = store_strdup(src);
 	if (!s->name)
-		return oom(e);
+		return err_oom(e);
 	s->archive = !S_ISDIR(sb.st_mode);
 	if (s->archive && !w)
 		return err_set(e, NR_EINPUT, "'%s': a store archive cannot be read in place here; "
 			       "extract it, or reshard it into a directory with apply", src);
 	if (s->archive) {
-		s->root = path_join(w->dir, "src");
+		s->root = store_path_join(w->dir, "src");
 		if (!s->root)
-			return oom(e);
+			return err_oom(e);
 		if ((rc = tar_extract(src, s->root, w->o, e)))
 			return rc;
 	} else {
-		s->root = xstrdup(src);
+		s->root = store_strdup(src);
 		if (!s->root)
-			return oom(e);
+			return err_oom(e);
 	}
-	mpath = path_join(s->root, STORE_MANIFEST);
+	mpath = store_path_join(s->root, STORE_MANIFEST);
 	if (!mpath)
-		return oom(e);
+		return err_oom(e);
 	store_show(s, STORE_MANIFEST, show, sizeof show);
-	rc = read_whole(mpath, show, &buf, &len, e);
+	rc = store_read_whole(mpath, show, &buf, &len, e);
 	free(mpath);
 	if (rc)
 		return err_prefix(e, "not a state store");
@@ -557,7 +552,7 @@ int store_open(struct store *s, const char *src, struct work *w, struct err *e)
 	if (rc)
 		return rc;
 	if (!(ord = shard_order(&s->m)))
-		return oom(e);
+		return err_oom(e);
 	for (size_t a = 0, b; a < s->m.npieces && rc == NR_OK; a = b) {
 		for (b = a + 1; b < s->m.npieces &&
 				manifest_same_shard(&s->m.pieces[ord[a]], &s->m.pieces[ord[b]]); b++)
@@ -587,7 +582,7 @@ int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind
 	int file = -1, rc = NR_OK;
 
 	if (!ord)
-		return oom(e);
+		return err_oom(e);
 	for (size_t i = 0; i < s->m.npieces && rc == NR_OK; i++) {
 		const struct mpiece *p = &s->m.pieces[ord[i]];
 		struct xpiece *q;
@@ -599,17 +594,17 @@ int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind
 
 			piece_file(s, p, rel, sizeof rel);
 			store_show(s, rel, show, sizeof show);
-			path = path_join(s->root, rel);
+			path = store_path_join(s->root, rel);
 			file = path ? xfer_src_file(x, path, show) : -1;
 			free(path);
 			if (file < 0) {
-				rc = oom(e);
+				rc = err_oom(e);
 				break;
 			}
 		}
 		prev = p;
 		if (!(q = xfer_src(x))) {
-			rc = oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		q->group = group_base + p->tensor;
@@ -628,7 +623,7 @@ int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind
 
 static struct mpiece *add_mpiece(struct manifest *m, size_t *cap)
 {
-	if (grow(&m->pieces, cap, m->npieces + 1, sizeof *m->pieces))
+	if (mem_grow(&m->pieces, cap, m->npieces + 1, sizeof *m->pieces))
 		return NULL;
 	return memset(&m->pieces[m->npieces++], 0, sizeof *m->pieces);
 }
@@ -652,7 +647,7 @@ static int add_dst_shard(struct xfer *x, struct work *w, struct manifest *m, siz
 		if (lp[k].copy || box_volume(&lp[k].box) == 0)
 			continue;
 		if (!(q = xfer_dst(x)) || !(mp = add_mpiece(m, mcap))) {
-			rc = oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		mp->model = mi;
@@ -679,9 +674,9 @@ static int add_dst_shard(struct xfer *x, struct work *w, struct manifest *m, siz
 	store_shard_path(rel, sizeof rel, &mm->lo, kind, tp, pp, dp);
 	if ((rc = work_mkdirs(w, rel, e)))
 		return rc;
-	path = path_join(w->out, rel);
-	show = path_join(w->dst, rel);
-	rc = path && show ? xfer_dst_file(x, path, show, first, NULL, 0, NULL, 0, e) : oom(e);
+	path = store_path_join(w->out, rel);
+	show = store_path_join(w->dst, rel);
+	rc = path && show ? xfer_dst_file(x, path, show, first, NULL, 0, NULL, 0, e) : err_oom(e);
 	free(path);
 	free(show);
 	for (size_t i = first; i < x->ndst && rc == NR_OK; i++)
@@ -724,7 +719,7 @@ int store_finish(struct xfer *x, struct work *w, struct manifest *m, struct err 
 	text = doc ? json_dumps(doc, JSON_INDENT(1)) : NULL;
 	json_decref(doc);
 	if (!text)
-		return oom(e);
+		return err_oom(e);
 	/* What we write must read back as the manifest it is. */
 	rc = manifest_parse(&check, STORE_MANIFEST, text, strlen(text), e);
 	if (rc) {
@@ -732,9 +727,9 @@ int store_finish(struct xfer *x, struct work *w, struct manifest *m, struct err 
 		rc = e->code = NR_EIO;
 	}
 	manifest_free(&check);
-	path = path_join(w->out, STORE_MANIFEST);
+	path = store_path_join(w->out, STORE_MANIFEST);
 	if (rc == NR_OK && !path)
-		rc = oom(e);
+		rc = err_oom(e);
 	if (rc == NR_OK)
 		rc = write_file_atomic(path, text, strlen(text), e);
 	free(path);
@@ -831,7 +826,7 @@ int store_apply(const char *src, const struct store_layout *to, int nto, const c
 			rc = store_set_layout(&m, i, &lo, e);
 		m.nmodels = i + 1;
 		if (rc == NR_OK)
-			rc = mmodel_copy_origin(&m.models[i], from) ? oom(e) : NR_OK;
+			rc = mmodel_copy_origin(&m.models[i], from) ? err_oom(e) : NR_OK;
 		for (int k = 0; k < NKINDS && rc == NR_OK; k++) {
 			has[k] = store_has_kind(&from->lo, (enum state_kind)k);
 			if (has[k] && store_has_kind(&lo, (enum state_kind)k))
@@ -869,9 +864,9 @@ int store_layouts(const char *src, struct store_layout *out, int max, int *n, st
 		return err_set(e, NR_EINPUT, "cannot open store '%s': %s", src, strerror(errno));
 	snprintf(show, sizeof show, "%s%s%s", src, S_ISDIR(sb.st_mode) ? "/" : ":", STORE_MANIFEST);
 	if (S_ISDIR(sb.st_mode)) {
-		char *path = path_join(src, STORE_MANIFEST);
+		char *path = store_path_join(src, STORE_MANIFEST);
 
-		rc = path ? read_whole(path, show, &buf, &len, e) : oom(e);
+		rc = path ? store_read_whole(path, show, &buf, &len, e) : err_oom(e);
 		free(path);
 		if (rc)
 			return err_prefix(e, "not a state store");

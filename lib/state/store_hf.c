@@ -53,11 +53,6 @@ static const struct {
 static const char *const hf_buffers[] = { "self_attn.rotary_emb.inv_freq",
 					  "rotary_emb.inv_freq", NULL };
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 static int hf_per_layer(const struct arch *a)
 {
 	return HF_LAYER_TENSORS + (a->attn_bias ? HF_LAYER_BIASES : 0);
@@ -313,7 +308,7 @@ static int read_index(struct ckpt *c, const char *path, json_t **map, json_t **r
 			       "tensor's file", path);
 	c->names = calloc(json_object_size(*map), sizeof *c->names);
 	if (!c->names)
-		return oom(e);
+		return err_oom(e);
 	json_object_foreach(*map, key, v) {
 		bool seen = false;
 
@@ -322,8 +317,8 @@ static int read_index(struct ckpt *c, const char *path, json_t **map, json_t **r
 				       "ending in .safetensors", path, key);
 		for (size_t i = 0; i < c->nfiles && !seen; i++)
 			seen = strcmp(c->names[i], json_string_value(v)) == 0;
-		if (!seen && !(c->names[c->nfiles++] = xstrdup(json_string_value(v))))
-			return oom(e);
+		if (!seen && !(c->names[c->nfiles++] = store_strdup(json_string_value(v))))
+			return err_oom(e);
 	}
 	qsort(c->names, c->nfiles, sizeof *c->names, by_name);
 	return NR_OK;
@@ -363,7 +358,7 @@ static int check_file(struct ckpt *c, size_t k, const char *show, json_t *map, i
 
 	c->ids[k] = malloc((f->ntensors + 1) * sizeof *c->ids[k]);
 	if (!c->ids[k])
-		return oom(e);
+		return err_oom(e);
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const struct st_tensor *t = &f->tensors[i];
 		uint64_t at = f->data_start + t->begin, shape[BOX_MAXDIM];
@@ -415,27 +410,27 @@ static int ckpt_read(struct ckpt *c, const char *dir, struct err *e)
 	size_t total = 0;
 
 	memset(c, 0, sizeof *c);
-	c->dir = xstrdup(dir);
-	path = path_join(dir, HF_CONFIG);
+	c->dir = store_strdup(dir);
+	path = store_path_join(dir, HF_CONFIG);
 	if (!c->dir || !path)
-		return oom(e);
+		return err_oom(e);
 	rc = read_config(path, &c->arch, e);
 	free(path);
 	if (rc)
 		return rc;
-	path = path_join(dir, HF_SINGLE);
+	path = store_path_join(dir, HF_SINGLE);
 	if (!path)
-		return oom(e);
+		return err_oom(e);
 	if (stat(path, &sb) == 0) {
 		c->names = calloc(1, sizeof *c->names);
-		if (!c->names || !(c->names[0] = xstrdup(HF_SINGLE)))
-			rc = oom(e);
+		if (!c->names || !(c->names[0] = store_strdup(HF_SINGLE)))
+			rc = err_oom(e);
 		c->nfiles = 1;
 	} else {
 		free(path);
-		path = path_join(dir, HF_INDEX);
+		path = store_path_join(dir, HF_INDEX);
 		if (!path)
-			return oom(e);
+			return err_oom(e);
 		if (stat(path, &sb) != 0)
 			rc = err_set(e, NR_EINPUT, "'%s': no %s and no %s: not a Hugging Face "
 				     "checkpoint", dir, HF_SINGLE, HF_INDEX);
@@ -450,17 +445,17 @@ static int ckpt_read(struct ckpt *c, const char *dir, struct err *e)
 	where = malloc((size_t)nt * sizeof *where);
 	c->gdtype = calloc((size_t)nt, 1); /* there are no more global tensors than these */
 	if (rc == NR_OK && (!c->files || !c->ids || !where || !c->gdtype))
-		rc = oom(e);
+		rc = err_oom(e);
 	for (int i = 0; i < nt && where; i++)
 		where[i] = -1;
 	for (size_t k = 0; k < c->nfiles && rc == NR_OK; k++) {
-		char *p = path_join(dir, c->names[k]);
+		char *p = store_path_join(dir, c->names[k]);
 		FILE *f = p ? fopen(p, "rb") : NULL;
 
 		if (!f && p)
 			rc = err_set(e, NR_EINPUT, "cannot open '%s': %s", p, strerror(errno));
 		else if (!f)
-			rc = oom(e);
+			rc = err_oom(e);
 		else if ((rc = st_read_fd(&c->files[k], p, fileno(f), e)) == NR_OK &&
 			 c->files[k].ntensors == 0)
 			rc = err_set(e, NR_EINPUT, "%s: no tensors", p);
@@ -537,7 +532,7 @@ static int list_extra(const char *dir, char ***names, size_t *n, struct err *e)
 
 		if (!is_extra(de->d_name) || !store_path_ok(de->d_name))
 			continue;
-		path = path_join(dir, de->d_name);
+		path = store_path_join(dir, de->d_name);
 		reg = path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 		free(path);
 		if (!reg)
@@ -546,13 +541,13 @@ static int list_extra(const char *dir, char ***names, size_t *n, struct err *e)
 			char **grown = realloc(*names, (cap = 2 * cap + 8) * sizeof *grown);
 
 			if (!grown) {
-				rc = oom(e);
+				rc = err_oom(e);
 				break;
 			}
 			*names = grown;
 		}
-		if (!((*names)[(*n)++] = xstrdup(de->d_name)))
-			rc = oom(e);
+		if (!((*names)[(*n)++] = store_strdup(de->d_name)))
+			rc = err_oom(e);
 	}
 	closedir(d);
 	if (*n)
@@ -570,20 +565,20 @@ static int keep_extra(const struct ckpt *c, struct work *w, struct manifest *m, 
 	int rc = list_extra(c->dir, &names, &n, e);
 
 	if (rc == NR_OK && !(h->extra = calloc(n + 1, sizeof *h->extra)))
-		rc = oom(e);
+		rc = err_oom(e);
 	for (size_t i = 0; i < n && rc == NR_OK; i++) {
-		char rel[600], *path = path_join(c->dir, names[i]), *buf;
+		char rel[600], *path = store_path_join(c->dir, names[i]), *buf;
 		size_t len;
 
 		snprintf(rel, sizeof rel, "%s/hf/%s", m->models[mi].lo.name, names[i]);
-		rc = path ? read_whole(path, path, &buf, &len, e) : oom(e);
+		rc = path ? store_read_whole(path, path, &buf, &len, e) : err_oom(e);
 		free(path);
 		if (rc == NR_OK) {
 			rc = store_add_aux(w, m, rel, buf, len, e);
 			free(buf);
 		}
-		if (rc == NR_OK && !(h->extra[h->nextra++] = xstrdup(rel)))
-			rc = oom(e);
+		if (rc == NR_OK && !(h->extra[h->nextra++] = store_strdup(rel)))
+			rc = err_oom(e);
 	}
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
@@ -606,10 +601,10 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 	mm->has_hf = true;
 	mm->hf.files = calloc(c->nfiles, sizeof *mm->hf.files);
 	if (!mm->hf.files)
-		return oom(e);
+		return err_oom(e);
 	for (int k = 0; k < 2 && rc == NR_OK; k++) {
 		const char *file = k ? HF_INDEX : HF_CONFIG;
-		char *path = path_join(c->dir, file), *buf;
+		char *path = store_path_join(c->dir, file), *buf;
 		size_t len;
 
 		if (k && (!c->has_index || c->nbuffers)) {
@@ -617,33 +612,33 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 			break;
 		}
 		snprintf(rel, sizeof rel, "%s/hf/%s", name, file);
-		rc = path ? read_whole(path, path, &buf, &len, e) : oom(e);
+		rc = path ? store_read_whole(path, path, &buf, &len, e) : err_oom(e);
 		free(path);
 		if (rc == NR_OK) {
 			rc = store_add_aux(w, m, rel, buf, len, e);
 			free(buf);
 		}
-		if (rc == NR_OK && !(*(k ? &mm->hf.index : &mm->hf.config) = xstrdup(rel)))
-			rc = oom(e);
+		if (rc == NR_OK && !(*(k ? &mm->hf.index : &mm->hf.config) = store_strdup(rel)))
+			rc = err_oom(e);
 	}
 	for (size_t f = 0; f < c->nfiles && rc == NR_OK && !c->nbuffers; f++) {
 		struct hf_file *h = &mm->hf.files[f];
-		char *path = path_join(c->dir, c->names[f]), *buf = NULL;
+		char *path = store_path_join(c->dir, c->names[f]), *buf = NULL;
 		FILE *fp = path ? fopen(path, "rb") : NULL;
 		size_t len = (size_t)c->files[f].data_start;
 
 		mm->hf.nfiles = f + 1;
 		snprintf(rel, sizeof rel, "%s/hf/%s.header", name, c->names[f]);
-		h->name = xstrdup(c->names[f]);
-		h->header = xstrdup(rel);
+		h->name = store_strdup(c->names[f]);
+		h->header = store_strdup(rel);
 		h->tensors = malloc(c->files[f].ntensors * sizeof *h->tensors);
 		buf = malloc(len);
 		if (!fp)
 			rc = err_set(e, NR_EIO, "cannot open '%s': %s", path, strerror(errno));
 		else if (!h->name || !h->header || !h->tensors || !buf)
-			rc = oom(e);
+			rc = err_oom(e);
 		if (rc == NR_OK)
-			rc = xread(fileno(fp), path, buf, len, 0, e);
+			rc = store_xread(fileno(fp), path, buf, len, 0, e);
 		if (rc == NR_OK)
 			rc = store_add_aux(w, m, rel, buf, len, e);
 		if (rc == NR_OK) {
@@ -662,12 +657,12 @@ static int keep_origin(const struct ckpt *c, struct work *w, struct manifest *m,
 static int add_ckpt_src(struct xfer *x, const struct ckpt *c, int base, struct err *e)
 {
 	for (size_t k = 0; k < c->nfiles; k++) {
-		char *path = path_join(c->dir, c->names[k]);
+		char *path = store_path_join(c->dir, c->names[k]);
 		int file = path ? xfer_src_file(x, path, path) : -1;
 
 		free(path);
 		if (file < 0)
-			return oom(e);
+			return err_oom(e);
 		for (size_t i = 0; i < c->files[k].ntensors; i++) {
 			const struct st_tensor *t = &c->files[k].tensors[i];
 			struct xpiece *q;
@@ -677,7 +672,7 @@ static int add_ckpt_src(struct xfer *x, const struct ckpt *c, int base, struct e
 			if (c->ids[k][i] < 0)
 				continue;
 			if (!(q = xfer_src(x)))
-				return oom(e);
+				return err_oom(e);
 			hf_tensor(&c->arch, c->ids[k][i], q->name, sizeof q->name, &tensor, &q->box,
 				  &ndim, shape);
 			q->group = base + tensor;
@@ -729,7 +724,7 @@ int store_import(const struct store_hf *models, int n, const char *dst,
 			rc = store_set_layout(&m, i, &lo, e);
 		for (int t = 0; rc == NR_OK && t < m.models[i].layout.ntensors; t++)
 			if (mmodel_set_dtype(&m.models[i], t, c[i].gdtype[t] - 1))
-				rc = oom(e);
+				rc = err_oom(e);
 		if (rc == NR_OK && c[i].nbuffers && o && o->notice) {
 			char msg[LAYOUT_NAME_MAX + 256];
 
@@ -773,15 +768,15 @@ static int add_hf_file(struct xfer *x, const struct work *w, const struct mmodel
 {
 	static const struct st_meta meta[] = { { "format", "pt" } };
 	size_t first = x->ndst;
-	char *path = path_join(w->out, name), *show = path_join(w->dst, name);
-	int rc = path && show ? NR_OK : oom(e);
+	char *path = store_path_join(w->out, name), *show = store_path_join(w->dst, name);
+	int rc = path && show ? NR_OK : err_oom(e);
 
 	for (size_t i = 0; i < n && rc == NR_OK; i++) {
 		struct xpiece *q = xfer_dst(x);
 		int tensor;
 
 		if (!q) {
-			rc = oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		hf_tensor(&mm->lo.arch, ids[i], q->name, sizeof q->name, &tensor, &q->box, &q->ndim,
@@ -879,7 +874,7 @@ static int write_json(const struct work *w, const char *rel, json_t *doc, struct
 
 	json_decref(doc);
 	if (!s)
-		return oom(e);
+		return err_oom(e);
 	n = strlen(s);
 	s[n] = '\n'; /* json_dumps leaves room: its NUL becomes the final newline */
 	rc = work_write(w, rel, s, n + 1, e);
@@ -985,7 +980,7 @@ static int export_fresh(struct xfer *x, struct work *w, const struct store *s,
 	uint64_t cur = 0, total = 0;
 
 	if (!t || !names || !start || !ids || !map)
-		rc = oom(e);
+		rc = err_oom(e);
 	for (int i = 0; i < nt && rc == NR_OK; i++) {
 		uint64_t shape[BOX_MAXDIM], bytes;
 		int tensor, ndim;

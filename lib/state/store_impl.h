@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/mem.h"
 #include "state/safetensors.h"
 #include "state/store.h"
 
@@ -76,7 +77,7 @@ int xfer_run(struct xfer *x, struct err *e);
 void xfer_free(struct xfer *x);
 
 /* Read exactly len bytes at off of fd, or fail naming show. */
-int xread(int fd, const char *show, void *buf, size_t len, uint64_t off, struct err *e);
+int store_xread(int fd, const char *show, void *buf, size_t len, uint64_t off, struct err *e);
 
 /* --- stores on disk (store.c) --------------------------------------------------- */
 
@@ -124,7 +125,7 @@ void store_show(const struct store *s, const char *rel, char *out, size_t n);
 /* Whether path's name says archive, and compressed. */
 bool store_is_archive_name(const char *path, bool *zstd);
 /* Read a whole file; messages call it show. */
-int read_whole(const char *path, const char *show, char **buf, size_t *len, struct err *e);
+int store_read_whole(const char *path, const char *show, char **buf, size_t *len, struct err *e);
 
 /* Add the source pieces of kind of model mi of s to x. */
 int store_add_src(struct xfer *x, const struct store *s, int mi, enum state_kind kind,
@@ -174,13 +175,12 @@ int tar_pack(const char *dir, const char *out, bool zstd, const struct store_opt
 
 /* --- small helpers ---------------------------------------------------------------- */
 
-int grow(void *pp, size_t *cap, size_t need, size_t size);
-char *xstrdup(const char *s);
+char *store_strdup(const char *s);
 /* "a/b" joined, malloc'd. */
-char *path_join(const char *a, const char *b);
-bool cancelled(const struct store_opts *o);
+char *store_path_join(const char *a, const char *b);
+bool store_cancelled(const struct store_opts *o);
 /* Whether to sync what is written (not when o says no_sync). */
-bool syncing(const struct store_opts *o);
+bool store_syncing(const struct store_opts *o);
 enum st_dtype arch_st_dtype(const struct arch *a);
 /* Order of pieces by shard, then tensor (qsort_r over indices into the
  * pieces given as ctx), and whether two pieces share a shard. */

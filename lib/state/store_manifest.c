@@ -166,8 +166,8 @@ int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from)
 	to->has_hf = from->has_hf;
 	if (!from->has_hf)
 		return NR_OK;
-	t->config = xstrdup(f->config);
-	t->index = xstrdup(f->index);
+	t->config = store_strdup(f->config);
+	t->index = store_strdup(f->index);
 	t->files = calloc(f->nfiles, sizeof *t->files);
 	if (!t->config || (f->index && !t->index) || !t->files)
 		return NR_EIO;
@@ -175,8 +175,8 @@ int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from)
 		struct hf_file *d = &t->files[i];
 
 		t->nfiles = i + 1;
-		d->name = xstrdup(f->files[i].name);
-		d->header = xstrdup(f->files[i].header);
+		d->name = store_strdup(f->files[i].name);
+		d->header = store_strdup(f->files[i].header);
 		d->tensors = malloc((f->files[i].ntensors + 1) * sizeof *d->tensors);
 		if (!d->name || !d->header || !d->tensors)
 			return NR_EIO;
@@ -195,7 +195,7 @@ int mmodel_copy_extra(struct mmodel *to, const struct mmodel *from)
 		return NR_EIO;
 	for (size_t i = 0; i < from->hf.nextra; i++) {
 		t->nextra = i + 1;
-		if (!(t->extra[i] = xstrdup(from->hf.extra[i])))
+		if (!(t->extra[i] = store_strdup(from->hf.extra[i])))
 			return NR_EIO;
 	}
 	return NR_OK;
@@ -210,11 +210,6 @@ struct rd {
 	unsigned char *wseen[MAX_MODELS]; /* per model and tensor: its weights' dtype read */
 };
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 /* A 16-digit lowercase hex XXH3-64 at obj.key. */
 static int get_sum(struct rd *r, json_t *obj, const char *path, const char *key, uint64_t *out)
 {
@@ -223,7 +218,7 @@ static int get_sum(struct rd *r, json_t *obj, const char *path, const char *key,
 
 	if (rc)
 		return rc;
-	jpath(sub, sizeof sub, path, key);
+	jdoc_path(sub, sizeof sub, path, key);
 	if (strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16)
 		return jdoc_fail(r->d, sub, r->e, "expected 16 lowercase hex digits, got \"%s\"", s);
 	*out = strtoull(s, NULL, 16);
@@ -237,7 +232,7 @@ static int get_layout(struct rd *r, json_t *o, const char *path, struct mmodel *
 	long tp, pp, dp;
 	int rc;
 
-	if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
+	if ((rc = jdoc_check_keys(r->d, o, path, keys, r->e)) ||
 	    (rc = jget_int(r->d, o, path, "tp", true, 1, 65536, &tp, r->e)) ||
 	    (rc = jget_int(r->d, o, path, "pp", true, 1, 4096, &pp, r->e)) ||
 	    (rc = jget_int(r->d, o, path, "dp", true, 1, MAX_DP, &dp, r->e)) ||
@@ -272,8 +267,8 @@ static int aux_ref(struct rd *r, const char *sub, const char *s, const char *nam
 				 name, s);
 	if (!has_aux(r->m, s))
 		return jdoc_fail(r->d, sub, r->e, "\"%s\" is not in aux_files", s);
-	*out = xstrdup(s);
-	return *out ? NR_OK : oom(r->e);
+	*out = store_strdup(s);
+	return *out ? NR_OK : err_oom(r->e);
 }
 
 /* A reference at obj.key to an aux file of model name. */
@@ -285,7 +280,7 @@ static int get_aux_ref(struct rd *r, json_t *obj, const char *path, const char *
 
 	if (rc || !json_object_get(obj, key))
 		return rc;
-	jpath(sub, sizeof sub, path, key);
+	jdoc_path(sub, sizeof sub, path, key);
 	return aux_ref(r, sub, s, name, out);
 }
 
@@ -299,14 +294,14 @@ static int get_extra(struct rd *r, json_t *o, const char *path, struct mmodel *m
 
 	if (rc || !arr)
 		return rc;
-	jpath(p, sizeof p, path, "extra");
+	jdoc_path(p, sizeof p, path, "extra");
 	mm->hf.extra = calloc(json_array_size(arr) + 1, sizeof *mm->hf.extra);
 	if (!mm->hf.extra)
-		return oom(r->e);
+		return err_oom(r->e);
 	json_array_foreach(arr, i, v) {
 		char q[600];
 
-		jpath_idx(q, sizeof q, p, i);
+		jdoc_path_idx(q, sizeof q, p, i);
 		if (!json_is_string(v))
 			return jdoc_fail(r->d, q, r->e, "expected a string");
 		for (size_t k = 0; k < i; k++)
@@ -332,27 +327,27 @@ static int get_hf_file(struct rd *r, json_t *o, const char *path, struct mmodel 
 
 	if (!json_is_object(o))
 		return jdoc_fail(r->d, path, r->e, "expected an object");
-	if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
+	if ((rc = jdoc_check_keys(r->d, o, path, keys, r->e)) ||
 	    (rc = jget_str(r->d, o, path, "name", true, name, sizeof name, r->e)) ||
 	    (rc = get_aux_ref(r, o, path, "header", true, mm->lo.name, &f->header)) ||
 	    (rc = jget_arr(r->d, o, path, "tensors", true, &ts, r->e)))
 		return rc;
-	jpath(p, sizeof p, path, "name");
+	jdoc_path(p, sizeof p, path, "name");
 	if (!component_ok(name, strlen(name)) || strlen(name) <= 12 ||
 	    strcmp(name + strlen(name) - 12, ".safetensors") != 0)
 		return jdoc_fail(r->d, p, r->e, "expected a file name ending in .safetensors");
 	for (size_t k = 0; k < mm->hf.nfiles; k++)
 		if (mm->hf.files[k].name && strcmp(mm->hf.files[k].name, name) == 0)
 			return jdoc_fail(r->d, p, r->e, "file \"%s\" listed twice", name);
-	f->name = xstrdup(name);
+	f->name = store_strdup(name);
 	f->tensors = malloc((json_array_size(ts) + 1) * sizeof *f->tensors);
 	if (!f->name || !f->tensors)
-		return oom(r->e);
-	jpath(p, sizeof p, path, "tensors");
+		return err_oom(r->e);
+	jdoc_path(p, sizeof p, path, "tensors");
 	json_array_foreach(ts, i, t) {
 		int id = json_is_string(t) ? hf_lookup(a, json_string_value(t)) : -1;
 
-		jpath_idx(q, sizeof q, p, i);
+		jdoc_path_idx(q, sizeof q, p, i);
 		if (id < 0)
 			return jdoc_fail(r->d, q, r->e, "expected a Hugging Face tensor name of this "
 					 "architecture");
@@ -374,13 +369,13 @@ static int get_hf(struct rd *r, json_t *o, const char *path, struct mmodel *mm)
 	json_t *fs, *f;
 	size_t i;
 
-	if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
+	if ((rc = jdoc_check_keys(r->d, o, path, keys, r->e)) ||
 	    (rc = get_aux_ref(r, o, path, "config", true, mm->lo.name, &mm->hf.config)) ||
 	    (rc = get_aux_ref(r, o, path, "index", false, mm->lo.name, &mm->hf.index)) ||
 	    (rc = jget_arr(r->d, o, path, "files", true, &fs, r->e)) ||
 	    (rc = get_extra(r, o, path, mm)))
 		return rc;
-	jpath(p, sizeof p, path, "files");
+	jdoc_path(p, sizeof p, path, "files");
 	/* no files: the checkpoint's could not be kept (buffers were
 	 * skipped), its config.json alone */
 	if (json_array_size(fs) == 0 && mm->hf.index)
@@ -392,12 +387,12 @@ static int get_hf(struct rd *r, json_t *o, const char *path, struct mmodel *mm)
 	seen = calloc((size_t)nt, 1);
 	if (!mm->hf.files || !seen) {
 		free(seen);
-		return oom(r->e);
+		return err_oom(r->e);
 	}
 	json_array_foreach(fs, i, f) {
 		char q[600];
 
-		jpath_idx(q, sizeof q, p, i);
+		jdoc_path_idx(q, sizeof q, p, i);
 		rc = get_hf_file(r, f, q, mm, &mm->hf.files[i], seen);
 		mm->hf.nfiles = i + 1;
 		if (rc)
@@ -425,25 +420,25 @@ static int get_model(struct rd *r, const char *name, json_t *o, struct mmodel *m
 	json_t *arch, *lay, *hf;
 	int rc;
 
-	jpath(path, sizeof path, "models", name);
+	jdoc_path(path, sizeof path, "models", name);
 	if (!component_ok(name, strlen(name)) || strlen(name) >= sizeof mm->lo.name)
 		return jdoc_fail(r->d, path, r->e, "a model name is 1 to %zu of [A-Za-z0-9._-], "
 				 "not \".\" or \"..\"", sizeof mm->lo.name - 1);
 	snprintf(mm->lo.name, sizeof mm->lo.name, "%s", name);
 	if (!json_is_object(o))
 		return jdoc_fail(r->d, path, r->e, "expected an object");
-	if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
+	if ((rc = jdoc_check_keys(r->d, o, path, keys, r->e)) ||
 	    (rc = jget_obj(r->d, o, path, "arch", true, &arch, r->e)) ||
 	    (rc = jget_obj(r->d, o, path, "layout", true, &lay, r->e)) ||
 	    (rc = jget_obj(r->d, o, path, "hf", false, &hf, r->e)))
 		return rc;
-	jpath(p, sizeof p, path, "arch");
+	jdoc_path(p, sizeof p, path, "arch");
 	if ((rc = arch_load(r->d, arch, p, &mm->lo.arch, r->e)))
 		return rc;
-	jpath(p, sizeof p, path, "layout");
+	jdoc_path(p, sizeof p, path, "layout");
 	if ((rc = get_layout(r, lay, p, mm)))
 		return rc;
-	jpath(p, sizeof p, path, "hf");
+	jdoc_path(p, sizeof p, path, "hf");
 	return hf ? get_hf(r, hf, p, mm) : NR_OK;
 }
 
@@ -455,30 +450,30 @@ static int get_aux(struct rd *r, json_t *arr)
 
 	r->m->aux = calloc(json_array_size(arr) + 1, sizeof *r->m->aux);
 	if (!r->m->aux)
-		return oom(r->e);
+		return err_oom(r->e);
 	json_array_foreach(arr, i, o) {
 		struct maux *x = &r->m->aux[i];
 		char path[512], p[600], s[512];
 		long bytes;
 		int rc;
 
-		jpath_idx(path, sizeof path, "aux_files", i);
+		jdoc_path_idx(path, sizeof path, "aux_files", i);
 		if (!json_is_object(o))
 			return jdoc_fail(r->d, path, r->e, "expected an object");
-		if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
+		if ((rc = jdoc_check_keys(r->d, o, path, keys, r->e)) ||
 		    (rc = jget_str(r->d, o, path, "path", true, s, sizeof s, r->e)) ||
 		    (rc = jget_int(r->d, o, path, "bytes", true, 0, LONG_MAX, &bytes, r->e)) ||
 		    (rc = get_sum(r, o, path, "xxh3", &x->xxh3)))
 			return rc;
-		jpath(p, sizeof p, path, "path");
+		jdoc_path(p, sizeof p, path, "path");
 		if (!store_path_ok(s) || strcmp(s, STORE_MANIFEST) == 0)
 			return jdoc_fail(r->d, p, r->e, "expected a relative path of [A-Za-z0-9._-] "
 					 "names, got \"%s\"", s);
 		if (has_aux(r->m, s))
 			return jdoc_fail(r->d, p, r->e, "\"%s\" listed twice", s);
-		x->path = xstrdup(s);
+		x->path = store_strdup(s);
 		if (!x->path)
-			return oom(r->e);
+			return err_oom(r->e);
 		x->bytes = (uint64_t)bytes;
 		r->m->naux = i + 1;
 	}
@@ -555,7 +550,7 @@ static int get_box(struct rd *r, json_t *o, const char *path, const struct gtens
 	char p[600];
 	int rc;
 
-	if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
+	if ((rc = jdoc_check_keys(r->d, o, path, keys, r->e)) ||
 	    (rc = jget_arr(r->d, o, path, "off", true, &off, r->e)) ||
 	    (rc = jget_arr(r->d, o, path, "ext", true, &ext, r->e)))
 		return rc;
@@ -569,7 +564,7 @@ static int get_box(struct rd *r, json_t *o, const char *path, const struct gtens
 		if (!json_is_integer(x) || !json_is_integer(y) || json_integer_value(x) < 0 ||
 		    json_integer_value(y) < 1 ||
 		    json_integer_value(x) > t->shape[k] - json_integer_value(y)) {
-			jpath(p, sizeof p, path, !json_is_integer(x) || json_integer_value(x) < 0 ?
+			jdoc_path(p, sizeof p, path, !json_is_integer(x) || json_integer_value(x) < 0 ?
 					 "off" : "ext");
 			return jdoc_fail(r->d, p, r->e, "dimension %d is not a non-empty range "
 					 "inside tensor '%s' (extent %lld)", k, t->name,
@@ -602,7 +597,7 @@ static int get_dtype(struct rd *r, const char *path, struct mmodel *mm,
 		return jdoc_fail(r->d, path, r->e, "expected \"BF16\", \"F16\" or \"F32\" "
 				 "for weights, got \"%s\"", dtype);
 	seen[pc->tensor] = 1;
-	return mmodel_set_dtype(mm, pc->tensor, t) ? oom(r->e) : NR_OK;
+	return mmodel_set_dtype(mm, pc->tensor, t) ? err_oom(r->e) : NR_OK;
 }
 
 static int get_piece(struct rd *r, json_t *o, size_t i, struct mpiece *pc)
@@ -615,16 +610,16 @@ static int get_piece(struct rd *r, json_t *o, size_t i, struct mpiece *pc)
 	long off;
 	json_t *box;
 
-	jpath_idx(path, sizeof path, "pieces", i);
+	jdoc_path_idx(path, sizeof path, "pieces", i);
 	if (!json_is_object(o))
 		return jdoc_fail(r->d, path, r->e, "expected an object");
-	if ((rc = jcheck_keys(r->d, o, path, keys, r->e)) ||
+	if ((rc = jdoc_check_keys(r->d, o, path, keys, r->e)) ||
 	    (rc = jget_str(r->d, o, path, "model", true, model, sizeof model, r->e)))
 		return rc;
 	for (int k = 0; k < r->m->nmodels; k++)
 		if (strcmp(r->m->models[k].lo.name, model) == 0)
 			mm = &r->m->models[pc->model = k];
-	jpath(p, sizeof p, path, "model");
+	jdoc_path(p, sizeof p, path, "model");
 	if (!mm)
 		return jdoc_fail(r->d, p, r->e, "no model \"%s\" in models", model);
 	if ((rc = jget_enum(r->d, o, path, "kind", true, state_kind_names, &kind, r->e)) ||
@@ -637,21 +632,21 @@ static int get_piece(struct rd *r, json_t *o, size_t i, struct mpiece *pc)
 		return rc;
 	pc->kind = (enum state_kind)kind;
 	pc->offset = (uint64_t)off;
-	jpath(p, sizeof p, path, "kind");
+	jdoc_path(p, sizeof p, path, "kind");
 	if (!store_has_kind(&mm->lo, pc->kind))
 		return jdoc_fail(r->d, p, r->e, "model \"%s\" is not trainable and keeps no \"%s\"",
 				 model, state_kind_names[kind]);
-	jpath(p, sizeof p, path, "tensor");
+	jdoc_path(p, sizeof p, path, "tensor");
 	pc->tensor = tensor_lookup(&mm->layout, tensor);
 	if (pc->tensor < 0)
 		return jdoc_fail(r->d, p, r->e, "no tensor \"%s\" in model \"%s\"", tensor, model);
-	jpath(p, sizeof p, path, "box");
+	jdoc_path(p, sizeof p, path, "box");
 	if ((rc = get_box(r, box, p, &mm->layout.tensors[pc->tensor], &pc->box)))
 		return rc;
-	jpath(p, sizeof p, path, "dtype");
+	jdoc_path(p, sizeof p, path, "dtype");
 	if ((rc = get_dtype(r, p, r->m->models + pc->model, pc, dtype)))
 		return rc;
-	jpath(p, sizeof p, path, "file");
+	jdoc_path(p, sizeof p, path, "file");
 	if (!parse_shard(file, &mm->lo, pc->kind, &pc->tp, &pc->pp, &pc->dp))
 		return jdoc_fail(r->d, p, r->e, "\"%s\" is not a %s shard of model \"%s\" "
 				 "(tp %d, pp %d, dp %d)", file, state_kind_names[kind], model,
@@ -747,16 +742,16 @@ static int check_pieces(struct rd *r)
 	int rc = NR_OK;
 
 	if (!ord)
-		return oom(r->e);
+		return err_oom(r->e);
 	for (int i = 0; i < m->nmodels && rc == NR_OK; i++) {
 		int nt = m->models[i].layout.ntensors;
 
 		slot[i] = malloc((size_t)nt * sizeof *slot[i]);
 		for (int k = 0; k < NKINDS; k++)
 			if (!(vol[i][k] = calloc((size_t)nt, sizeof **vol)))
-				rc = oom(r->e);
+				rc = err_oom(r->e);
 		if (!slot[i])
-			rc = oom(r->e);
+			rc = err_oom(r->e);
 		for (int t = 0; slot[i] && t < nt; t++)
 			slot[i][t] = -1;
 	}
@@ -818,7 +813,7 @@ int manifest_parse(struct manifest *m, const char *name, const char *buf, size_t
 	rc = jdoc_loadb(&d, name, buf, len, "manifest", e);
 	if (rc)
 		return rc;
-	if ((rc = jcheck_keys(&d, d.root, "", keys, e)) ||
+	if ((rc = jdoc_check_keys(&d, d.root, "", keys, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "models", true, &models, e)) ||
 	    (rc = jget_arr(&d, d.root, "", "aux_files", true, &aux, e)) ||
 	    (rc = jget_arr(&d, d.root, "", "pieces", true, &pieces, e)) ||
@@ -834,7 +829,7 @@ int manifest_parse(struct manifest *m, const char *name, const char *buf, size_t
 			goto out;
 		r.wseen[m->nmodels - 1] = calloc((size_t)m->models[m->nmodels - 1].layout.ntensors, 1);
 		if (!r.wseen[m->nmodels - 1]) {
-			rc = oom(e);
+			rc = err_oom(e);
 			goto out;
 		}
 	}
@@ -842,7 +837,7 @@ int manifest_parse(struct manifest *m, const char *name, const char *buf, size_t
 		goto out;
 	m->pieces = calloc(json_array_size(pieces) + 1, sizeof *m->pieces);
 	if (!m->pieces) {
-		rc = oom(e);
+		rc = err_oom(e);
 		goto out;
 	}
 	json_array_foreach(pieces, i, v) {

@@ -20,11 +20,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 /* --- reading ------------------------------------------------------------------------- */
 
 struct store_reader {
@@ -56,11 +51,11 @@ int store_reader_open(struct store_reader **out, const char *src, struct err *e)
 
 	*out = NULL;
 	if (!r)
-		return oom(e);
+		return err_oom(e);
 	r->last = r->wlast = SIZE_MAX;
 	rc = store_open(&r->s, src, NULL, e);
 	if (rc == NR_OK && !(r->ord = malloc((r->s.m.npieces + 1) * sizeof *r->ord)))
-		rc = oom(e);
+		rc = err_oom(e);
 	if (rc) {
 		store_reader_close(r);
 		return rc;
@@ -104,17 +99,17 @@ int store_reader_piece(struct store_reader *r, size_t i, const void **data, stru
 
 	if (r->last != i) {
 		r->last = SIZE_MAX;
-		if (len > r->cap && grow(&r->buf, &r->cap, len, 1))
-			return oom(e);
+		if (len > r->cap && mem_grow(&r->buf, &r->cap, len, 1))
+			return err_oom(e);
 		store_shard_path(rel, sizeof rel, &mm->lo, p->kind, p->tp, p->pp, p->dp);
 		store_show(&r->s, rel, show, sizeof show);
-		if (!(path = path_join(r->s.root, rel)))
-			return oom(e);
+		if (!(path = store_path_join(r->s.root, rel)))
+			return err_oom(e);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		free(path);
 		if (fd < 0)
 			return err_set(e, NR_EIO, "cannot open '%s': %s", show, strerror(errno));
-		rc = xread(fd, show, r->buf, len, p->offset, e);
+		rc = store_xread(fd, show, r->buf, len, p->offset, e);
 		close(fd);
 		if (rc)
 			return rc;
@@ -139,8 +134,8 @@ static int read_wide(struct store_reader *r, size_t i, struct err *e)
 	if (r->wlast == i)
 		return NR_OK;
 	r->wlast = SIZE_MAX;
-	if (n > r->wcap && grow(&r->wide, &r->wcap, n, sizeof *r->wide))
-		return oom(e);
+	if (n > r->wcap && mem_grow(&r->wide, &r->wcap, n, sizeof *r->wide))
+		return err_oom(e);
 	if (store_reader_piece(r, i, &raw, e))
 		return e->code;
 	st_widen(r->wide, raw, n, t);
@@ -278,7 +273,7 @@ static int fill_shard(void *ctx, size_t i, uint64_t off, void *out, size_t len, 
 
 static struct mpiece *add_mpiece(struct manifest *m, size_t *cap)
 {
-	if (grow(&m->pieces, cap, m->npieces + 1, sizeof *m->pieces))
+	if (mem_grow(&m->pieces, cap, m->npieces + 1, sizeof *m->pieces))
 		return NULL;
 	return memset(&m->pieces[m->npieces++], 0, sizeof *m->pieces);
 }
@@ -304,7 +299,7 @@ static int write_shard(const struct work *w, struct manifest *m, size_t *mcap, i
 	s.sums = calloc(nall + 1, sizeof *s.sums);
 	s.h = XXH3_createState();
 	if (!s.pcs || !s.desc || !s.sums || !s.h)
-		rc = oom(e);
+		rc = err_oom(e);
 	for (size_t k = 0; k < nall && rc == NR_OK; k++) {
 		struct st_desc *d = &s.desc[s.n];
 
@@ -324,8 +319,8 @@ static int write_shard(const struct work *w, struct manifest *m, size_t *mcap, i
 	if ((rc = work_mkdirs(w, rel, e)) ||
 	    (rc = st_header_build(s.desc, s.n, NULL, 0, &hdr, &hlen, &dlen, e)))
 		goto out;
-	if (!(path = path_join(w->out, rel))) {
-		rc = oom(e);
+	if (!(path = store_path_join(w->out, rel))) {
+		rc = err_oom(e);
 		goto out;
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -334,7 +329,7 @@ static int write_shard(const struct work *w, struct manifest *m, size_t *mcap, i
 		goto out;
 	}
 	rc = st_write_fd(fd, path, s.desc, s.n, NULL, 0, fill_shard, &s, e);
-	if (rc == NR_OK && syncing(w->o) && fsync(fd) != 0)
+	if (rc == NR_OK && store_syncing(w->o) && fsync(fd) != 0)
 		rc = err_set(e, NR_EIO, "cannot sync '%s': %s", path, strerror(errno));
 	if (rc)
 		goto out;
@@ -344,7 +339,7 @@ static int write_shard(const struct work *w, struct manifest *m, size_t *mcap, i
 		struct mpiece *mp = add_mpiece(m, mcap);
 
 		if (!mp) {
-			rc = oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		*mp = (struct mpiece){ .model = mi, .kind = kind, .tensor = s.pcs[k].tensor,
@@ -404,8 +399,8 @@ static int copy_aux(const struct store *s, const char *rel, struct work *w, stru
 		rc = store_add_aux(w, m, rel, buf, len, e);
 		free(buf);
 	}
-	if (rc == NR_OK && !(*out = xstrdup(rel)))
-		rc = oom(e);
+	if (rc == NR_OK && !(*out = store_strdup(rel)))
+		rc = err_oom(e);
 	return rc;
 }
 
@@ -436,7 +431,7 @@ static int keep_origin_of(const char *origin, struct work *w, struct manifest *m
 		mm->hf.files = calloc(1, sizeof *mm->hf.files);
 		mm->hf.extra = calloc(from->hf.nextra + 1, sizeof *mm->hf.extra);
 		rc = mm->hf.files && mm->hf.extra ?
-			     copy_aux(&s, from->hf.config, w, m, &mm->hf.config, e) : oom(e);
+			     copy_aux(&s, from->hf.config, w, m, &mm->hf.config, e) : err_oom(e);
 	}
 	for (size_t k = 0; from && k < from->hf.nextra && rc == NR_OK; k++) {
 		rc = copy_aux(&s, from->hf.extra[k], w, m, &mm->hf.extra[k], e);
@@ -460,7 +455,7 @@ int store_save(const char *dst, const struct store_state *models, int n, json_t 
 		rc = store_set_layout(&m, i, &models[i].lo, e);
 		for (int t = 0; rc == NR_OK && models[i].wdtype && t < m.models[i].layout.ntensors; t++)
 			if (mmodel_set_dtype(&m.models[i], t, models[i].wdtype[t]))
-				rc = oom(e);
+				rc = err_oom(e);
 	}
 	if (rc == NR_OK)
 		rc = work_begin(&w, dst, true, o, e);

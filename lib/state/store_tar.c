@@ -16,17 +16,12 @@
 
 #define BUF (1u << 20)
 
-static int oom(struct err *e)
-{
-	return err_set(e, NR_EIO, "out of memory");
-}
-
 static struct archive *open_read(const char *path, struct err *e)
 {
 	struct archive *a = archive_read_new();
 
 	if (!a) {
-		oom(e);
+		err_oom(e);
 		return NULL;
 	}
 	archive_read_support_filter_all(a);
@@ -53,11 +48,11 @@ static const char *member_name(struct archive_entry *ent)
 /* Make the folders of rel under root. */
 static int mkdirs_under(const char *root, const char *rel, struct err *e)
 {
-	char *p = path_join(root, rel);
+	char *p = store_path_join(root, rel);
 	int rc = NR_OK;
 
 	if (!p)
-		return oom(e);
+		return err_oom(e);
 	for (char *s = p + strlen(root) + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
 		if (mkdir(p, 0755) != 0 && errno != EEXIST)
@@ -94,9 +89,9 @@ static int extract_one(struct archive *a, const char *path, const char *root, co
 
 	if ((rc = mkdirs_under(root, name, e)))
 		return rc;
-	out = path_join(root, name);
+	out = store_path_join(root, name);
 	if (!out)
-		return oom(e);
+		return err_oom(e);
 	fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		rc = err_set(e, errno == EEXIST ? NR_EINPUT : NR_EIO, "%s:%s: %s", path, name,
@@ -113,7 +108,7 @@ static int extract_one(struct archive *a, const char *path, const char *root, co
 			rc = err_set(e, NR_EINPUT, "%s:%s: %s", path, name, archive_error_string(a));
 			break;
 		}
-		if (cancelled(o)) {
+		if (store_cancelled(o)) {
 			rc = err_set(e, NR_EIO, "interrupted");
 			break;
 		}
@@ -137,7 +132,7 @@ int tar_extract(const char *path, const char *dir, const struct store_opts *o, s
 		return e->code;
 	buf = malloc(BUF);
 	if (!buf || mkdir(dir, 0755) != 0)
-		rc = buf ? err_set(e, NR_EIO, "cannot create '%s': %s", dir, strerror(errno)) : oom(e);
+		rc = buf ? err_set(e, NR_EIO, "cannot create '%s': %s", dir, strerror(errno)) : err_oom(e);
 	while (rc == NR_OK && (r = archive_read_next_header(a, &ent)) != ARCHIVE_EOF) {
 		const char *name = member_name(ent);
 
@@ -183,7 +178,7 @@ int tar_read_member(const char *path, const char *name, char **buf, size_t *len,
 		while (*buf && rc == NR_OK) {
 			la_ssize_t n;
 
-			if (*len + 1 >= cap && grow(buf, &cap, cap * 2, 1))
+			if (*len + 1 >= cap && mem_grow(buf, &cap, cap * 2, 1))
 				break;
 			n = archive_read_data(a, *buf + *len, cap - *len - 1);
 			if (n == 0)
@@ -195,7 +190,7 @@ int tar_read_member(const char *path, const char *name, char **buf, size_t *len,
 				*len += (size_t)n;
 		}
 		if (!*buf || (rc == NR_OK && *len + 1 >= cap))
-			rc = oom(e);
+			rc = err_oom(e);
 		break;
 	}
 	archive_read_free(a);
@@ -220,13 +215,13 @@ struct names {
 /* The regular files under root/rel, as paths relative to root. */
 static int list_files(const char *root, const char *rel, struct names *out, struct err *e)
 {
-	char *dir = rel ? path_join(root, rel) : xstrdup(root);
+	char *dir = rel ? store_path_join(root, rel) : store_strdup(root);
 	DIR *d = dir ? opendir(dir) : NULL;
 	struct dirent *de;
 	int rc = NR_OK;
 
 	if (!d) {
-		rc = dir ? err_set(e, NR_EIO, "cannot read '%s': %s", dir, strerror(errno)) : oom(e);
+		rc = dir ? err_set(e, NR_EIO, "cannot read '%s': %s", dir, strerror(errno)) : err_oom(e);
 		free(dir);
 		return rc;
 	}
@@ -236,16 +231,16 @@ static int list_files(const char *root, const char *rel, struct names *out, stru
 
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		sub = rel ? path_join(rel, de->d_name) : xstrdup(de->d_name);
+		sub = rel ? store_path_join(rel, de->d_name) : store_strdup(de->d_name);
 		if (!sub) {
-			rc = oom(e);
+			rc = err_oom(e);
 			break;
 		}
 		{
-			char *full = path_join(root, sub);
+			char *full = store_path_join(root, sub);
 
 			if (!full)
-				rc = oom(e);
+				rc = err_oom(e);
 			else if (lstat(full, &sb) != 0)
 				rc = err_set(e, NR_EIO, "cannot stat '%s': %s", full, strerror(errno));
 			free(full);
@@ -253,12 +248,12 @@ static int list_files(const char *root, const char *rel, struct names *out, stru
 		if (rc == NR_OK && S_ISDIR(sb.st_mode)) {
 			rc = list_files(root, sub, out, e);
 			free(sub);
-		} else if (rc == NR_OK && grow(&out->v, &out->cap, out->n + 1, sizeof *out->v) == 0) {
+		} else if (rc == NR_OK && mem_grow(&out->v, &out->cap, out->n + 1, sizeof *out->v) == 0) {
 			out->v[out->n++] = sub;
 		} else {
 			free(sub);
 			if (rc == NR_OK)
-				rc = oom(e);
+				rc = err_oom(e);
 		}
 	}
 	closedir(d);
@@ -277,13 +272,13 @@ static int manifest_first(const void *pa, const void *pb)
 static int pack_one(struct archive *a, const char *root, const char *name, char *buf,
 		    const char *out, const struct store_opts *o, struct err *e)
 {
-	char *path = path_join(root, name);
+	char *path = store_path_join(root, name);
 	struct archive_entry *ent = archive_entry_new();
 	struct stat sb;
 	int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1, rc = NR_OK;
 
 	if (!path || !ent)
-		rc = oom(e);
+		rc = err_oom(e);
 	else if (fd < 0 || fstat(fd, &sb) != 0)
 		rc = err_set(e, NR_EIO, "cannot read '%s': %s", path, strerror(errno));
 	if (rc == NR_OK) {
@@ -304,7 +299,7 @@ static int pack_one(struct archive *a, const char *root, const char *name, char 
 			rc = err_set(e, NR_EIO, "cannot read '%s': %s", path, strerror(errno));
 		else if (n == 0)
 			break;
-		else if (cancelled(o))
+		else if (store_cancelled(o))
 			rc = err_set(e, NR_EIO, "interrupted");
 		else if (archive_write_data(a, buf, (size_t)n) != n)
 			rc = err_set(e, NR_EIO, "%s: %s", out, archive_error_string(a));
@@ -322,7 +317,7 @@ int tar_pack(const char *dir, const char *out, bool zstd, const struct store_opt
 	struct names files = { 0 };
 	struct archive *a = NULL;
 	char *buf = malloc(BUF);
-	int fd = -1, rc = buf ? list_files(dir, NULL, &files, e) : oom(e);
+	int fd = -1, rc = buf ? list_files(dir, NULL, &files, e) : err_oom(e);
 
 	if (rc == NR_OK) {
 		qsort(files.v, files.n, sizeof *files.v, manifest_first);
@@ -331,7 +326,7 @@ int tar_pack(const char *dir, const char *out, bool zstd, const struct store_opt
 			rc = err_set(e, NR_EIO, "cannot create '%s': %s", out, strerror(errno));
 	}
 	if (rc == NR_OK && !(a = archive_write_new()))
-		rc = oom(e);
+		rc = err_oom(e);
 	if (rc == NR_OK && (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
 			    (zstd && archive_write_add_filter_zstd(a) != ARCHIVE_OK) ||
 			    archive_write_open_fd(a, fd) != ARCHIVE_OK))
@@ -342,7 +337,7 @@ int tar_pack(const char *dir, const char *out, bool zstd, const struct store_opt
 		rc = err_set(e, NR_EIO, "%s: %s", out, archive_error_string(a));
 	if (a)
 		archive_write_free(a);
-	if (rc == NR_OK && syncing(o) && fsync(fd) != 0)
+	if (rc == NR_OK && store_syncing(o) && fsync(fd) != 0)
 		rc = err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));
 	if (fd >= 0 && close(fd) != 0 && rc == NR_OK)
 		rc = err_set(e, NR_EIO, "cannot write '%s': %s", out, strerror(errno));

@@ -36,30 +36,12 @@
 #define WINDOW (8u << 20)  /* bytes mapped at a time to read a file back */
 #define POOL_SLOTS 8       /* spare destination buffers kept for reuse */
 
-int grow(void *pp, size_t *cap, size_t need, size_t size)
-{
-	void **p = pp;
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, n * size);
-	if (!q)
-		return -1;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
-char *xstrdup(const char *s)
+char *store_strdup(const char *s)
 {
 	return s ? strdup(s) : NULL;
 }
 
-char *path_join(const char *a, const char *b)
+char *store_path_join(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
 	char *p = malloc(la + lb + 2);
@@ -72,12 +54,12 @@ char *path_join(const char *a, const char *b)
 	return p;
 }
 
-bool cancelled(const struct store_opts *o)
+bool store_cancelled(const struct store_opts *o)
 {
 	return o && o->cancel && *o->cancel;
 }
 
-bool syncing(const struct store_opts *o)
+bool store_syncing(const struct store_opts *o)
 {
 	return !(o && o->no_sync);
 }
@@ -87,7 +69,7 @@ static int interrupted(struct err *e)
 	return err_set(e, NR_EIO, "interrupted");
 }
 
-int xread(int fd, const char *show, void *buf, size_t len, uint64_t off, struct err *e)
+int store_xread(int fd, const char *show, void *buf, size_t len, uint64_t off, struct err *e)
 {
 	char *p = buf;
 
@@ -146,13 +128,13 @@ static int add_file(struct xfile **f, size_t *n, size_t *cap, const char *path,
 {
 	struct xfile *x;
 
-	if (grow(f, cap, *n + 1, sizeof **f))
+	if (mem_grow(f, cap, *n + 1, sizeof **f))
 		return -1;
 	x = &(*f)[*n];
 	memset(x, 0, sizeof *x);
 	x->fd = -1;
-	x->path = xstrdup(path);
-	x->show = xstrdup(show);
+	x->path = store_strdup(path);
+	x->show = store_strdup(show);
 	if (!x->path || !x->show) {
 		free(x->path);
 		free(x->show);
@@ -170,7 +152,7 @@ static struct xpiece *add_piece(struct xpiece **p, size_t *n, size_t *cap)
 {
 	struct xpiece *q;
 
-	if (grow(p, cap, *n + 1, sizeof **p))
+	if (mem_grow(p, cap, *n + 1, sizeof **p))
 		return NULL;
 	q = &(*p)[(*n)++];
 	memset(q, 0, sizeof *q);
@@ -199,7 +181,7 @@ int xfer_dst_file(struct xfer *x, const char *path, const char *show, size_t fir
 	int fi, rc = NR_OK;
 
 	if (!d)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	for (size_t i = 0; i < n; i++) {
 		const struct xpiece *p = &x->dst[first + i];
 
@@ -221,7 +203,7 @@ int xfer_dst_file(struct xfer *x, const char *path, const char *show, size_t fir
 	fi = h ? add_file(&x->df, &x->ndf, &x->capdf, path, show) : -1;
 	if (fi < 0) {
 		free(h);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	f = &x->df[fi];
 	f->hdr = h;
@@ -477,14 +459,14 @@ static int write_piece(struct run *r, struct xpiece *p, struct err *e)
 		char *from = (char *)p->buf + at;
 
 		XXH3_64bits_update(r->wst, from, n);
-		rc = cancelled(r->x->o) ? interrupted(e)
+		rc = store_cancelled(r->x->o) ? interrupted(e)
 					: xwrite(f->fd, f->show, from, n, p->offset + at, e);
 	}
 	p->sum = XXH3_64bits_digest(r->wst);
 	p->has_sum = true;
 	/* Start writing it to disk now, so that the disk works while we copy
 	 * on and the syncs at the end have little left to wait for. */
-	if (rc == NR_OK && syncing(r->x->o))
+	if (rc == NR_OK && store_syncing(r->x->o))
 		sync_file_range(f->fd, (off_t)p->offset, (off_t)len, SYNC_FILE_RANGE_WRITE);
 	if (rc || --f->left > 0)
 		return rc;
@@ -506,7 +488,7 @@ static int sync_all(struct xfer *x, struct err *e)
 		if (rc != 0)
 			return err_set(e, NR_EIO, "cannot write '%s': %s", x->df[i].show,
 				       strerror(errno));
-		if (cancelled(x->o))
+		if (store_cancelled(x->o))
 			return interrupted(e);
 	}
 	return NR_OK;
@@ -570,7 +552,7 @@ static int emit(struct run *r, struct xpiece *p, struct err *e)
 	pthread_mutex_unlock(&r->mu);
 	if (rc)
 		return rc;
-	if (cancelled(o))
+	if (store_cancelled(o))
 		return interrupted(e);
 	if (o && o->progress)
 		o->progress(o->progress_ctx, done, r->total);
@@ -703,8 +685,8 @@ static int feed(struct run *r, struct xpiece *s, size_t *dg, size_t nd, struct e
 		struct box sb;
 
 		next_slab(&s->box, SLAB / esz, &pos, &sb);
-		rc = cancelled(x->o) ? interrupted(e)
-				     : xread(f->fd, f->show, r->slab, (size_t)((pos - at) * esz),
+		rc = store_cancelled(x->o) ? interrupted(e)
+				     : store_xread(f->fd, f->show, r->slab, (size_t)((pos - at) * esz),
 					     s->offset + (uint64_t)(at * esz), e);
 		if (rc == NR_OK) {
 			XXH3_64bits_update(r->st, r->slab, (size_t)((pos - at) * esz));
@@ -821,7 +803,7 @@ int xfer_run(struct xfer *x, struct err *e)
 	r.slab = malloc(SLAB);
 	r.wide = malloc(2 * SLAB); /* a slab of 2-byte elements as 4-byte ones */
 	if (!r.sord || !r.dord || !r.q || !r.st || !r.wst || !r.slab || !r.wide) {
-		rc = err_set(e, NR_EIO, "out of memory");
+		rc = err_oom(e);
 		goto out;
 	}
 	for (size_t k = 0; k < x->nsrc; k++) {
@@ -865,7 +847,7 @@ out:
 			rc = r.wrc;
 		}
 	}
-	if (rc == NR_OK && syncing(x->o))
+	if (rc == NR_OK && store_syncing(x->o))
 		rc = sync_all(x, e);
 	if (rc == NR_OK && x->o && x->o->progress)
 		x->o->progress(x->o->progress_ctx, r.total, r.total);

@@ -13,6 +13,9 @@
  * kept whole, a region joining the edge made last. */
 #include "state/tgraph_impl.h"
 
+#include "common/mem.h"
+
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,19 +29,11 @@ const char *const tg_link_names[TG_NLINKS + 1] = { "local", "intra", "host", "in
 
 int tg_grow(void *pp, int *cap, int need, size_t size)
 {
-	void **p = pp;
-	int n = *cap ? *cap : 64;
-	void *q;
+	size_t n = (size_t)*cap;
 
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, (size_t)n * size);
-	if (!q)
+	if (need < 0 || mem_grow(pp, &n, (size_t)need, size) || n > INT_MAX)
 		return -1;
-	*p = q;
-	*cap = n;
+	*cap = (int)n;
 	return 0;
 }
 
@@ -65,11 +60,11 @@ double tgraph_link_bw(const struct env *v, enum tg_link link)
 		/* a device copy reads and writes every byte */
 		return v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff / 2;
 	case TG_INTRA:
-		return link_bw(v, 1);
+		return cost_link_bw(v, 1);
 	case TG_INTER:
-		return link_bw(v, v->cl->gpus_per_node + 1);
+		return cost_link_bw(v, v->cl->gpus_per_node + 1);
 	default:
-		return host_bw(v);
+		return cost_host_bw(v);
 	}
 }
 
@@ -276,29 +271,29 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 		memset(c->rmap, -1, (size_t)(g->ngpus / c->gpn + 1) * sizeof *c->rmap);
 	if (!g->lists || !g->before || !g->after || !g->peak || !c->load || !c->rmap ||
 	    tg_add_lists(g, &g->a, seg_max, &g->nsseg))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	g->na = g->nlists;
 	if (tg_add_lists(g, &g->b, seg_max, &g->ndseg))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	g->sseg = calloc((size_t)g->nsseg + 1, sizeof *g->sseg);
 	g->dseg = calloc((size_t)g->ndseg + 1, sizeof *g->dseg);
 	if (!g->sseg || !g->dseg || up_holders(c))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	tg_fill_segs(g, 0, g->na, g->sseg);
 	tg_fill_segs(g, g->na, g->nlists, g->dseg);
 	if (tg_find_twins(c))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	if ((rc = check_memory(v, g, e)) || (rc = tg_build_index(c, e)))
 		return rc;
 	c->omask = 63;
 	c->otab = malloc(64 * sizeof *c->otab);
 	if (!c->otab || tg_grow(&c->oused, &c->ousedcap, 64, sizeof *c->oused))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	memset(c->otab, -1, 64 * sizeof *c->otab);
 	for (int l = g->na; l < g->nlists; l++) {
 		c->e0[l - g->na] = g->nedges;
 		if (c->twin[l] >= 0 ? tg_copy_edges(c, l) : tg_list_edges(c, l, &di))
-			return err_set(e, NR_EIO, "out of memory");
+			return err_oom(e);
 	}
 	c->e0[g->nlists - g->na] = g->nedges;
 	tg_copy_kept(g, c->twin);

@@ -87,7 +87,7 @@ int tg_build_index(struct ctx *c, struct err *e)
 	}
 	c->entof = malloc((size_t)(n ? n : 1) * sizeof *c->entof);
 	if (!c->entof0 || !c->entof)
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	memset(c->entof, -1, (size_t)(n ? n : 1) * sizeof *c->entof);
 	raw = malloc((size_t)(n ? n : 1) * sizeof *raw);
 	c->ent = malloc((size_t)(n ? n : 1) * sizeof *c->ent);
@@ -97,7 +97,7 @@ int tg_build_index(struct ctx *c, struct err *e)
 	if (!raw || !c->ent || !c->ref || !c->bk || !count) {
 		free(raw);
 		free(count);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	n = 0;
 	for (int l = 0; l < g->na; l++) {
@@ -127,7 +127,7 @@ int tg_build_index(struct ctx *c, struct err *e)
 			free(at);
 			free(raw);
 			free(count);
-			return err_set(e, NR_EIO, "out of memory");
+			return err_oom(e);
 		}
 		memcpy(at, count, (size_t)c->nbuckets * sizeof *at);
 		for (int i = 0; i < n; i++)

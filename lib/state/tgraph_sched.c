@@ -833,7 +833,7 @@ int tg_schedule(struct ctx *c, struct err *e)
 		g->predicted_s += g->rounds[r].seconds;
 	goto out;
 oom:
-	rc = err_set(e, NR_EIO, "out of memory");
+	rc = err_oom(e);
 out:
 	sched_free(&s);
 	return rc;

@@ -240,7 +240,7 @@ int tgraph_svg(const struct env *v, const struct tgraph *g, const char *file, st
 		free(run);
 		free(now);
 		free(start);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	scale = g->predicted_s > 0 ? SVG_W / g->predicted_s : 0;
 	sb_printf(&t, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
@@ -299,7 +299,7 @@ int tgraph_svg(const struct env *v, const struct tgraph *g, const char *file, st
 	free(now);
 	free(start);
 	if (!(text = sb_take(&t)))
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	rc = write_file_atomic(file, text, strlen(text), e);
 	free(text);
 	return rc;

@@ -251,7 +251,7 @@ static double engine_generate(struct engine_side *s, uint64_t step, clockid_t cl
 	struct err e = { 0 };
 	double t0 = now(clk);
 
-	if (generate(&s->gen, &(struct gen_request){ GEN_B, s->prompt, s->pstart, NULL }, &gp,
+	if (generator_run(&s->gen, &(struct gen_request){ GEN_B, s->prompt, s->pstart, NULL }, &gp,
 		     &(struct gen_result){ s->out, s->lp, s->len }, &e))
 		fail("generation", &e);
 	return now(clk) - t0;

@@ -91,7 +91,7 @@ static void against_exhaustive(struct env *v, const char *job, int nodes,
 	((struct cluster *)v->cl)->nodes = nodes;
 	space_init(&sp);
 	for (int i = 0; pins && pins[i]; i++)
-		pin_parse(v->job, pins[i], &sp, &e);
+		search_pin_parse(v->job, pins[i], &sp, &e);
 	if (time_search(v, &sp, false, 5, &fast, &w, &tf) ||
 	    time_search(v, &sp, true, 1, &full, &w, &tx)) {
 		printf("exhaustive %s: no plan\n", job);

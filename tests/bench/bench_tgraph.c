@@ -40,7 +40,7 @@ static int search(const struct env *v, enum plan_layout layout, const char *pin,
 	struct err e;
 
 	space_init(&sp);
-	if (layout_space(v, layout, NULL, &sp, &e) || (pin && pin_parse(v->job, pin, &sp, &e)) ||
+	if (layout_space(v, layout, NULL, &sp, &e) || (pin && search_pin_parse(v->job, pin, &sp, &e)) ||
 	    plan_search(v, &sp, false, NULL, p, &st, &e)) {
 		printf("tgraph: no plan: %s\n", e.msg);
 		return -1;

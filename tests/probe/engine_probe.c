@@ -174,7 +174,7 @@ static void greedy(struct probe *pr, json_t *req, json_t *out)
 	int T = pack(prompts, tokens, start);
 
 	if (generator_init(&g, &pr->m, B, T + n, T, &e) ||
-	    generate(&g, &(struct gen_request){ B, tokens, start, NULL }, &p,
+	    generator_run(&g, &(struct gen_request){ B, tokens, start, NULL }, &p,
 		     &(struct gen_result){ gen, lp, len }, &e))
 		die("generate", &e);
 	for (int b = 0; b < B; b++) {

@@ -98,17 +98,17 @@ static double sum_terms(const struct stime *t)
 static void test_link_choice(void)
 {
 	setup();
-	CHECK_NEAR(link_bw(&env, 1), INTRA, REL);
-	CHECK_NEAR(link_bw(&env, 2), INTRA, REL);
-	CHECK_NEAR(link_bw(&env, 8), INTRA, REL);
-	CHECK_NEAR(link_bw(&env, 9), INTER, REL);
-	CHECK_NEAR(link_bw(&env, 16), INTER, REL);
-	CHECK_NEAR(host_bw(&env), HOST, REL);
+	CHECK_NEAR(cost_link_bw(&env, 1), INTRA, REL);
+	CHECK_NEAR(cost_link_bw(&env, 2), INTRA, REL);
+	CHECK_NEAR(cost_link_bw(&env, 8), INTRA, REL);
+	CHECK_NEAR(cost_link_bw(&env, 9), INTER, REL);
+	CHECK_NEAR(cost_link_bw(&env, 16), INTER, REL);
+	CHECK_NEAR(cost_host_bw(&env), HOST, REL);
 	/* the coefficients scale them */
 	k.intra_eff = 0.5;
 	k.inter_eff = 0.25;
-	CHECK_NEAR(link_bw(&env, 8), 225e9, REL);
-	CHECK_NEAR(link_bw(&env, 9), 12e9, REL);
+	CHECK_NEAR(cost_link_bw(&env, 8), 225e9, REL);
+	CHECK_NEAR(cost_link_bw(&env, 9), 12e9, REL);
 }
 
 /* Training compute = epochs · tokens · 3 · fwd(s) / (GPUs · peak · eff).

@@ -97,7 +97,7 @@ static void test_generate(void)
 		uint64_t id = i;
 
 		CHECK(generator_init(&g, &m.dec, 1, CTX, CTX, &e) == NR_OK);
-		CHECK(generate(&g, &(struct gen_request){ 1, alone.v->tokens, (int[]){ 0,
+		CHECK(generator_run(&g, &(struct gen_request){ 1, alone.v->tokens, (int[]){ 0,
 				(int)pv[i].ntokens }, &id }, &p, &(struct gen_result){ out, lp, &len },
 			       &e) == NR_OK);
 		generator_free(&g);

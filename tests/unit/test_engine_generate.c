@@ -39,7 +39,7 @@ static int run_gen(struct tiny *t, const struct tbatch *pr, const uint64_t *ids,
 
 	memset(out, 0, sizeof *out);
 	if (rc == NR_OK)
-		rc = generate(&g, &r, p,
+		rc = generator_run(&g, &r, p,
 			      &(struct gen_result){ out->tokens, out->logprobs, out->len }, &e);
 	if (rc)
 		printf("# generate: %s\n", e.msg);
@@ -430,17 +430,17 @@ static void test_bad_prompts(void)
 
 	CHECK(tiny_init(&t, &a, 1, 1, 0, 0, comm_self(), 0.5f) == NR_OK);
 	CHECK(generator_init(&g, &t.m, 2, CTX, CTX, &e) == NR_OK);
-	CHECK(generate(&g, &(struct gen_request){ 1, tokens, (int[]){ 0, CTX }, NULL }, &p, &res,
+	CHECK(generator_run(&g, &(struct gen_request){ 1, tokens, (int[]){ 0, CTX }, NULL }, &p, &res,
 		       &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "prompt 0 has 32 tokens") != NULL);
-	CHECK(generate(&g, &(struct gen_request){ 2, tokens, (int[]){ 0, 1, 1 }, NULL }, &p, &res,
+	CHECK(generator_run(&g, &(struct gen_request){ 2, tokens, (int[]){ 0, 1, 1 }, NULL }, &p, &res,
 		       &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "prompt 1 has 0 tokens") != NULL);
 	tokens[2] = 37;
-	CHECK(generate(&g, &(struct gen_request){ 1, tokens, (int[]){ 0, 4 }, NULL }, &p, &res,
+	CHECK(generator_run(&g, &(struct gen_request){ 1, tokens, (int[]){ 0, 4 }, NULL }, &p, &res,
 		       &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "token 37 at position 2") != NULL);
-	CHECK(generate(&g, &(struct gen_request){ 3, tokens, (int[]){ 0, 1, 2, 3 }, NULL }, &p,
+	CHECK(generator_run(&g, &(struct gen_request){ 3, tokens, (int[]){ 0, 1, 2, 3 }, NULL }, &p,
 		       &res, &e) == NR_EINPUT);
 	generator_free(&g);
 	tiny_free(&t);
@@ -459,7 +459,7 @@ static void test_context_limit(void)
 
 	CHECK(tiny_init(&t, &a, 1, 1, 0, 0, comm_self(), 0.5f) == NR_OK);
 	CHECK(generator_init(&g, &t.m, 2, CTX, CTX, &e) == NR_OK);
-	CHECK(generate(&g, &(struct gen_request){ 2, tokens, (int[]){ 0, 27, 30 }, NULL }, &p,
+	CHECK(generator_run(&g, &(struct gen_request){ 2, tokens, (int[]){ 0, 27, 30 }, NULL }, &p,
 		       &(struct gen_result){ out.tokens, out.logprobs, out.len }, &e) == NR_OK);
 	CHECK(out.len[0] == CTX - 27);
 	CHECK(out.len[1] == MAXNEW);
@@ -490,7 +490,7 @@ static void test_not_finite(void)
 	t.w[0] = NAN; /* an embedding entry: every position of a token 0 */
 	tokens[2] = 0;
 	CHECK(generator_init(&g, &t.m, 2, CTX, CTX, &e) == NR_OK);
-	CHECK(generate(&g, &(struct gen_request){ 2, tokens, (int[]){ 0, 2, 4 }, NULL }, &greedy,
+	CHECK(generator_run(&g, &(struct gen_request){ 2, tokens, (int[]){ 0, 2, 4 }, NULL }, &greedy,
 		       &(struct gen_result){ out.tokens, out.logprobs, out.len }, &e) == NR_EIO);
 	CHECK(strstr(e.msg, "sequence 1, token 0: the logits are not finite") != NULL);
 	generator_free(&g);

@@ -830,8 +830,8 @@ static void test_cluster_presets(void)
 	CHECK(c.gpu.mem_gib == 140 && c.gpu.tflops == 989 && c.gpu.hbm_gbps == 4800);
 	CHECK(c.intra_gbps == 450 && c.inter_gbps == 48 && c.host_gbps == 50);
 
-	CHECK(gpu_preset("H100-SXM", &g) && g.tflops == 989);
-	CHECK(!gpu_preset("h100", &g));
+	CHECK(cluster_gpu_preset("H100-SXM", &g) && g.tflops == 989);
+	CHECK(!cluster_gpu_preset("h100", &g));
 }
 
 /* A GPU object: a preset model with overrides, or an unknown model with

@@ -266,15 +266,15 @@ static void test_paths(void)
 {
 	char p[64];
 
-	jpath(p, sizeof p, "", "models");
+	jdoc_path(p, sizeof p, "", "models");
 	CHECK(strcmp(p, "models") == 0);
-	jpath(p, sizeof p, NULL, "models");
+	jdoc_path(p, sizeof p, NULL, "models");
 	CHECK(strcmp(p, "models") == 0);
-	jpath(p, sizeof p, "models", "actor");
+	jdoc_path(p, sizeof p, "models", "actor");
 	CHECK(strcmp(p, "models.actor") == 0);
-	jpath_idx(p, sizeof p, "stages", 1);
+	jdoc_path_idx(p, sizeof p, "stages", 1);
 	CHECK(strcmp(p, "stages[1]") == 0);
-	jpath_idx(p, sizeof p, "", 0);
+	jdoc_path_idx(p, sizeof p, "", 0);
 	CHECK(strcmp(p, "[0]") == 0);
 }
 
@@ -290,14 +290,14 @@ static void test_check_keys(void)
 
 	CHECK(load(&d, pos_doc, "job", &e) == NR_OK);
 	/* the first unknown key in document order is "stages" (9:12) */
-	CHECK(jcheck_keys(&d, d.root, "", ok, &e) == NR_EINPUT);
+	CHECK(jdoc_check_keys(&d, d.root, "", ok, &e) == NR_EINPUT);
 	CHECK(strcmp(e.msg, "t.json:9:12: stages: unknown field (expected one of: nereus, "
 		      "kind, models)") == 0);
-	CHECK(jcheck_keys(&d, d.root, "", all, &e) == NR_OK);
+	CHECK(jdoc_check_keys(&d, d.root, "", all, &e) == NR_OK);
 	/* nested: models.actor has "layers" (3:61) that akeys lacks */
 	CHECK(jget_obj(&d, json_object_get(d.root, "models"), "models", "actor", true, &actor,
 		       &e) == NR_OK);
-	CHECK(jcheck_keys(&d, actor, "models.actor", akeys, &e) == NR_EINPUT);
+	CHECK(jdoc_check_keys(&d, actor, "models.actor", akeys, &e) == NR_EINPUT);
 	CHECK(strcmp(e.msg, "t.json:3:61: models.actor.layers: unknown field (expected one "
 		      "of: heads, note)") == 0);
 	jdoc_free(&d);
@@ -453,24 +453,24 @@ static void test_describe(void)
 	json_t *v;
 
 	v = json_string("32");
-	jdescribe(v, s, sizeof s);
+	jdoc_describe(v, s, sizeof s);
 	CHECK(strcmp(s, "\"32\"") == 0);
 	json_decref(v);
 	v = json_real(3.5);
-	jdescribe(v, s, sizeof s);
+	jdoc_describe(v, s, sizeof s);
 	CHECK(strcmp(s, "3.5") == 0);
 	json_decref(v);
 	v = json_integer(-12);
-	jdescribe(v, s, sizeof s);
+	jdoc_describe(v, s, sizeof s);
 	CHECK(strcmp(s, "-12") == 0);
 	json_decref(v);
 	v = json_object();
-	jdescribe(v, s, sizeof s);
+	jdoc_describe(v, s, sizeof s);
 	CHECK(strcmp(s, "an object") == 0);
 	json_decref(v);
-	jdescribe(json_null(), s, sizeof s);
+	jdoc_describe(json_null(), s, sizeof s);
 	CHECK(strcmp(s, "null") == 0);
-	jdescribe(json_false(), s, sizeof s);
+	jdoc_describe(json_false(), s, sizeof s);
 	CHECK(strcmp(s, "false") == 0);
 }
 

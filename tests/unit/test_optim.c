@@ -45,14 +45,14 @@ static void schedule(void)
 
 	optim_config_defaults(&c, 1e-3);
 	CHECK(optim_config_check(&c, &e) == NR_OK);
-	CHECK(lr_at(&c, 0) == 1e-3 && lr_at(&c, 1000) == 1e-3);
+	CHECK(optim_lr_at(&c, 0) == 1e-3 && optim_lr_at(&c, 1000) == 1e-3);
 
 	/* Warm-up over 4 steps: 1/4, 2/4, 3/4, then the peak. */
 	c.sched.warmup_steps = 4;
-	CHECK_NEAR(lr_at(&c, 0), 2.5e-4, 1e-12);
-	CHECK_NEAR(lr_at(&c, 2), 7.5e-4, 1e-12);
-	CHECK_NEAR(lr_at(&c, 3), 1e-3, 1e-12);
-	CHECK_NEAR(lr_at(&c, 50), 1e-3, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 0), 2.5e-4, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 2), 7.5e-4, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 3), 1e-3, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 50), 1e-3, 1e-12);
 
 	/* Cosine after 2 warm-up steps to 10% at step 12: at step 7 halfway,
 	 * 0.1 + 0.9·0.5; at step 4, p = 0.2: 0.1 + 0.9·(1 + cos 0.2π)/2. */
@@ -60,12 +60,12 @@ static void schedule(void)
 	c.sched.warmup_steps = 2;
 	c.sched.total_steps = 12;
 	c.sched.min_lr_ratio = 0.1;
-	CHECK_NEAR(lr_at(&c, 0), 5e-4, 1e-12);
-	CHECK_NEAR(lr_at(&c, 2), 1e-3, 1e-12);
-	CHECK_NEAR(lr_at(&c, 4), 1e-3 * (0.1 + 0.9 * (1 + 0.80901699437) / 2), 1e-9);
-	CHECK_NEAR(lr_at(&c, 7), 0.55e-3, 1e-12);
-	CHECK_NEAR(lr_at(&c, 12), 1e-4, 1e-12);
-	CHECK_NEAR(lr_at(&c, 40), 1e-4, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 0), 5e-4, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 2), 1e-3, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 4), 1e-3 * (0.1 + 0.9 * (1 + 0.80901699437) / 2), 1e-9);
+	CHECK_NEAR(optim_lr_at(&c, 7), 0.55e-3, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 12), 1e-4, 1e-12);
+	CHECK_NEAR(optim_lr_at(&c, 40), 1e-4, 1e-12);
 
 	c.sched.min_lr_ratio = 1.5;
 	CHECK(optim_config_check(&c, &e) == NR_EINPUT && strstr(e.msg, "min_lr_ratio"));

@@ -19,7 +19,7 @@ static void h100(int nodes, int gpn)
 	strcpy(cl.name, "test");
 	cl.nodes = nodes;
 	cl.gpus_per_node = gpn;
-	gpu_preset("H100-SXM", &cl.gpu);
+	cluster_gpu_preset("H100-SXM", &cl.gpu);
 	cl.intra_gbps = 450;
 	cl.inter_gbps = 48;
 	cl.host_gbps = 50;
@@ -113,10 +113,10 @@ static void test_ppo_pinned_fast_equals_exhaustive(void)
 	space_init(&sp);
 	/* the frozen and critic models fixed but for DP, so the exhaustive
 	 * enumeration stays small; the actor and the engines are free */
-	CHECK(pin_parse(&job, "critic@training=tp2,pp1,mb1,selective,zero,nooffload", &sp,
+	CHECK(search_pin_parse(&job, "critic@training=tp2,pp1,mb1,selective,zero,nooffload", &sp,
 			&e) == NR_OK);
-	CHECK(pin_parse(&job, "reference@inference=tp1,pp1,mb4,nooffload", &sp, &e) == NR_OK);
-	CHECK(pin_parse(&job, "reward@inference=tp1,pp1,mb4,nooffload", &sp, &e) == NR_OK);
+	CHECK(search_pin_parse(&job, "reference@inference=tp1,pp1,mb4,nooffload", &sp, &e) == NR_OK);
+	CHECK(search_pin_parse(&job, "reward@inference=tp1,pp1,mb4,nooffload", &sp, &e) == NR_OK);
 	for (int nodes = 1; nodes <= 2; nodes++) {
 		h100(nodes, 8);
 		agree(&sp);
@@ -136,7 +136,7 @@ static void no_pin_beats(const char *const pins[], struct plan *best)
 	check_fits(best);
 	for (int i = 0; pins[i]; i++) {
 		space_init(&sp);
-		CHECK(pin_parse(&job, pins[i], &sp, &e) == NR_OK);
+		CHECK(search_pin_parse(&job, pins[i], &sp, &e) == NR_OK);
 		CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
 		CHECK(p.step_time >= best->step_time * (1 - 1e-9));
 	}
@@ -200,11 +200,11 @@ static void test_pin_is_respected(void)
 	load("examples/jobs/ppo-llama3-8b.json");
 	h100(2, 8);
 	space_init(&sp);
-	CHECK(pin_parse(&job, "actor@training=tp4,pp2,dp2", &sp, &e) == NR_OK);
+	CHECK(search_pin_parse(&job, "actor@training=tp4,pp2,dp2", &sp, &e) == NR_OK);
 	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
 	CHECK(p.home[0].tp == 4 && p.home[0].pp == 2 && p.home[0].dp == 2);
 	check_fits(&p);
-	CHECK(pin_parse(&job, "critic@training=tp1,pp1,fsdp", &sp, &e) == NR_OK);
+	CHECK(search_pin_parse(&job, "critic@training=tp1,pp1,fsdp", &sp, &e) == NR_OK);
 	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
 	CHECK(p.home[1].zero == ZERO_3 && p.home[1].tp == 1 && p.home[1].pp == 1);
 	check_fits(&p);
@@ -220,7 +220,7 @@ static void test_impossible_pin_is_infeasible(void)
 	load("examples/jobs/ppo-llama3-70b-8b-critic.json");
 	h100(1, 8);
 	space_init(&sp);
-	CHECK(pin_parse(&job, "actor@training=tp1,pp1,nozero", &sp, &e) == NR_OK);
+	CHECK(search_pin_parse(&job, "actor@training=tp1,pp1,nozero", &sp, &e) == NR_OK);
 	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_EINFEASIBLE);
 	CHECK(strstr(e.msg, "actor@training needs at least") != NULL);
 	CHECK(strstr(e.msg, "GPUs have") != NULL);
@@ -233,12 +233,12 @@ static void test_bad_pins_are_rejected(void)
 
 	load("examples/jobs/ppo-llama3-8b.json");
 	space_init(&sp);
-	CHECK(pin_parse(&job, "nobody@training=tp1", &sp, &e) == NR_EINPUT);
-	CHECK(pin_parse(&job, "actor@training=tq1", &sp, &e) == NR_EINPUT);
-	CHECK(pin_parse(&job, "actor@inference=tp1", &sp, &e) == NR_EINPUT);
+	CHECK(search_pin_parse(&job, "nobody@training=tp1", &sp, &e) == NR_EINPUT);
+	CHECK(search_pin_parse(&job, "actor@training=tq1", &sp, &e) == NR_EINPUT);
+	CHECK(search_pin_parse(&job, "actor@inference=tp1", &sp, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "pin actor@training") != NULL);
-	CHECK(pin_parse(&job, "reference@training=tp1", &sp, &e) == NR_EINPUT);
-	CHECK(pin_parse(&job, "actor@generation=tp2,pp2", &sp, &e) == NR_EINPUT);
+	CHECK(search_pin_parse(&job, "reference@training=tp1", &sp, &e) == NR_EINPUT);
+	CHECK(search_pin_parse(&job, "actor@generation=tp2,pp2", &sp, &e) == NR_EINPUT);
 }
 
 /* The baselines are restrictions of the space: never faster than adaptive. */

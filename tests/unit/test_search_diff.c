@@ -196,7 +196,7 @@ static void test_fast_equals_exhaustive_and_no_pin_beats_it(void)
 			char text[200];
 			random_pin(text, sizeof text);
 			space_init(&sp);
-			if (pin_parse(&job, text, &sp, &e) != NR_OK)
+			if (search_pin_parse(&job, text, &sp, &e) != NR_OK)
 				continue;
 			pins++;
 			if (plan_search(&v, &sp, false, NULL, &pinned, &st, &e) != NR_OK)

@@ -32,7 +32,7 @@ static inline bool search_shaped(const struct env *v, const char *const pins[],
 			sp.pool_items[i] = 1u << i;
 	}
 	for (int i = 0; pins && pins[i]; i++)
-		CHECK(pin_parse(v->job, pins[i], &sp, &e) == NR_OK);
+		CHECK(search_pin_parse(v->job, pins[i], &sp, &e) == NR_OK);
 	rc = plan_search(v, &sp, false, NULL, p, &st, &e);
 	if (rc)
 		printf("#   no plan: %s\n", e.msg);
