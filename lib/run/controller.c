@@ -231,7 +231,7 @@ static int best_now(struct controller *c, const struct cond *w, struct plan **be
 	}
 	if ((i = memo_claim(&c->memo, b.n)) < 0) {
 		free(b.p);
-		return err_set(e, NR_EIO, "out of memory");
+		return err_oom(e);
 	}
 	m = memo_val(&c->memo, i);
 	rc = search_now(c, w, &m->best, alt, &se);
