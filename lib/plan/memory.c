@@ -203,16 +203,26 @@ static double batch_logits(const struct arch *a, const struct mem_shape *sh, dou
 	return sh->mb == c->mb ? sh->logits[grad] : mem_logits(a, s, c->mb, c->tp, grad);
 }
 
-static void gathered_stages(const struct arch *a, const struct mem_shape *sh,
-			    const struct pconf *c, double *first, double *last)
+/* The bytes of a unit held whole on the first and on the last stage (of
+ * the sizes in elements given), in the weights' dtype: what ZeRO-3 holds
+ * beside its shards, nothing without it. */
+static void whole_units(const struct arch *a, const struct pconf *c, double ufirst,
+			double ulast, double *first, double *last)
 {
 	double e = a->dtype_bytes;
 
 	*first = *last = 0;
 	if (c->zero != ZERO_3)
 		return;
-	*first = e * sh->ufirst;
-	*last = e * sh->ulast;
+	*first = e * ufirst;
+	*last = e * ulast;
+}
+
+/* The units ZeRO-3 gathers to compute with. */
+static void gathered_stages(const struct arch *a, const struct mem_shape *sh,
+			    const struct pconf *c, double *first, double *last)
+{
+	whole_units(a, c, sh->ufirst, sh->ulast, first, last);
 }
 
 double mem_gathered(const struct arch *a, const struct pconf *c)
@@ -231,13 +241,7 @@ double mem_gathered(const struct arch *a, const struct pconf *c)
 static void unsharded_stages(const struct arch *a, const struct mem_shape *sh,
 			     const struct pconf *c, double *first, double *last)
 {
-	double e = a->dtype_bytes;
-
-	*first = *last = 0;
-	if (c->zero != ZERO_3)
-		return;
-	*first = e * sh->gfirst;
-	*last = e * sh->glast;
+	whole_units(a, c, sh->gfirst, sh->glast, first, last);
 }
 
 double mem_unsharded_grad(const struct arch *a, const struct pconf *c)
