@@ -11,33 +11,10 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	load test_helper/common-setup
+	load test_helper/tiny-job
 	_common_setup
 	CLUSTER=$EXAMPLES/clusters/cpu-1.json
 	cp "$EXAMPLES/tasks/repeat.jsonl" .
-}
-
-# job NAME ALGORITHM MODELS: a tiny job over the byte vocabulary, as
-# tests/50-run-engine.bats makes them.
-job() {
-	local arch='"arch": { "layers": 1, "hidden": 16, "heads": 2, "kv_heads": 1, "ffn": 32,
-		"vocab": 258, "dtype": "fp32", "max_position_embeddings": 32 }'
-	local m sep='' ms=''
-	for m in ${3//,/ }; do
-		case $m in
-		actor) ms+="$sep\"actor\": { $arch, \"stages\": [\"generation\", \"inference\", \"training\"] }" ;;
-		critic) ms+="$sep\"critic\": { $arch, \"stages\": [\"inference\", \"training\"] }" ;;
-		*) ms+="$sep\"$m\": { $arch, \"stages\": [\"inference\"] }" ;;
-		esac
-		sep=', '
-	done
-	cat > "$1.json" <<JSON
-{ "nereus": 1, "kind": "job", "name": "$1", "algorithm": "$2",
-  "models": { $ms },
-  "batch": { "prompts_per_step": 4, "samples_per_prompt": 2, "prompt_len": 5,
-             "response_len": { "max": 6 } },
-  "rl": { "actor_optim": { "lr": 0.001 } },
-  "data": { "prompts": "repeat.jsonl", "reward": "char_match" } }
-JSON
 }
 
 # checkpoint DIR: a Hugging Face checkpoint of the tiny actor, its
