@@ -393,6 +393,32 @@ EOF
 	assert_equal "$stderr" "nereus-plan: cluster.json:7:22: down.gpus[0]: expected a GPU id from 0 to 7"
 }
 
+@test "each GPU preset as users name it plans as its datasheet figures and links spelled out" {
+	# name memory_gib tflops hbm_gbps intra inter host, from the vendors'
+	# datasheets (nereus-cluster(5), GPU PRESETS)
+	while read -r name mem tflops hbm intra inter host; do
+		printf '{ "nereus": 1, "kind": "cluster", "name": "c", "nodes": 2, "gpus_per_node": 8, "gpu": "%s" }\n' \
+			"$name" > named.json
+		printf '{ "nereus": 1, "kind": "cluster", "name": "c", "nodes": 2, "gpus_per_node": 8,
+		  "gpu": { "model": "not-%s", "memory_gib": %s, "tflops": %s, "hbm_gbps": %s },
+		  "links": { "intra_node_gbps": %s, "inter_node_gbps": %s, "host_gbps": %s } }\n' \
+			"$name" "$mem" "$tflops" "$hbm" "$intra" "$inter" "$host" > spelled.json
+		run nereus-plan --job job.json --cluster named.json -o named-plan.json
+		assert_success
+		run nereus-plan --job job.json --cluster spelled.json -o spelled-plan.json
+		assert_success
+		cmp named-plan.json spelled-plan.json
+	done <<'EOF'
+H100-80GB 80 989 3350 450 48 50
+H100-PCIe 80 756 2000 50 48 50
+H800 80 989 3350 200 48 50
+H20 96 148 4000 450 48 50
+A100-40GB 40 312 1555 300 24 25
+B200 179 2250 8000 900 48 50
+L40S 45 362.05 864 25 24 25
+EOF
+}
+
 @test "an unknown GPU model is rejected" {
 	cat > cluster.json <<'EOF'
 {
@@ -400,12 +426,12 @@ EOF
   "kind": "cluster",
   "nodes": 1,
   "gpus_per_node": 8,
-  "gpu": "H100-PCIe"
+  "gpu": "MI300X"
 }
 EOF
 	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
 	refute_output
-	assert_equal "$stderr" "nereus-plan: cluster.json:6:10: gpu: unknown GPU model \"H100-PCIe\" (known: A100-80GB, H100-SXM, H200-SXM; or give an object with model, memory_gib, tflops, hbm_gbps)"
+	assert_equal "$stderr" "nereus-plan: cluster.json:6:10: gpu: unknown GPU model \"MI300X\" (known: A100-40GB, A100-80GB, B200, H100-80GB, H100-PCIe, H100-SXM, H20, H200-SXM, H800, L40S; or give an object with model, memory_gib, tflops, hbm_gbps)"
 }
 
 @test "a GPU model not among the presets needs its figures spelled out" {
@@ -415,7 +441,7 @@ EOF
   "kind": "cluster",
   "nodes": 1,
   "gpus_per_node": 8,
-  "gpu": { "model": "H100-PCIe", "memory_gib": 80 }
+  "gpu": { "model": "MI300X", "memory_gib": 192 }
 }
 EOF
 	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
@@ -430,37 +456,37 @@ EOF
   "kind": "cluster",
   "nodes": 2,
   "gpus_per_node": 8,
-  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 }
+  "gpu": { "model": "MI300X", "memory_gib": 192, "tflops": 1307, "hbm_gbps": 5300 }
 }
 EOF
 	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
 	refute_output
-	assert_equal "$stderr" "nereus-plan: cluster.json:1:1: GPU model \"A100-40GB\" is not a preset, so the speeds of its links must be given: missing \"links.intra_node_gbps\" and \"links.inter_node_gbps\""
+	assert_equal "$stderr" "nereus-plan: cluster.json:1:1: GPU model \"MI300X\" is not a preset, so the speeds of its links must be given: missing \"links.intra_node_gbps\" and \"links.inter_node_gbps\""
 	cat > cluster.json <<'EOF'
 {
   "nereus": 1,
   "kind": "cluster",
   "nodes": 2,
   "gpus_per_node": 8,
-  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "gpu": { "model": "MI300X", "memory_gib": 192, "tflops": 1307, "hbm_gbps": 5300 },
   "links": { "intra_node_gbps": 300 }
 }
 EOF
 	run -2 --separate-stderr nereus-plan --job job.json --cluster cluster.json
 	refute_output
-	assert_equal "$stderr" "nereus-plan: cluster.json:7:12: links: GPU model \"A100-40GB\" is not a preset, so the speeds of its links must be given: missing \"links.inter_node_gbps\""
+	assert_equal "$stderr" "nereus-plan: cluster.json:7:12: links: GPU model \"MI300X\" is not a preset, so the speeds of its links must be given: missing \"links.inter_node_gbps\""
 }
 
 @test "a GPU model not among the presets gives only the links its cluster has" {
 	# one node: no link between nodes to give; one GPU a node: none inside
 	cat > one-node.json <<'EOF'
 { "nereus": 1, "kind": "cluster", "nodes": 1, "gpus_per_node": 8,
-  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "gpu": { "model": "MI300X", "memory_gib": 192, "tflops": 1307, "hbm_gbps": 5300 },
   "links": { "intra_node_gbps": 300 } }
 EOF
 	cat > one-gpu.json <<'EOF'
 { "nereus": 1, "kind": "cluster", "nodes": 4, "gpus_per_node": 1,
-  "gpu": { "model": "A100-40GB", "memory_gib": 40, "tflops": 312, "hbm_gbps": 1555 },
+  "gpu": { "model": "MI300X", "memory_gib": 192, "tflops": 1307, "hbm_gbps": 5300 },
   "links": { "inter_node_gbps": 25 } }
 EOF
 	for c in one-node.json one-gpu.json; do
@@ -470,7 +496,7 @@ EOF
 	done
 	sed 's/"intra_node_gbps": 300/"host_gbps": 16/' one-node.json > no-intra.json
 	run -2 --separate-stderr nereus-plan --job job.json --cluster no-intra.json
-	assert_equal "$stderr" "nereus-plan: no-intra.json:3:12: links: GPU model \"A100-40GB\" is not a preset, so the speeds of its links must be given: missing \"links.intra_node_gbps\""
+	assert_equal "$stderr" "nereus-plan: no-intra.json:3:12: links: GPU model \"MI300X\" is not a preset, so the speeds of its links must be given: missing \"links.intra_node_gbps\""
 }
 
 @test "a cost document with an out-of-range coefficient is rejected" {

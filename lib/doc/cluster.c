@@ -9,23 +9,68 @@
 
 const char *const cluster_engine_names[] = { "megatron", "builtin", NULL };
 
-/* Datasheet figures (reference/formats-and-layouts.md); memory in GiB as
- * the devices report it. */
-static const struct gpu_spec presets[] = {
-	{ "A100-80GB", 80, 312, 2039 },
-	{ "H100-SXM", 80, 989, 3350 },
-	{ "H200-SXM", 140, 989, 4800 },
+/* Datasheet figures, memory in GiB as nvidia-smi reports it, to the nearest
+ * GiB (an "80 GB" H100 shows 81559 MiB).  The links are bus bandwidths one
+ * way, as collective benchmarks report them: NVLink at half its
+ * bidirectional figure; a 400 Gb/s NDR NIC a GPU ~48 GB/s, a 200 Gb/s HDR
+ * one ~24; PCIe 5 x16 ~50 GB/s, PCIe 4 ~25 (of 64 and 32 raw).  A GPU with
+ * no NVLink between all the GPUs of a node talks over PCIe inside it.
+ *   A100: NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web):
+ *     312 bf16, 40 GB HBM2 1555 GB/s or 80 GB HBM2e 2039 GB/s, NVLink 3
+ *     600 GB/s, PCIe 4; DGX A100: one 200 Gb/s HDR NIC a GPU.
+ *   H100 SXM and PCIe: NVIDIA H100 datasheet (sparsity halved): SXM 989,
+ *     3.35 TB/s, NVLink 900 GB/s; PCIe 756, 2.0 TB/s, its 600 GB/s NVLink
+ *     bridge joins pairs only, PCIe 5; DGX H100: one 400 Gb/s NIC a GPU.
+ *     nvidia-smi names the SXM part "H100 80GB HBM3", hence H100-80GB.
+ *   H800: the H100 SXM with NVLink cut to 400 GB/s (NVIDIA H800
+ *     datasheet); one 400 Gb/s NIC a GPU as the DeepSeek-V3 report's cluster.
+ *   H200: NVIDIA H200 datasheet: 141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s.
+ *   H20: NVIDIA H20 datasheet: 96 GB HBM3, 4.0 TB/s, 148 bf16, NVLink
+ *     900 GB/s, PCIe 5.
+ *   B200: NVIDIA HGX B200 datasheet: 180 GB HBM3e (179 GiB shown), 8 TB/s,
+ *     2.25 PFLOPS bf16 dense (4.5 sparse), NVLink 5 1.8 TB/s, PCIe 5 host,
+ *     one 400 Gb/s ConnectX-7 a GPU (DGX B200).
+ *   L40S: NVIDIA L40S datasheet: 48 GB GDDR6 (45 GiB shown), 864 GB/s,
+ *     362.05 bf16 dense (733 sparse), PCIe 4 x16, no NVLink. */
+static const struct gpu_preset presets[] = {
+	{ { "A100-40GB", 40, 312, 1555 }, { 300, 24, 25 } },
+	{ { "A100-80GB", 80, 312, 2039 }, { 300, 24, 25 } },
+	{ { "B200", 179, 2250, 8000 }, { 900, 48, 50 } },
+	{ { "H100-80GB", 80, 989, 3350 }, { 450, 48, 50 } },
+	{ { "H100-PCIe", 80, 756, 2000 }, { 50, 48, 50 } },
+	{ { "H100-SXM", 80, 989, 3350 }, { 450, 48, 50 } },
+	{ { "H20", 96, 148, 4000 }, { 450, 48, 50 } },
+	{ { "H200-SXM", 140, 989, 4800 }, { 450, 48, 50 } },
+	{ { "H800", 80, 989, 3350 }, { 200, 48, 50 } },
+	{ { "L40S", 45, 362.05, 864 }, { 25, 24, 25 } },
 };
+
+const struct gpu_preset *cluster_preset(const char *model)
+{
+	for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+		if (strcmp(presets[i].gpu.model, model) == 0)
+			return &presets[i];
+	return NULL;
+}
 
 bool cluster_gpu_preset(const char *model, struct gpu_spec *out)
 {
-	for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-		if (strcmp(presets[i].model, model) == 0) {
-			*out = presets[i];
-			return true;
-		}
-	}
-	return false;
+	const struct gpu_preset *p = cluster_preset(model);
+
+	if (p)
+		*out = p->gpu;
+	return p != NULL;
+}
+
+/* "A100-40GB, A100-80GB, ..." for the message that refuses an unknown one. */
+static void preset_names(char *buf, size_t size)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof presets / sizeof presets[0] && n < size; i++)
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "",
+				      presets[i].gpu.model);
 }
 
 int cluster_gpus(const struct cluster *c)
@@ -56,11 +101,13 @@ static int load_gpu(const struct jdoc *d, json_t *root, struct cluster *c, struc
 	if (!g)
 		return jdoc_fail(d, "", e, "missing required field \"gpu\"");
 	if (json_is_string(g)) {
-		if (!cluster_gpu_preset(json_string_value(g), &c->gpu))
-			return jdoc_fail(d, "gpu", e, "unknown GPU model \"%s\" (known: A100-80GB, "
-					 "H100-SXM, H200-SXM; or give an object with model, "
-					 "memory_gib, tflops, hbm_gbps)", json_string_value(g));
-		return NR_OK;
+		char known[256];
+		if (cluster_gpu_preset(json_string_value(g), &c->gpu))
+			return NR_OK;
+		preset_names(known, sizeof known);
+		return jdoc_fail(d, "gpu", e, "unknown GPU model \"%s\" (known: %s; or give an "
+				 "object with model, memory_gib, tflops, hbm_gbps)",
+				 json_string_value(g), known);
 	}
 	if (!json_is_object(g))
 		return jdoc_fail(d, "gpu", e, "expected a GPU model name or an object");
@@ -125,11 +172,10 @@ static int load_down(const struct jdoc *d, json_t *root, struct cluster *c, stru
 static int check_links_given(const struct jdoc *d, json_t *links, const struct cluster *c,
 			     struct err *e)
 {
-	struct gpu_spec preset;
 	bool intra = c->gpus_per_node > 1 && !(links && json_object_get(links, "intra_node_gbps"));
 	bool inter = c->nodes > 1 && !(links && json_object_get(links, "inter_node_gbps"));
 
-	if (cluster_gpu_preset(c->gpu.model, &preset) || (!intra && !inter))
+	if (cluster_preset(c->gpu.model) || (!intra && !inter))
 		return NR_OK;
 	return jdoc_fail(d, links ? "links" : "", e, "GPU model \"%s\" is not a preset, so "
 			 "the speeds of its links must be given: missing %s%s%s", c->gpu.model,
@@ -144,6 +190,7 @@ int cluster_load(struct cluster *c, const char *file, struct err *e)
 					    "engine", "down", NULL };
 	static const char *const lkeys[] = { "intra_node_gbps", "inter_node_gbps", "host_gbps",
 					     NULL };
+	const struct gpu_preset *preset;
 	struct jdoc d;
 	json_t *links;
 	long nodes, gpn;
@@ -169,11 +216,15 @@ int cluster_load(struct cluster *c, const char *file, struct err *e)
 	c->gpus_per_node = (int)gpn;
 	if ((rc = load_gpu(&d, d.root, c, e)))
 		goto out;
-	/* Link defaults: NVLink 4 gives 450 GB/s each way per GPU (A100's NVLink 3:
-	 * 300); one 400 Gb/s NIC per GPU ~48 GB/s of bus bandwidth; PCIe 4/5. */
-	c->intra_gbps = strcmp(c->gpu.model, "A100-80GB") == 0 ? 300 : 450;
-	c->inter_gbps = strcmp(c->gpu.model, "A100-80GB") == 0 ? 24 : 48;
-	c->host_gbps = strcmp(c->gpu.model, "A100-80GB") == 0 ? 25 : 50;
+	/* A model that is no preset gives the links its cluster has
+	 * (check_links_given); H100-SXM's stand for those it lacks, never used,
+	 * and for its host link, PCIe 5. */
+	preset = cluster_preset(c->gpu.model);
+	if (!preset)
+		preset = cluster_preset("H100-SXM");
+	c->intra_gbps = preset->links.intra_gbps;
+	c->inter_gbps = preset->links.inter_gbps;
+	c->host_gbps = preset->links.host_gbps;
 	if ((rc = jget_obj(&d, d.root, "", "links", false, &links, e)))
 		goto out;
 	if (links && ((rc = jdoc_check_keys(&d, links, "links", lkeys, e)) ||

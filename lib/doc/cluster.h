@@ -17,6 +17,20 @@ struct gpu_spec {
 	double hbm_gbps;  /* memory bandwidth, GB/s */
 };
 
+/* The links a preset GPU's nodes have by default, GB/s one way per GPU,
+ * as struct cluster's. */
+struct gpu_links {
+	double intra_gbps;
+	double inter_gbps;
+	double host_gbps;
+};
+
+/* A GPU model as users name it: its datasheet figures and its links. */
+struct gpu_preset {
+	struct gpu_spec gpu;
+	struct gpu_links links;
+};
+
 /* What runs on the devices, for the memory model: GPU frameworks
  * (Megatron-LM or FSDP training, a paged engine such as vLLM generating),
  * or nereus-run's built-in engine (plan/memory.h). */
@@ -38,6 +52,9 @@ struct cluster {
 };
 
 int cluster_load(struct cluster *c, const char *file, struct err *e);
+/* The preset of that exact name (nereus-cluster(5), GPU PRESETS); NULL
+ * when there is none. */
+const struct gpu_preset *cluster_preset(const char *model);
 /* Fill a spec from a datasheet model name; false when unknown. */
 bool cluster_gpu_preset(const char *model, struct gpu_spec *out);
 int cluster_gpus(const struct cluster *c);    /* all GPUs, up or down */

@@ -834,6 +834,46 @@ static void test_cluster_presets(void)
 	CHECK(!cluster_gpu_preset("h100", &g));
 }
 
+/* The GPUs as users name them, each figure from the vendor's datasheet:
+ * memory as nvidia-smi shows it to the nearest GiB, dense bf16 TFLOP/s
+ * (half the "with sparsity" figure, 1979 for the H100 SXM, 1513 for its
+ * PCIe card, rounded down), HBM GB/s, and the links one way per
+ * GPU: half the NVLink bidirectional figure inside a node (PCIe when the
+ * GPUs of a node have no NVLink among them all), 48 GB/s for a 400 Gb/s NIC
+ * a GPU and 24 for 200 Gb/s between nodes, 50 for PCIe 5 x16 and 25 for
+ * PCIe 4 to the host. */
+static void test_cluster_presets_as_named(void)
+{
+	static const struct {
+		const char *name;
+		double mem, tflops, hbm, intra, inter, host;
+	} want[] = {
+		{ "H100-80GB", 80, 989, 3350, 900 / 2.0, 48, 50 },
+		{ "H100-PCIe", 80, 756, 2000, 50, 48, 50 },
+		{ "H800", 80, 989, 3350, 400 / 2.0, 48, 50 },
+		{ "H20", 96, 148, 4000, 900 / 2.0, 48, 50 },
+		{ "A100-40GB", 40, 312, 1555, 600 / 2.0, 24, 25 },
+		{ "B200", 179, 2250, 8000, 1800 / 2.0, 48, 50 },
+		{ "L40S", 45, 362.05, 864, 25, 24, 25 },
+	};
+	static struct cluster c;
+	struct err e;
+	char body[256];
+
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		snprintf(body, sizeof body, "\"nodes\": 2, \"gpus_per_node\": 8, \"gpu\": \"%s\"",
+			 want[i].name);
+		CHECK(load_cluster(&c, &e, body) == NR_OK);
+		CHECK(strcmp(c.gpu.model, want[i].name) == 0);
+		CHECK_NEAR(c.gpu.mem_gib, want[i].mem, 1e-12);
+		CHECK_NEAR(c.gpu.tflops, want[i].tflops, 1e-12);
+		CHECK_NEAR(c.gpu.hbm_gbps, want[i].hbm, 1e-12);
+		CHECK_NEAR(c.intra_gbps, want[i].intra, 1e-12);
+		CHECK_NEAR(c.inter_gbps, want[i].inter, 1e-12);
+		CHECK_NEAR(c.host_gbps, want[i].host, 1e-12);
+	}
+}
+
 /* A GPU object: a preset model with overrides, or an unknown model with
  * every figure; link, headroom and host memory overrides. */
 static void test_cluster_gpu_object_and_links(void)
@@ -941,10 +981,10 @@ static void test_cluster_errors(void)
 			      "nodes: 4096 nodes of 8 GPUs exceed the 16384 GPUs supported"));
 	CHECK(cluster_rejects(&c, "\"nodes\": 1, \"gpus_per_node\": 8",
 			      "missing required field \"gpu\""));
-	CHECK(cluster_rejects(&c, "\"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": \"B200\"",
-			      "gpu: unknown GPU model \"B200\" (known: A100-80GB, H100-SXM, "
-			      "H200-SXM; or give an object with model, memory_gib, tflops, "
-			      "hbm_gbps)"));
+	CHECK(cluster_rejects(&c, "\"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": \"MI300X\"",
+			      "gpu: unknown GPU model \"MI300X\" (known: A100-40GB, A100-80GB, "
+			      "B200, H100-80GB, H100-PCIe, H100-SXM, H20, H200-SXM, H800, L40S; "
+			      "or give an object with model, memory_gib, tflops, hbm_gbps)"));
 	CHECK(cluster_rejects(&c, "\"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": 80",
 			      "gpu: expected a GPU model name or an object"));
 	CHECK(cluster_rejects(&c, "\"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": {\"memory_gib\": "
@@ -1136,6 +1176,7 @@ int main(void)
 	RUN(test_job_sft_optim);
 	RUN(test_job_stop_tokens);
 	RUN(test_cluster_presets);
+	RUN(test_cluster_presets_as_named);
 	RUN(test_cluster_gpu_object_and_links);
 	RUN(test_cluster_down);
 	RUN(test_cluster_down_nodes_type_DISCREPANCY);
