@@ -95,6 +95,24 @@ for x, y in zip(a, b):
 EOF
 }
 
+@test "ranks all on this host, a cluster of two nodes: refused on every rank, naming rank, host and node" {
+	# a node is a host: nodes 0 and 1 of two GPUs each cannot share one
+	sed 's/"nodes": 1, "gpus_per_node": 4/"nodes": 2, "gpus_per_node": 2/' cpu4.json |
+		sed 's/"intra_node_gbps": 450/&, "inter_node_gbps": 48/' > two-nodes.json
+	local host
+	host=$(hostname)
+	run -2 --separate-stderr ranks 4 --cluster two-nodes.json --state st --steps 1 \
+		--records r.jsonl -q
+	refute_output
+	want="nereus-run: rank 2, the first of node 1 of the cluster, is on host '$host' with rank 0 of node 0: each node is a host of its own"
+	[ "$(grep -cxF "$want" <<< "$stderr")" -eq 4 ]
+	[ ! -e r.jsonl ]
+	# the same four ranks as one node of four GPUs run
+	run --separate-stderr ranks 4 --cluster cpu4.json --state st --steps 1 --records r.jsonl -q
+	assert_success
+	[ "$(wc -l < r.jsonl)" -eq 1 ]
+}
+
 @test "5 steps on 1 process and on 4 ranks as TP2, PP2, DP2 and TP2·DP2: the same losses and rewards" {
 	nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 5 \
 		--plan one.json --records one.jsonl -q

@@ -51,15 +51,20 @@ static int resume_records(const struct args *a, const struct inputs *in, struct 
 	return run_resume(r, rs, a->records, e);
 }
 
-/* MPI for a run over ranks: the world and the engine's ranks over it. */
-static int start_ranks(struct builtin *bi, struct comm *world, struct builtin_ranks *ranks,
-		       int *rank, struct err *e)
+/* MPI for a run over ranks: the world and the engine's ranks over it, once
+ * the ranks are found on the hosts the cluster document says. */
+static int start_ranks(struct builtin *bi, const struct cluster *cl, struct comm *world,
+		       struct builtin_ranks *ranks, int *rank, struct err *e)
 {
 	int argc = 0, size, rc;
 	char **argv = NULL;
 
 	if (mpi_begin(&argc, &argv, rank, &size, e))
 		return err_set(e, NR_EIO, "started by mpirun, but MPI does not start");
+	if ((rc = mpi_check_hosts(cl, e))) {
+		mpi_end();
+		return rc;
+	}
 	if ((rc = mpi_world(world, e)))
 		return rc;
 	*ranks = mpi_builtin_ranks(world);
@@ -89,7 +94,7 @@ static int run_one(const struct args *a, struct inputs *in)
 		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
 		if (a->resume)
 			builtin_resume(&bi);
-		if (mpi && (rc = start_ranks(&bi, &world, &ranks, &o.rank, &e)))
+		if (mpi && (rc = start_ranks(&bi, &in->cl, &world, &ranks, &o.rank, &e)))
 			return report(&e);
 		eng = builtin_engine(&bi);
 		o.bi = &bi;
