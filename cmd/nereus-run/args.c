@@ -11,7 +11,7 @@ static const char usage[] =
 	"                  [--policy P] [--plan FILE] [--cost FILE]\n"
 	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
 	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
-	"                  [--quiet]\n"
+	"                  [--log-every K] [--quiet]\n"
 	"       nereus-run --engine builtin --job FILE --cluster FILE --state STORE\n"
 	"                  --steps N [--save DIR] [--save-every K] [--records FILE]\n"
 	"                  [--resume [--adopt]] [the options above but --seed and --noise]\n"
@@ -58,7 +58,13 @@ static const char usage[] =
 	"  --pace SECONDS      wait this long after each step (for outside controllers)\n"
 	"  --charge HOW        price transitions with the transition graph (graph, the\n"
 	"                      default) or with its lower bound only (bound)\n"
-	"  --out-dir DIR       compare: write each row's records and summary there\n"
+	"  --out-dir DIR       compare: write each row's records and summary there\n";
+
+/* The help's end, apart: one string literal of it all would pass the 4095
+ * bytes C11 promises. */
+static const char usage_end[] =
+	"  --log-every K       print a line on standard error every K steps: the step,\n"
+	"                      its time, reward, KL, response length, GPUs up and plan\n"
 	"  -q, --quiet         no decisions and no summary on standard error\n"
 	"  -h, --help          show this help\n"
 	"  -V, --version       show the version\n"
@@ -73,7 +79,7 @@ static const char usage[] =
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
        OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE, OPT_STATE,
-       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT };
+       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY };
 
 static const struct option options[] = {
 	{ "engine", required_argument, NULL, OPT_ENGINE },
@@ -101,6 +107,7 @@ static const struct option options[] = {
 	{ "state", required_argument, NULL, OPT_STATE },
 	{ "save", required_argument, NULL, OPT_SAVE },
 	{ "save-every", required_argument, NULL, OPT_SAVE_EVERY },
+	{ "log-every", required_argument, NULL, OPT_LOG_EVERY },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -149,6 +156,14 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 			a->bound = k == 1;
 			break;
 		case 'q': a->quiet = true; break;
+		case 'h':
+			fputs(usage, stdout);
+			fputs(usage_end, stdout);
+			return OPTIONS_DONE;
+		case OPT_LOG_EVERY:
+			if ((rc = parse_long("--log-every", optarg, 1, 100000000, &a->log_every)))
+				return rc;
+			break;
 		case OPT_STEPS:
 			if ((rc = parse_long("--steps", optarg, 1, 100000000, &a->steps)))
 				return rc;
@@ -198,6 +213,8 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 		return usage_error("compare runs every policy itself: it takes no --plan, "
 				   "--policy, --records, --resume, --until, --summary, --svg, "
 				   "--now or --pace");
+	if (a->compare && a->log_every)
+		return usage_error("--log-every follows one run: compare takes none");
 	if (!a->compare && a->out_dir)
 		return usage_error("--out-dir is for 'nereus-run compare'");
 	if (a->engine == ENGINE_BUILTIN && !a->state)

@@ -8,6 +8,7 @@
 
 #include "subcommands.h"
 #include "run/checkpoint.h"
+#include "run/logline.h"
 #include "run/now.h"
 #include "run/records.h"
 
@@ -103,6 +104,12 @@ int emit(void *arg, const struct step_record *r, struct err *e)
 	if (o->bi && o->a->save_every && (r->step + 1) % o->a->save_every == 0 &&
 	    (rc = save(o, r->step + 1, e)))
 		return rc;
+	if (o->a->log_every && o->rank == 0 && (r->step + 1) % o->a->log_every == 0) {
+		char line[1024];
+		logline_format(r, line, sizeof line);
+		fprintf(stderr, "%s%s: %s\n", o->shown && show_progress() ? "\r\033[K" : "",
+			progname, line);
+	}
 	if (!o->a->quiet && o->rank == 0 && show_progress() &&
 	    (r->step + 1) * 100 / o->a->steps != o->shown) {
 		o->shown = (r->step + 1) * 100 / o->a->steps;

@@ -25,6 +25,7 @@ struct args {
 	bool resume, quiet, bound;
 	bool adopt;               /* --resume from a store another run saved */
 	bool seed_given;          /* --seed was given (the simulator's only) */
+	long log_every;           /* --log-every K: a line on standard error every K steps */
 };
 
 struct inputs {
