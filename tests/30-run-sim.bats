@@ -255,7 +255,7 @@ JSON
 		n=$((n + 1))
 		run_example "$ex"
 	done
-	[ "$n" -eq 23 ]
+	[ "$n" -eq 24 ]
 	[ -s steps.jsonl ] && [ -s summary.json ] && [ "$(head -c 4 run.svg)" = '<svg' ]
 	[ "$(ls policies | wc -l)" -eq 18 ]
 	[ "$(wc -l < half.jsonl)" -eq 200 ]

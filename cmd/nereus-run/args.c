@@ -11,7 +11,7 @@ static const char usage[] =
 	"                  [--policy P] [--plan FILE] [--cost FILE]\n"
 	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
 	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
-	"                  [--log-every K] [--quiet]\n"
+	"                  [--log-every K] [--tensorboard DIR] [--quiet]\n"
 	"       nereus-run --engine builtin --job FILE --cluster FILE --state STORE\n"
 	"                  --steps N [--save DIR] [--save-every K] [--records FILE]\n"
 	"                  [--resume [--adopt]] [the options above but --seed and --noise]\n"
@@ -65,6 +65,8 @@ static const char usage[] =
 static const char usage_end[] =
 	"  --log-every K       print a line on standard error every K steps: the step,\n"
 	"                      its time, reward, KL, response length, GPUs up and plan\n"
+	"  --tensorboard DIR   write TensorBoard event files in DIR: every rl figure,\n"
+	"                      step and stage times measured and predicted, GPUs up\n"
 	"  -q, --quiet         no decisions and no summary on standard error\n"
 	"  -h, --help          show this help\n"
 	"  -V, --version       show the version\n"
@@ -79,7 +81,8 @@ static const char usage_end[] =
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
        OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE, OPT_STATE,
-       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY };
+       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY,
+       OPT_TENSORBOARD };
 
 static const struct option options[] = {
 	{ "engine", required_argument, NULL, OPT_ENGINE },
@@ -108,6 +111,7 @@ static const struct option options[] = {
 	{ "save", required_argument, NULL, OPT_SAVE },
 	{ "save-every", required_argument, NULL, OPT_SAVE_EVERY },
 	{ "log-every", required_argument, NULL, OPT_LOG_EVERY },
+	{ "tensorboard", required_argument, NULL, OPT_TENSORBOARD },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -160,6 +164,7 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 			fputs(usage, stdout);
 			fputs(usage_end, stdout);
 			return OPTIONS_DONE;
+		case OPT_TENSORBOARD: a->tensorboard = optarg; break;
 		case OPT_LOG_EVERY:
 			if ((rc = parse_long("--log-every", optarg, 1, 100000000, &a->log_every)))
 				return rc;
@@ -215,6 +220,8 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 				   "--now or --pace");
 	if (a->compare && a->log_every)
 		return usage_error("--log-every follows one run: compare takes none");
+	if (a->compare && a->tensorboard)
+		return usage_error("--tensorboard follows one run: compare takes none");
 	if (!a->compare && a->out_dir)
 		return usage_error("--out-dir is for 'nereus-run compare'");
 	if (a->engine == ENGINE_BUILTIN && !a->state)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "subcommands.h"
 #include "run/checkpoint.h"
@@ -87,6 +88,20 @@ static int open_records(struct out *o, struct err *e)
 			    : out_open_stream(file, false, &o->f, e);
 }
 
+/* --tensorboard: the step's event, with the plan it ran and the
+ * transitions so far (the resumed steps' among them). */
+static int log_event(struct out *o, const struct step_record *r, struct err *e)
+{
+	const struct run_log *l = &o->run->log;
+	struct timespec now;
+
+	while (o->counted < l->n)
+		o->transitions += l->moved[o->counted++];
+	clock_gettime(CLOCK_REALTIME, &now);
+	return tblog_write(o->tb, &(struct tblog_step){ r, run_plan(o->run), o->transitions,
+			   (double)now.tv_sec + 1e-9 * (double)now.tv_nsec }, e);
+}
+
 int emit(void *arg, const struct step_record *r, struct err *e)
 {
 	struct out *o = arg;
@@ -103,6 +118,8 @@ int emit(void *arg, const struct step_record *r, struct err *e)
 	/* saved after its record is out: a store never runs ahead of them */
 	if (o->bi && o->a->save_every && (r->step + 1) % o->a->save_every == 0 &&
 	    (rc = save(o, r->step + 1, e)))
+		return rc;
+	if (o->tb && (rc = log_event(o, r, e)))
 		return rc;
 	if (o->a->log_every && o->rank == 0 && (r->step + 1) % o->a->log_every == 0) {
 		char line[1024];

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "subcommands.h"
 #include "common/json.h"
@@ -72,6 +73,21 @@ static int start_ranks(struct builtin *bi, const struct cluster *cl, struct comm
 	return NR_OK;
 }
 
+/* --tensorboard DIR: the event file the run's steps go to, from now. */
+static int open_events(struct out *o, struct tblog *tb, const struct run *r, struct err *e)
+{
+	struct timespec now;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if ((rc = tblog_open(tb, o->a->tensorboard,
+			     (double)now.tv_sec + 1e-9 * (double)now.tv_nsec, e)))
+		return rc;
+	o->tb = tb;
+	o->run = r;
+	return NR_OK;
+}
+
 static int run_one(const struct args *a, struct inputs *in)
 {
 	static struct sim sim;
@@ -84,10 +100,11 @@ static int run_one(const struct args *a, struct inputs *in)
 	struct saves sv = { .lock = -1 };
 	static struct comm world;
 	static struct builtin_ranks ranks;
+	struct tblog tb;
 	bool mpi = a->engine == ENGINE_BUILTIN && mpi_launched();
 	struct run_summary s;
 	struct sigaction sa;
-	struct err e = { 0 }, never = { 0 };
+	struct err e = { 0 }, never = { 0 }, closing = { 0 };
 	int rc;
 
 	if (a->engine == ENGINE_BUILTIN) {
@@ -134,6 +151,8 @@ static int run_one(const struct args *a, struct inputs *in)
 		rc = saves_lock(&sv, a->save, &e);
 	if (rc == NR_OK)
 		rc = o.rank == 0 ? check_outputs(a, &e) : NR_OK;
+	if (rc == NR_OK && o.rank == 0 && a->tensorboard)
+		rc = open_events(&o, &tb, &r, &e);
 	/* every rank reads the records before rank 0 cuts them, at its first */
 	if (rc == NR_OK && a->resume)
 		rc = resume_records(a, in, &sv, &r, &rs, &e);
@@ -179,6 +198,10 @@ static int run_one(const struct args *a, struct inputs *in)
 	if (!a->quiet)
 		print_summary(&r, &s);
 out:
+	if (o.tb && tblog_close(o.tb, &closing) && !rc) {
+		e = closing;
+		rc = e.code;
+	}
 	saves_unlock(&sv, o.saved >= 0);
 	saves_free(&sv);
 	records_free(&rs);

@@ -9,6 +9,7 @@
 #include "../common.h"
 #include "engine/builtin.h"
 #include "run/run.h"
+#include "run/tblog.h"
 #include "state/store.h"
 
 enum { ENGINE_SIM, ENGINE_BUILTIN };
@@ -26,6 +27,7 @@ struct args {
 	bool adopt;               /* --resume from a store another run saved */
 	bool seed_given;          /* --seed was given (the simulator's only) */
 	long log_every;           /* --log-every K: a line on standard error every K steps */
+	const char *tensorboard;  /* --tensorboard DIR: event files there */
 };
 
 struct inputs {
@@ -63,6 +65,12 @@ struct out {
 	 * refused before it has a record leaves the file as it was */
 	const char *pending;
 	size_t keep;
+	/* --tensorboard DIR: the event file, the run whose plans and
+	 * transitions its scalars take, and the transitions counted so far
+	 * (over the run's log up to counted) */
+	struct tblog *tb;
+	const struct run *run;
+	long transitions, counted;
 };
 
 /* The options of the run (args.c), with compare those of compare: a

@@ -342,6 +342,11 @@ static int check_replay(struct run *r, const struct step_record *rec, struct err
 	return NR_OK;
 }
 
+const struct plan *run_plan(const struct run *r)
+{
+	return r->ctl ? (r->ctl->running ? &r->ctl->cur : NULL) : &r->cur;
+}
+
 static int one_step(struct run *r, long step, struct err *e)
 {
 	static const struct timespec zero;
@@ -364,7 +369,7 @@ static int one_step(struct run *r, long step, struct err *e)
 		rc = follow(r, step, &trans, &moved, &sc, e);
 	if (rc)
 		return rc;
-	p = r->ctl ? (r->ctl->running ? &r->ctl->cur : NULL) : &r->cur;
+	p = run_plan(r);
 	if (replay) {
 		/* the engine resumes from its own state: the step as recorded */
 		if ((rc = steprec_parse(r->expect_file, step + 1, r->expect[step],

@@ -141,6 +141,9 @@ struct run_summary {
 	double seq_per_s;     /* sequences of the steps that ran, over the total time */
 };
 void run_summarize(const struct run *r, struct run_summary *s);
+/* The plan the run holds now, which the last step ran: NULL while the
+ * controller has none running. */
+const struct plan *run_plan(const struct run *r);
 /* The summary document (kind "run-summary", nereus-run(1)); policy is the
  * controller's or "follow". */
 json_t *run_summary_json(const struct run *r, const struct run_summary *s);
