@@ -51,6 +51,62 @@ void run_free(struct run *r)
 
 static void say(const struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* How much slower than predicted the model-stages of the window's records
+ * after step after ran: the median of time_s / predicted_s; 1 when none
+ * has both. */
+static double records_level(const struct run *r, long after)
+{
+	static const long cap = RUN_WINDOW * STEPREC_MAX_MS;
+	double ratio[RUN_WINDOW * STEPREC_MAX_MS];
+	long n = 0, have = r->nwindow < RUN_WINDOW ? r->nwindow : RUN_WINDOW;
+
+	for (long i = 0; i < have; i++) {
+		const struct step_record *rec = &r->window[(r->nwindow - have + i) % RUN_WINDOW];
+		for (int m = 0; rec->step > after && m < rec->nms && n < cap; m++)
+			if (rec->ms[m].time_s > 0 && rec->ms[m].predicted_s > 0)
+				ratio[n++] = rec->ms[m].time_s / rec->ms[m].predicted_s;
+	}
+	if (n == 0)
+		return 1;
+	qsort(ratio, (size_t)n, sizeof *ratio, cmp_double);
+	return n % 2 ? ratio[n / 2] : (ratio[n / 2 - 1] + ratio[n / 2]) / 2;
+}
+
+/* Every time the prior's coefficients predict, scaled by c: the
+ * efficiencies divided by it (at most 1, the peak) and the fixed seconds
+ * multiplied, their standard errors alike.  Model-stage times are linear
+ * in the inverse efficiencies and the fixed seconds (profile/fit.h), so
+ * this is the model at another level, as another load on the machine
+ * sets it. */
+static void scale_times(struct fit_prior *p, double c)
+{
+	static const char *const fixed[] = { "allreduce_lat_s", "microbatch_s", "decode_step_s",
+					     "stage_s", "step_s", NULL };
+
+	for (int j = 0; j < COEF_FIELDS; j++) {
+		const char *name = coef_names[j];
+		size_t len = strlen(name);
+		double *v = coef_field(&p->k, j), to = *v * c;
+		bool is_fixed = false;
+
+		for (int i = 0; fixed[i]; i++)
+			is_fixed = is_fixed || strcmp(name, fixed[i]) == 0;
+		if (len > 4 && strcmp(name + len - 4, "_eff") == 0)
+			to = fmin(*v / c, 1);
+		else if (!is_fixed)
+			continue;
+		p->se[j] *= *v > 0 ? to / *v : 1;
+		*v = to;
+	}
+}
+
 /* The controller's refit hook: the cost model fitted (profile/fit.h) to
  * the last RUN_WINDOW steps that ran, from the coefficients it has as
  * prior, once RUN_REFIT steps have run since the last fit (one more step
@@ -67,6 +123,7 @@ static int refit(void *arg, struct coef *k, struct err *e)
 	struct fit_result res;
 	struct fit *f;
 	long n = r->nwindow < RUN_WINDOW ? r->nwindow : RUN_WINDOW;
+	double level = 1;
 	int rc;
 
 	if (r->refit ? !r->refit_due : r->nwindow - r->fitted < (r->fitted ? RUN_REFIT : 1))
@@ -77,6 +134,8 @@ static int refit(void *arg, struct coef *k, struct err *e)
 		 * hold the records it saw, from those in force */
 		prior = r->prior;
 		prior.k = *k;
+		level = records_level(r, prior.last_step);
+		scale_times(&prior, level);
 	} else {
 		fit_prior_defaults(&prior);
 		prior.k = *k;
@@ -96,10 +155,10 @@ static int refit(void *arg, struct coef *k, struct err *e)
 	if (r->refit) {
 		fit_prior_of(&r->prior, &res);
 		r->refitted = true;
-		say(r, "step %ld: refit the cost model on %ld record%s (steps %ld-%ld): MAPE of "
-		    "their model-stage times %.1f%%", r->next, res.fit_records,
-		    res.fit_records == 1 ? "" : "s", res.first_step, res.last_step,
-		    100 * res.mape_fit);
+		say(r, "step %ld: refit the cost model on %ld record%s (steps %ld-%ld), from %.3g "
+		    "times its level: MAPE of their model-stage times %.1f%%", r->next,
+		    res.fit_records, res.fit_records == 1 ? "" : "s", res.first_step,
+		    res.last_step, level, 100 * res.mape_fit);
 	}
 	return NR_OK;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "run/predict.h"
+#include "run/run.h"
+#include "run/sim.h"
 #include "unit.h"
 
 /* |p/m - 1| by hand: 0.5, 0, 0.5, 1; the last quarter of 4 steps is step 3. */
@@ -93,11 +95,81 @@ static void predicts_the_model(void)
 	free(scratch);
 }
 
+static struct step_record kept[8];
+static long nkept;
+
+static int keep(void *arg, const struct step_record *r, struct err *e)
+{
+	(void)arg;
+	(void)e;
+	if (nkept < 8)
+		kept[nkept++] = *r;
+	return NR_OK;
+}
+
+/* A machine five times slower than the cost model says, in every part of
+ * every time (by hand: efficiencies a fifth, fixed seconds five times):
+ * the steps before the first refit are predicted a fifth of what they
+ * take; --refit 2 brings the model to the machine's level at step 2, and
+ * from there on every prediction is what the step took. */
+static void refit_finds_the_level(void)
+{
+	static struct sim sim;
+	static struct controller ctl;
+	static struct run r;
+	struct job job;
+	struct cluster cl;
+	struct coef k, slow;
+	struct engine eng;
+	struct err e;
+
+	CHECK(job_load(&job, "examples/jobs/ppo-llama3-8b.json", &e) == NR_OK);
+	CHECK(cluster_load(&cl, "examples/clusters/h100-8x8.json", &e) == NR_OK);
+	coef_defaults(&k);
+	slow = k;
+	slow.train_eff /= 5;
+	slow.infer_eff /= 5;
+	slow.prefill_eff /= 5;
+	slow.decode_eff /= 5;
+	slow.intra_eff /= 5;
+	slow.inter_eff /= 5;
+	slow.host_eff /= 5;
+	slow.allreduce_lat_s *= 5;
+	slow.microbatch_s *= 5;
+	slow.decode_step_s *= 5;
+	slow.stage_s *= 5;
+	slow.step_s *= 5;
+	sim_init(&sim, &job, &cl, &slow, NULL, 1, 0);
+	eng = sim_engine(&sim);
+	ctl_init(&ctl, LAYOUT_ADAPTIVE, 0.01, &k);
+	run_init(&r);
+	r.eng = &eng;
+	r.ctl = &ctl;
+	run_refit_hook(&r);
+	r.steps = 8;
+	r.every = 0;
+	r.refit = 2;
+	r.emit = keep;
+	CHECK(run_go(&r, &e) == NR_OK);
+	CHECK(nkept == 8);
+	for (long s = 0; s < nkept; s++) {
+		const struct step_record *x = &kept[s];
+		CHECK(x->status == STEP_OK);
+		CHECK_NEAR(x->predicted_step_s, s < 2 ? x->step_time_s / 5 : x->step_time_s, 1e-6);
+		for (int i = 0; i < x->nms; i++)
+			CHECK_NEAR(x->ms[i].predicted_s, s < 2 ? x->ms[i].time_s / 5 : x->ms[i].time_s,
+				   1e-6);
+	}
+	ctl_free(&ctl);
+	run_free(&r);
+}
+
 int main(void)
 {
 	RUN(mape_by_hand);
 	RUN(mape_skips_unknown);
 	RUN(mape_of_nothing);
 	RUN(predicts_the_model);
+	RUN(refit_finds_the_level);
 	return UNIT_END();
 }
