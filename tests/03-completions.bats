@@ -93,7 +93,7 @@ zsh_offers() {
 	run bash_offers nereus-run ''
 	assert_output 'compare generate init score'
 	run bash_offers nereus-run --
-	assert_output '--adopt --charge --cluster --cost --engine --events --every --help --job --log-every --min-gain --noise --now --pace --plan --policy --quiet --records --resume --save --save-every --seed --state --steps --summary --svg --tensorboard --until --version'
+	assert_output '--adopt --charge --cluster --cost --engine --events --every --help --job --log-every --min-gain --noise --now --pace --plan --policy --quiet --records --refit --resume --save --save-every --seed --state --steps --summary --svg --tensorboard --until --version'
 	run bash_offers nereus-run --engine ''
 	assert_output 'builtin sim'
 	run bash_offers nereus-run --engine builtin --state ''
@@ -123,7 +123,7 @@ zsh_offers() {
 	run zsh_offers nereus-run ''
 	assert_output 'compare generate init score'
 	run zsh_offers nereus-run --
-	assert_output '--adopt --charge --cluster --cost --engine --events --every --help --job --log-every --min-gain --noise --now --pace --plan --policy --quiet --records --resume --save --save-every --seed --state --steps --summary --svg --tensorboard --until --version'
+	assert_output '--adopt --charge --cluster --cost --engine --events --every --help --job --log-every --min-gain --noise --now --pace --plan --policy --quiet --records --refit --resume --save --save-every --seed --state --steps --summary --svg --tensorboard --until --version'
 	run zsh_offers nereus-run --engine ''
 	assert_output 'builtin sim'
 	run zsh_offers nereus-run --engine builtin --state ''

@@ -255,8 +255,10 @@ JSON
 		n=$((n + 1))
 		run_example "$ex"
 	done
-	[ "$n" -eq 24 ]
+	[ "$n" -eq 26 ]
 	[ -s steps.jsonl ] && [ -s summary.json ] && [ "$(head -c 4 run.svg)" = '<svg' ]
+	holds refit.jsonl refit.json 'all("predicted_step_s" in r for r in recs)' \
+		's["prediction_error"]["refits"] > 0'
 	[ "$(ls policies | wc -l)" -eq 18 ]
 	[ "$(wc -l < half.jsonl)" -eq 200 ]
 	[ -s a100-trace.jsonl ] && [ -s remaining-steps ]

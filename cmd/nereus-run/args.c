@@ -11,7 +11,7 @@ static const char usage[] =
 	"                  [--policy P] [--plan FILE] [--cost FILE]\n"
 	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
 	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
-	"                  [--log-every K] [--tensorboard DIR] [--quiet]\n"
+	"                  [--refit K] [--log-every K] [--tensorboard DIR] [--quiet]\n"
 	"       nereus-run --engine builtin --job FILE --cluster FILE --state STORE\n"
 	"                  --steps N [--save DIR] [--save-every K] [--records FILE]\n"
 	"                  [--resume [--adopt]] [the options above but --seed and --noise]\n"
@@ -28,16 +28,15 @@ static const char usage[] =
 	"  --events FILE       the event trace (JSON Lines, nereus-events(5))\n"
 	"  --steps N           the run's length in steps\n"
 	"  --seed S            seed of the stage-time noise (default 1; sim only)\n"
-	"  --noise F           log-normal spread of stage times, about their relative\n"
-	"                      standard deviation (default 0; sim only)\n"
+	"  --noise F           log-normal spread of stage times (default 0; sim only)\n"
 	"  --every K           the controller also runs every K steps (default 10; 0: only\n"
 	"                      when conditions change)\n"
 	"  --min-gain F        fraction of step time a switch must save (default 0.01)\n"
+	"  --refit K           refit the cost model at steps K, 2K, ... and plan with it\n"
 	"  --policy P          the plans the controller may choose: adaptive (default),\n"
 	"                      verl, verl-tuned, verl-megatron, openrlhf,\n"
 	"                      openrlhf-hybrid, fixed\n"
-	"  --plan FILE         follow the plan in FILE instead of the controller; switch\n"
-	"                      when another process renames a new plan over it\n"
+	"  --plan FILE         follow the plan in FILE, switching when it is replaced\n"
 	"  --cost FILE         the cost model's coefficients (default: built-in priors)\n"
 	"  --state STORE       builtin: the state store the run starts from (nereus-run\n"
 	"                      init makes one; with --resume, the one it saved)\n"
@@ -48,8 +47,7 @@ static const char usage[] =
 	"                      --resume; default: standard output)\n"
 	"  --resume            continue the run whose records are in --records FILE\n"
 	"                      (builtin: from the store --state, which --save wrote)\n"
-	"  --adopt             builtin, with --resume: continue the records even from a\n"
-	"                      store another run saved\n"
+	"  --adopt             builtin, with --resume: take up another run's store\n"
 	"  --until STEP        stop before STEP (resume later with --resume)\n"
 	"  --summary FILE      write the summary document to FILE\n"
 	"  --svg FILE          draw step latency over the run\n"
@@ -81,8 +79,7 @@ static const char usage_end[] =
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
        OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE, OPT_STATE,
-       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY,
-       OPT_TENSORBOARD };
+       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY, OPT_TENSORBOARD, OPT_REFIT };
 
 static const struct option options[] = {
 	{ "engine", required_argument, NULL, OPT_ENGINE },
@@ -112,6 +109,7 @@ static const struct option options[] = {
 	{ "save-every", required_argument, NULL, OPT_SAVE_EVERY },
 	{ "log-every", required_argument, NULL, OPT_LOG_EVERY },
 	{ "tensorboard", required_argument, NULL, OPT_TENSORBOARD },
+	{ "refit", required_argument, NULL, OPT_REFIT },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -182,6 +180,10 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 			if ((rc = parse_long("--every", optarg, 0, 100000000, &a->every)))
 				return rc;
 			break;
+		case OPT_REFIT:
+			if ((rc = parse_long("--refit", optarg, 1, 100000000, &a->refit)))
+				return rc;
+			break;
 		case OPT_UNTIL:
 			if ((rc = parse_long("--until", optarg, 1, 100000000, &a->until)))
 				return rc;
@@ -245,6 +247,9 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 				   "--engine builtin and --resume");
 	if (a->plan && a->policy)
 		return usage_error("--plan follows a file: there is no --policy to choose");
+	if (a->refit && (a->plan || a->compare))
+		return usage_error("--refit refits the controller's cost model: not with --plan "
+				   "or compare");
 	if ((!strcmp(a->job, "-") + !strcmp(a->cluster, "-") +
 	     (a->events && !strcmp(a->events, "-")) + (a->cost && !strcmp(a->cost, "-")) +
 	     (a->plan && !strcmp(a->plan, "-"))) > 1)

@@ -161,6 +161,8 @@ int publish(void *arg, long step, const struct cond *c, unsigned changed, long r
 
 void print_summary(const struct run *r, const struct run_summary *s)
 {
+	char *errors;
+
 	fprintf(stderr, "%s: %s %ld of %ld steps (%ld ok, %ld paused, %ld oom); step time mean "
 		"%.3f s, p50 %.3f s, p99 %.3f s; total %.1f s; %ld transitions, %.1f s (%.4f%% "
 		"of the total: moving state %.1f s, reading the store %.1f s, communicators "
@@ -172,4 +174,7 @@ void print_summary(const struct run *r, const struct run_summary *s)
 		fprintf(stderr, "; controller %ld decisions, %ld searches, %.3f s", r->ctl->st.replans,
 			r->ctl->st.searches, r->ctl->st.seconds);
 	fputc('\n', stderr);
+	if ((errors = run_errors_text(s)))
+		fprintf(stderr, "%s: %s\n", progname, errors);
+	free(errors);
 }

@@ -128,6 +128,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	r.steps = a->steps;
 	r.until = a->until;
 	r.every = a->every;
+	r.refit = a->refit;
 	r.pace_s = a->pace;
 	r.k = in->k;
 	r.price_graph = !a->bound;

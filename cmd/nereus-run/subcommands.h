@@ -21,6 +21,7 @@ struct args {
 	const char *out_dir;
 	const char *state, *save; /* builtin: the store to start from, where to save */
 	long steps, seed, every, until, save_every;
+	long refit;               /* --refit K; 0 when not given */
 	double noise, min_gain, pace;
 	int policy;
 	bool resume, quiet, bound;

@@ -108,6 +108,9 @@ static int check_entry(const struct jdoc *d, const struct step_record *r, int i,
 	if ((rc = check_time(d, i, "time_s", ms->time_s, r->status == STEP_OK && ran(r, md, ms),
 			     e)))
 		return rc;
+	if (!isnan(ms->predicted_s) && !positive(ms->predicted_s))
+		return bad(d, i, "predicted_s", e, "expected a positive number of seconds, got %g",
+			   ms->predicted_s);
 	if (!isnan(ms->peak_gib) && !positive(ms->peak_gib))
 		return bad(d, i, "peak_gib", e, "expected a positive number of GiB, got %g",
 			   ms->peak_gib);
@@ -157,6 +160,9 @@ static int check_record(const struct jdoc *d, const struct step_record *r,
 			   cl->name, cluster_gpus(cl));
 	if ((rc = check_time(d, -1, "step_time_s", r->step_time_s, r->status == STEP_OK, e)))
 		return rc;
+	if (!isnan(r->predicted_step_s) && !positive(r->predicted_step_s))
+		return bad(d, -1, "predicted_step_s", e, "expected a positive number of seconds, "
+			   "got %g", r->predicted_step_s);
 	if (!(isfinite(r->transition_s) && r->transition_s >= 0))
 		return bad(d, -1, "transition_s", e, "expected a non-negative number of seconds, "
 			   "got %g", r->transition_s);
@@ -242,7 +248,8 @@ int steprec_check(const struct step_record *r, const struct job *job,
 
 const char *const sr_record_keys[NRECORD_KEYS + 1] = {
 	"nereus", "kind", "step", "engine", "gpus_up", "status", "sequences", "prompt_len",
-	"response_len", "step_time_s", "transition_s", "switch", "model_stages", "rl", NULL
+	"response_len", "step_time_s", "predicted_step_s", "transition_s", "switch", "model_stages",
+	"rl", NULL
 };
 
 const char *const sr_rl_keys[NRL_NUMS + 2] = {
@@ -277,10 +284,10 @@ const char *const sr_switch_keys[NSWITCH_KEYS + 1] = {
 
 const char *const sr_entry_keys[NENTRY_KEYS] = {
 	"model", "stage", "pool", "gpus", "tp", "pp", "dp", "micro_batch", "recompute", "zero",
-	"fsdp", "offload", "same_pool", "time_s", "peak_gib", "concurrency"
+	"fsdp", "offload", "same_pool", "time_s", "predicted_s", "peak_gib", "concurrency"
 };
 #define ENTRY_ALL (1u << E_MODEL | 1u << E_STAGE | 1u << E_POOL | 1u << E_GPUS | 1u << E_TP | \
-		   1u << E_DP | 1u << E_TIME_S | 1u << E_PEAK_GIB)
+		   1u << E_DP | 1u << E_TIME_S | 1u << E_PREDICTED_S | 1u << E_PEAK_GIB)
 #define ENTRY_LAYOUT (1u << E_PP | 1u << E_MICRO_BATCH | 1u << E_FSDP | 1u << E_OFFLOAD)
 const unsigned sr_entry_has[NSTAGES] = {
 	[STAGE_GEN] = ENTRY_ALL | 1u << E_SAME_POOL | 1u << E_CONCURRENCY,
@@ -431,6 +438,7 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	    (rc = jget_bool(d, o, path, "offload", false, &ms->conf.offload, e)) ||
 	    (rc = jget_bool(d, o, path, "same_pool", gen, &ms->same_pool, e)) ||
 	    (rc = get_opt_num(d, o, path, "time_s", true, &ms->time_s, e)) ||
+	    (rc = get_opt_num(d, o, path, "predicted_s", false, &ms->predicted_s, e)) ||
 	    (rc = get_opt_num(d, o, path, "peak_gib", false, &ms->peak_gib, e)) ||
 	    (rc = get_opt_num(d, o, path, "concurrency", false, &ms->concurrency, e)))
 		return rc;
@@ -504,6 +512,7 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	    (rc = jget_int(d, root, "", "prompt_len", run, 1, LONG_MAX, &prompt, e)) ||
 	    (rc = jget_obj(d, root, "", "response_len", run, &resp, e)) ||
 	    (rc = get_opt_num(d, root, "", "step_time_s", run, &r->step_time_s, e)) ||
+	    (rc = get_opt_num(d, root, "", "predicted_step_s", false, &r->predicted_step_s, e)) ||
 	    (rc = jget_num(d, root, "", "transition_s", false, -HUGE_VAL, HUGE_VAL,
 			   &r->transition_s, e)) ||
 	    (rc = jget_obj(d, root, "", "switch", false, &sw, e)) ||
@@ -624,6 +633,8 @@ static json_t *entry_json(const struct ms_record *ms)
 		json_object_set_new(o, "offload", json_boolean(c->offload));
 	}
 	json_object_set_new(o, "time_s", num_or_null(ms->time_s));
+	if (!isnan(ms->predicted_s))
+		json_object_set_new(o, "predicted_s", json_real(ms->predicted_s));
 	json_object_set_new(o, "peak_gib", num_or_null(ms->peak_gib));
 	if (ms->stage == STAGE_GEN)
 		json_object_set_new(o, "concurrency", num_or_null(ms->concurrency));
@@ -654,6 +665,8 @@ json_t *steprec_to_json(const struct step_record *r)
 					      r->response.p90, "max", (json_int_t)r->response.max));
 	}
 	json_object_set_new(o, "step_time_s", num_or_null(r->step_time_s));
+	if (!isnan(r->predicted_step_s))
+		json_object_set_new(o, "predicted_step_s", json_real(r->predicted_step_s));
 	json_object_set_new(o, "transition_s", json_real(r->transition_s));
 	if (r->sw.known)
 		json_object_set_new(o, "switch", json_pack(

@@ -65,6 +65,8 @@ struct ms_record {
 			     * resident there included; NAN if not measured */
 	double concurrency; /* generation: sequences one engine decodes at once at
 			     * most; NAN elsewhere */
+	double predicted_s; /* what the cost model in force for the step predicted
+			     * for time_s (nereus-run(1)); NAN if absent */
 };
 
 /* What the switch before a step involved, as it was priced: what
@@ -101,6 +103,7 @@ struct step_record {
 	long prompt_len;
 	struct response_len response; /* observed in this step */
 	double step_time_s;  /* wall seconds of the step; NAN if absent */
+	double predicted_step_s; /* the cost model's for step_time_s; NAN if absent */
 	double transition_s; /* switching plans before the step; not in step_time_s */
 	struct step_switch sw; /* what that switch involved */
 	int nms;

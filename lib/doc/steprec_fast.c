@@ -446,6 +446,7 @@ static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long nu
 	case E_OFFLOAD: return fast_bool(x, &ms->conf.offload);
 	case E_SAME_POOL: return fast_bool(x, &ms->same_pool);
 	case E_TIME_S: return fast_num(x, true, &ms->time_s);
+	case E_PREDICTED_S: return fast_num(x, true, &ms->predicted_s);
 	case E_PEAK_GIB: return fast_num(x, true, &ms->peak_gib);
 	default: return fast_num(x, true, &ms->concurrency);
 	}
@@ -459,7 +460,7 @@ static bool fast_entry(struct lex *x, struct ms_record *ms)
 	unsigned seen = 0;
 
 	memset(ms, 0, sizeof *ms);
-	ms->time_s = ms->peak_gib = ms->concurrency = NAN;
+	ms->time_s = ms->predicted_s = ms->peak_gib = ms->concurrency = NAN;
 	if (!lex_char(x, '{'))
 		return false;
 	do {
@@ -531,6 +532,7 @@ static bool fast_record_field(struct lex *x, int k, struct step_record *r,
 	case K_PROMPT_LEN: return fast_int(x, 1, LONG_MAX, &num[k]);
 	case K_RESPONSE_LEN: return fast_response(x, &r->response);
 	case K_STEP_TIME_S: return fast_num(x, true, &r->step_time_s);
+	case K_PREDICTED_STEP_S: return fast_num(x, true, &r->predicted_step_s);
 	case K_TRANSITION_S: return fast_num(x, false, &r->transition_s);
 	case K_SWITCH: return fast_switch(x, &r->sw);
 	case K_RL: return fast_rl(x, &r->rl);
@@ -547,7 +549,7 @@ bool sr_fast_record(const char *text, size_t len, struct step_record *r)
 	unsigned seen = 0;
 
 	r->response = (struct response_len){ NAN, NAN, 0 };
-	r->step_time_s = NAN;
+	r->step_time_s = r->predicted_step_s = NAN;
 	for (int k = 0; k < NRL_NUMS; k++)
 		*sr_rl_num(&r->rl, k) = NAN;
 	if (!lex_char(&x, '{'))

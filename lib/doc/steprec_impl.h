@@ -11,8 +11,8 @@
 
 /* A record's fields, in nereus-steps(5) order. */
 enum { K_NEREUS, K_KIND, K_STEP, K_ENGINE, K_GPUS_UP, K_STATUS, K_SEQUENCES, K_PROMPT_LEN,
-       K_RESPONSE_LEN, K_STEP_TIME_S, K_TRANSITION_S, K_SWITCH, K_MODEL_STAGES, K_RL,
-       NRECORD_KEYS };
+       K_RESPONSE_LEN, K_STEP_TIME_S, K_PREDICTED_STEP_S, K_TRANSITION_S, K_SWITCH,
+       K_MODEL_STAGES, K_RL, NRECORD_KEYS };
 
 /* The "rl" object: its phase, then its figures in this order. */
 #define NRL_NUMS 10
@@ -31,7 +31,8 @@ enum { S_MOVE_S, S_STORE_GIB, S_COMMUNICATOR, S_GROUPS, S_ENGINES, NSWITCH_KEYS 
 /* A model-stage's fields, in nereus-steps(5) order; which of them each
  * stage's entries have, and which they must have. */
 enum { E_MODEL, E_STAGE, E_POOL, E_GPUS, E_TP, E_PP, E_DP, E_MICRO_BATCH, E_RECOMPUTE, E_ZERO,
-       E_FSDP, E_OFFLOAD, E_SAME_POOL, E_TIME_S, E_PEAK_GIB, E_CONCURRENCY, NENTRY_KEYS };
+       E_FSDP, E_OFFLOAD, E_SAME_POOL, E_TIME_S, E_PREDICTED_S, E_PEAK_GIB, E_CONCURRENCY,
+       NENTRY_KEYS };
 
 /* --- the names of the fields (steprec.c) ----------------------------------- */
 

@@ -457,6 +457,7 @@ void plan_to_record(const struct env *v, const struct plan *p, long step,
 	r->prompt_len = j->prompt_len;
 	r->response = j->response;
 	r->step_time_s = p->feasible ? p->step_time : NAN;
+	r->predicted_step_s = NAN;
 	r->transition_s = 0;
 	for (int i = 0; i < p->nms && r->nms < STEPREC_MAX_MS; i++) {
 		const struct ms_plan *mp = &p->ms[i];
@@ -474,6 +475,7 @@ void plan_to_record(const struct env *v, const struct plan *p, long step,
 		}
 		ms->gpus = pconf_gpus(&ms->conf);
 		ms->time_s = p->feasible ? mp->time.total : NAN;
+		ms->predicted_s = NAN;
 		ms->peak_gib = mp->peak / GIB;
 		ms->concurrency = mp->stage == STAGE_GEN && p->feasible ? mp->time.concurrency : NAN;
 	}

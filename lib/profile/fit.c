@@ -608,6 +608,14 @@ void fit_prior_defaults(struct fit_prior *p)
 	p->last_step = -1;
 }
 
+void fit_prior_of(struct fit_prior *p, const struct fit_result *r)
+{
+	p->k = r->k;
+	for (int j = 0; j < COEF_FIELDS; j++)
+		p->se[j] = r->c[j].se;
+	p->last_step = r->last_step;
+}
+
 int fit_prior_load(struct fit_prior *p, const char *file, struct err *e)
 {
 	struct jdoc d;

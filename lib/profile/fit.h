@@ -128,6 +128,12 @@ void fit_free(struct fit *f);
  * standard errors and newest step of its "fit" section when it has one. */
 int fit_prior_load(struct fit_prior *p, const char *file, struct err *e);
 void fit_prior_defaults(struct fit_prior *p);
+/* The prior a fit leaves for the next one, as --prior reads it from the
+ * document it writes: r's coefficients, their standard errors (NAN where
+ * unknown: FIT_PRIOR_RSE of the value, FIT_PRIOR_RSE_FIXED for the fixed
+ * costs) and its newest step, so a fit warm-started from it takes only
+ * the records after that step. */
+void fit_prior_of(struct fit_prior *p, const struct fit_result *r);
 
 /* The "fit" section of a cost document (nereus-profile(1), OUTPUT). */
 json_t *fit_to_json(const struct fit_result *r, const struct fit_opts *o);

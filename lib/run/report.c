@@ -25,6 +25,50 @@ static double pct(const double *v, long n, double p)
 	return n ? v[i < 0 ? 0 : i >= n ? n - 1 : i] : NAN;
 }
 
+/* The name of the model-stage in the log's slot i (run.h): "actor@generation". */
+static void slot_name(const struct job *j, int i, char *name, size_t n)
+{
+	int m = i == 0 ? job_actor(j) : (i - 1) / 2;
+	enum stage st = i == 0 ? STAGE_GEN : (i - 1) % 2 ? STAGE_TRAIN : STAGE_INF;
+
+	snprintf(name, n, "%s@%s", m >= 0 && m < j->nmodels ? j->models[m].name : "?",
+		 stage_names[st]);
+}
+
+/* The prediction error of the steps, and of each model-stage that ran. */
+static void summarize_errors(const struct run *r, struct run_summary *s)
+{
+	const struct run_log *l = &r->log;
+	double *pred = malloc((size_t)(l->n ? l->n : 1) * sizeof *pred);
+	double *meas = malloc((size_t)(l->n ? l->n : 1) * sizeof *meas);
+
+	s->last_from = mape_last_from(l->n);
+	s->step_err = (struct mape){ NAN, NAN, 0, 0 };
+	for (long i = 0; i < l->n; i++)
+		s->refits += l->refit[i];
+	if (!pred || !meas) {
+		free(pred);
+		free(meas);
+		return;
+	}
+	mape_of(l->pred_s, l->step_s, l->n, &s->step_err);
+	for (int slot = 0; slot < RUN_MS && r->cond; slot++) {
+		struct mape m;
+		for (long i = 0; i < l->n; i++) {
+			pred[i] = l->ms_pred[i][slot];
+			meas[i] = l->ms_s[i][slot];
+		}
+		mape_of(pred, meas, l->n, &m);
+		if (m.n == 0)
+			continue;
+		slot_name(&r->cond->job, slot, s->ms_name[s->nms_err],
+			  sizeof s->ms_name[s->nms_err]);
+		s->ms_err[s->nms_err++] = m;
+	}
+	free(pred);
+	free(meas);
+}
+
 void run_summarize(const struct run *r, struct run_summary *s)
 {
 	const struct run_log *l = &r->log;
@@ -67,11 +111,30 @@ void run_summarize(const struct run *r, struct run_summary *s)
 	s->engine_s = spent->engine_s;
 	s->seq_per_s = s->total_s > 0 ? (double)l->sequences / s->total_s : 0;
 	free(t);
+	summarize_errors(r, s);
 }
 
 static json_t *num(double x)
 {
 	return isfinite(x) ? json_real(x) : json_null();
+}
+
+static json_t *mape_json(const struct mape *m)
+{
+	return json_pack("{s:o,s:o,s:I,s:I}", "run", num(m->run), "last_quarter", num(m->last),
+			 "steps", (json_int_t)m->n, "last_quarter_steps", (json_int_t)m->nlast);
+}
+
+/* The summary's "prediction_error" (nereus-run(1)). */
+static json_t *errors_json(const struct run_summary *s)
+{
+	json_t *ms = json_object();
+
+	for (int i = 0; i < s->nms_err; i++)
+		json_object_set_new(ms, s->ms_name[i], mape_json(&s->ms_err[i]));
+	return json_pack("{s:I,s:I,s:o,s:o}", "last_quarter_from", (json_int_t)s->last_from,
+			 "refits", (json_int_t)s->refits, "step", mape_json(&s->step_err),
+			 "model_stages", ms);
 }
 
 json_t *run_summary_json(const struct run *r, const struct run_summary *s)
@@ -132,7 +195,28 @@ json_t *run_summary_json(const struct run *r, const struct run_summary *s)
 	json_object_set_new(g, "last", json_integer(s->gpus_last));
 	json_object_set_new(o, "gpus_up", g);
 	json_object_set_new(o, "sequences_per_s", json_real(s->seq_per_s));
+	json_object_set_new(o, "prediction_error", errors_json(s));
 	return o;
+}
+
+char *run_errors_text(const struct run_summary *s)
+{
+	struct sbuf b = { 0 };
+
+	sb_printf(&b, "prediction error (MAPE): step time ");
+	if (s->step_err.n == 0) {
+		sb_printf(&b, "none: no step that ran has a prediction");
+		return sb_take(&b);
+	}
+	sb_printf(&b, "%.1f%% over the run (%ld steps), %.1f%% over its last quarter (from "
+		  "step %ld, %ld steps)", 100 * s->step_err.run, s->step_err.n,
+		  100 * s->step_err.last, s->last_from, s->step_err.nlast);
+	if (s->refits)
+		sb_printf(&b, "; %ld refit%s", s->refits, s->refits == 1 ? "" : "s");
+	for (int i = 0; i < s->nms_err; i++)
+		sb_printf(&b, "%s%s %.1f%%, %.1f%%", i ? "; " : "\n  model-stages (run, last quarter): ",
+			  s->ms_name[i], 100 * s->ms_err[i].run, 100 * s->ms_err[i].last);
+	return sb_take(&b);
 }
 
 /* --- the picture ------------------------------------------------------------------ */
@@ -211,6 +295,35 @@ static void reward_panel(struct sbuf *b, const struct run_log *l, long n, double
 #undef YR
 }
 
+/* The step time the cost model in force predicted, dashed over the
+ * measured one, and its error in words under the title. */
+static void predicted_line(struct sbuf *b, const struct run_log *l, const struct mape *err,
+			   double x0, long n, double x1, double y0, double y1, double tmax)
+{
+	bool pen = false;
+
+#define X(i) (x0 + (x1 - x0) * (double)(i) / (double)(n > 0 ? n : 1))
+#define YT(t) (y0 - (y0 - y1) * (t) / tmax)
+	sb_printf(b, "<path fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"1.2\" "
+		  "stroke-dasharray=\"5 3\" d=\"");
+	for (long i = 0; i < l->n; i++) {
+		if (!isfinite(l->pred_s[i]) || !isfinite(l->step_s[i])) {
+			pen = false;
+			continue;
+		}
+		sb_printf(b, "%s%.2f %.2f", pen ? " L" : " M", X(i + 0.5), YT(l->pred_s[i]));
+		pen = true;
+	}
+	sb_printf(b, "\"/>\n<g font-size=\"11\"><line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" "
+		  "y2=\"42\" stroke=\"#ff7f0e\" stroke-dasharray=\"5 3\"/><text x=\"%.0f\" "
+		  "y=\"46\">predicted</text></g>\n<text x=\"%.0f\" y=\"28\" text-anchor=\"end\" "
+		  "font-weight=\"bold\">prediction error (MAPE) of the step time: %.1f%% over the "
+		  "run, %.1f%% over its last quarter</text>\n", x1 - 500, x1 - 480, x1 - 476, x1,
+		  100 * err->run, 100 * err->last);
+#undef X
+#undef YT
+}
+
 int run_svg(const struct run *r, const char *title, const char *file, struct err *e)
 {
 	const struct run_log *l = &r->log;
@@ -218,13 +331,17 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 	double tmax = 0, gmax = 1, H = 400;
 	long n = r->steps > l->n ? r->steps : l->n;
 	struct sbuf b = { 0 };
+	struct mape err;
 	bool pen = false, rewards = false;
 	char *text;
 	int rc;
 
+	mape_of(l->pred_s, l->step_s, l->n, &err);
 	for (long i = 0; i < l->n; i++) {
 		if (isfinite(l->step_s[i]))
 			tmax = fmax(tmax, l->step_s[i]);
+		if (isfinite(l->pred_s[i]))
+			tmax = fmax(tmax, l->pred_s[i]);
 		gmax = fmax(gmax, l->gpus[i]);
 		rewards |= isfinite(l->reward[i]);
 	}
@@ -295,6 +412,8 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 		pen = true;
 	}
 	sb_printf(&b, "\"/>\n");
+	if (err.n)
+		predicted_line(&b, l, &err, x0, n, x1, y0, y1, tmax);
 	sb_printf(&b, "<g font-size=\"11\"><line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" y2=\"42\" "
 		  "stroke=\"#1f77b4\"/><text x=\"%.0f\" y=\"46\">step time</text>"
 		  "<line x1=\"%.0f\" y1=\"42\" x2=\"%.0f\" y2=\"42\" stroke=\"#2ca02c\"/>"

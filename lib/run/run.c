@@ -13,6 +13,7 @@
 #include "common/json.h"
 #include "profile/fit.h"
 #include "run/charge.h"
+#include "run/predict.h"
 
 const char run_charge_graph[] =
 	"the predicted time of the transition graph's schedule (as nereus-transition "
@@ -41,13 +42,79 @@ void run_free(struct run *r)
 	free(l->moved);
 	free(l->reward);
 	free(l->sft);
+	free(l->pred_s);
+	free(l->ms_s);
+	free(l->ms_pred);
+	free(l->refit);
 	memset(l, 0, sizeof *l);
+}
+
+static void say(const struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* How much slower than predicted the model-stages of the window's records
+ * after step after ran: the median of time_s / predicted_s; 1 when none
+ * has both. */
+static double records_level(const struct run *r, long after)
+{
+	static const long cap = RUN_WINDOW * STEPREC_MAX_MS;
+	double ratio[RUN_WINDOW * STEPREC_MAX_MS];
+	long n = 0, have = r->nwindow < RUN_WINDOW ? r->nwindow : RUN_WINDOW;
+
+	for (long i = 0; i < have; i++) {
+		const struct step_record *rec = &r->window[(r->nwindow - have + i) % RUN_WINDOW];
+		for (int m = 0; rec->step > after && m < rec->nms && n < cap; m++)
+			if (rec->ms[m].time_s > 0 && rec->ms[m].predicted_s > 0)
+				ratio[n++] = rec->ms[m].time_s / rec->ms[m].predicted_s;
+	}
+	if (n == 0)
+		return 1;
+	qsort(ratio, (size_t)n, sizeof *ratio, cmp_double);
+	return n % 2 ? ratio[n / 2] : (ratio[n / 2 - 1] + ratio[n / 2]) / 2;
+}
+
+/* Every time the prior's coefficients predict, scaled by c: the
+ * efficiencies divided by it (at most 1, the peak) and the fixed seconds
+ * multiplied, their standard errors alike.  Model-stage times are linear
+ * in the inverse efficiencies and the fixed seconds (profile/fit.h), so
+ * this is the model at another level, as another load on the machine
+ * sets it. */
+static void scale_times(struct fit_prior *p, double c)
+{
+	static const char *const fixed[] = { "allreduce_lat_s", "microbatch_s", "decode_step_s",
+					     "stage_s", "step_s", NULL };
+
+	for (int j = 0; j < COEF_FIELDS; j++) {
+		const char *name = coef_names[j];
+		size_t len = strlen(name);
+		double *v = coef_field(&p->k, j), to = *v * c;
+		bool is_fixed = false;
+
+		for (int i = 0; fixed[i]; i++)
+			is_fixed = is_fixed || strcmp(name, fixed[i]) == 0;
+		if (len > 4 && strcmp(name + len - 4, "_eff") == 0)
+			to = fmin(*v / c, 1);
+		else if (!is_fixed)
+			continue;
+		p->se[j] *= *v > 0 ? to / *v : 1;
+		*v = to;
+	}
 }
 
 /* The controller's refit hook: the cost model fitted (profile/fit.h) to
  * the last RUN_WINDOW steps that ran, from the coefficients it has as
  * prior, once RUN_REFIT steps have run since the last fit (one more step
- * moves a fit of 64 little); nothing to fit yet leaves them. */
+ * moves a fit of 64 little); nothing to fit yet leaves them.  With
+ * r->refit, at its steps only, warm-started from the last fit as
+ * nereus-profile fit --prior is from the document it wrote: the records
+ * that fit saw are held in its standard errors, and only the new ones are
+ * fitted. */
 static int refit(void *arg, struct coef *k, struct err *e)
 {
 	struct run *r = arg;
@@ -56,13 +123,23 @@ static int refit(void *arg, struct coef *k, struct err *e)
 	struct fit_result res;
 	struct fit *f;
 	long n = r->nwindow < RUN_WINDOW ? r->nwindow : RUN_WINDOW;
+	double level = 1;
 	int rc;
 
-	if (r->nwindow - r->fitted < (r->fitted ? RUN_REFIT : 1))
+	if (r->refit ? !r->refit_due : r->nwindow - r->fitted < (r->fitted ? RUN_REFIT : 1))
 		return NR_OK;
 	r->fitted = r->nwindow;
-	fit_prior_defaults(&prior);
-	prior.k = *k;
+	if (r->refit) {
+		/* warm: the last fit's coefficients and standard errors, which
+		 * hold the records it saw, from those in force */
+		prior = r->prior;
+		prior.k = *k;
+		level = records_level(r, prior.last_step);
+		scale_times(&prior, level);
+	} else {
+		fit_prior_defaults(&prior);
+		prior.k = *k;
+	}
 	if ((rc = fit_new(&f, &r->cond->job, &r->cond->cl, &prior, e)))
 		return rc;
 	for (long i = 0; i < n && !rc; i++)
@@ -70,11 +147,19 @@ static int refit(void *arg, struct coef *k, struct err *e)
 	if (!rc)
 		rc = fit_run(f, &o, &res, e);
 	fit_free(f);
-	if (rc == NR_EINPUT)
-		return NR_OK; /* nothing the records say yet */
+	if (rc == NR_EINPUT || rc == NR_NO)
+		return NR_OK; /* nothing the records say yet, or nothing new */
 	if (rc)
 		return rc;
 	*k = res.k;
+	if (r->refit) {
+		fit_prior_of(&r->prior, &res);
+		r->refitted = true;
+		say(r, "step %ld: refit the cost model on %ld record%s (steps %ld-%ld), from %.3g "
+		    "times its level: MAPE of their model-stage times %.1f%%", r->next,
+		    res.fit_records, res.fit_records == 1 ? "" : "s", res.first_step,
+		    res.last_step, level, 100 * res.mape_fit);
+	}
 	return NR_OK;
 }
 
@@ -82,9 +167,9 @@ void run_refit_hook(struct run *r)
 {
 	r->ctl->refit = refit;
 	r->ctl->refit_arg = r;
+	fit_prior_defaults(&r->prior);
 }
 
-static void say(const struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const struct run *r, const char *fmt, ...)
 {
 	char msg[1400];
@@ -98,11 +183,24 @@ static void say(const struct run *r, const char *fmt, ...)
 	r->notice(r->arg, msg);
 }
 
-static int log_add(struct run_log *l, const struct step_record *rec, double idle, bool moved)
+/* The slot of a model-stage in the log (RUN_MS); -1 for a model the job
+ * does not have. */
+static int ms_slot(const struct job *j, const struct ms_record *ms)
+{
+	const struct model *md = job_model(j, ms->model);
+
+	if (!md)
+		return -1;
+	return ms->stage == STAGE_GEN ? 0 : 1 + 2 * (int)(md - j->models) +
+						(ms->stage == STAGE_TRAIN);
+}
+
+static int log_add(struct run_log *l, const struct job *j, const struct step_record *rec,
+		   double idle, bool moved, bool refitted)
 {
 	if (l->n == l->cap) {
 		long cap = l->cap ? 2 * l->cap : 1024;
-		void *p[8];
+		void *p[12];
 		p[0] = realloc(l->step_s, (size_t)cap * sizeof *l->step_s);
 		if (p[0])
 			l->step_s = p[0];
@@ -127,7 +225,19 @@ static int log_add(struct run_log *l, const struct step_record *rec, double idle
 		p[7] = realloc(l->sft, (size_t)cap);
 		if (p[7])
 			l->sft = p[7];
-		for (int i = 0; i < 8; i++)
+		p[8] = realloc(l->pred_s, (size_t)cap * sizeof *l->pred_s);
+		if (p[8])
+			l->pred_s = p[8];
+		p[9] = realloc(l->ms_s, (size_t)cap * sizeof *l->ms_s);
+		if (p[9])
+			l->ms_s = p[9];
+		p[10] = realloc(l->ms_pred, (size_t)cap * sizeof *l->ms_pred);
+		if (p[10])
+			l->ms_pred = p[10];
+		p[11] = realloc(l->refit, (size_t)cap);
+		if (p[11])
+			l->refit = p[11];
+		for (int i = 0; i < 12; i++)
 			if (!p[i])
 				return NR_EIO;
 		l->cap = cap;
@@ -140,6 +250,17 @@ static int log_add(struct run_log *l, const struct step_record *rec, double idle
 	l->moved[l->n] = moved;
 	l->reward[l->n] = rec->status == STEP_OK && rec->rl.known ? rec->rl.reward_mean : NAN;
 	l->sft[l->n] = rec->rl.known && rec->rl.sft;
+	l->refit[l->n] = refitted;
+	l->pred_s[l->n] = rec->status == STEP_OK ? rec->predicted_step_s : NAN;
+	for (int i = 0; i < RUN_MS; i++)
+		l->ms_s[l->n][i] = l->ms_pred[l->n][i] = NAN;
+	for (int i = 0; i < rec->nms && rec->status == STEP_OK; i++) {
+		int slot = ms_slot(j, &rec->ms[i]);
+		if (slot < 0)
+			continue;
+		l->ms_s[l->n][slot] = rec->ms[i].time_s;
+		l->ms_pred[l->n][slot] = rec->ms[i].predicted_s;
+	}
 	if (rec->status == STEP_OK)
 		l->sequences += rec->sequences;
 	l->n++;
@@ -284,14 +405,17 @@ static int control(struct run *r, long step, unsigned changed, bool replay, doub
 	bool resumed = c->have_held;
 	int rc;
 
-	if (c->running && !changed && !(r->every && step % r->every == 0))
+	r->refit_due = r->refit && step > 0 && step % r->refit == 0;
+	if (c->running && !changed && !(r->every && step % r->every == 0) && !r->refit_due)
 		return NR_OK;
 	if ((rc = ctl_decide(c, r->cond, r->steps - step, &out, e)))
 		return rc;
 	/* over several processes, records and conditions are the same on
-	 * each, and so the decisions; the first process's stands regardless */
+	 * each, and so the decisions; the first process's stands regardless,
+	 * and the cost model it predicts the step with */
 	if (r->eng->agree && (r->eng->agree(r->eng->self, &out, sizeof out) ||
-			      r->eng->agree(r->eng->self, &c->cur, sizeof c->cur)))
+			      r->eng->agree(r->eng->self, &c->cur, sizeof c->cur) ||
+			      r->eng->agree(r->eng->self, &c->k, sizeof c->k)))
 		return err_set(e, NR_EIO, "the engine's processes cannot agree on a plan");
 	if (!c->running && r->ev && (out.act == CTL_PAUSE || changed) &&
 	    (rc = check_fits_again(r, step, e)))
@@ -359,6 +483,7 @@ static int one_step(struct run *r, long step, struct err *e)
 	bool replay = step < r->nexpect && r->eng->resumes;
 	int rc;
 
+	r->refitted = false;
 	changed = r->eng->observe(r->eng->self, step, &r->cond);
 	if (r->boundary && step >= r->nexpect &&
 	    (rc = r->boundary(r->arg, step, r->cond, changed, r->steps - step, e)))
@@ -385,6 +510,7 @@ static int one_step(struct run *r, long step, struct err *e)
 		r->started = r->started || p;
 		if ((rc = r->eng->step(r->eng->self, step, p, &rec, e)))
 			return rc;
+		predict_step(r->cond, r->ctl ? &r->ctl->k : &r->k, p, &rec, &r->predicted);
 		rec.transition_s = trans;
 		if (trans > 0)
 			rec.sw = (struct step_switch){ true, sc.move_s, sc.store_bytes / GIB, sc.world,
@@ -398,7 +524,7 @@ static int one_step(struct run *r, long step, struct err *e)
 	} else {
 		idle = r->last_ok_s;
 	}
-	if (log_add(&r->log, &rec, idle, moved))
+	if (log_add(&r->log, &r->cond->job, &rec, idle, moved, r->refitted))
 		return err_oom(e);
 	if (step < r->nexpect)
 		return replay ? NR_OK : check_replay(r, &rec, e);
@@ -557,7 +683,7 @@ static int resume_followed(struct run *r, const struct records *rs, const char *
 			r->last_ok_s = rec.step_time_s;
 		else
 			idle = r->last_ok_s;
-		if (log_add(&r->log, &rec, idle, rec.transition_s > 0))
+		if (log_add(&r->log, &r->cond->job, &rec, idle, rec.transition_s > 0, false))
 			return err_oom(e);
 	}
 	r->next = rs->n;

@@ -24,11 +24,16 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include "profile/fit.h"
 #include "run/controller.h"
 #include "run/engine.h"
+#include "run/predict.h"
 
 #define RUN_WINDOW 64 /* recent records the controller refits the cost model on */
 #define RUN_REFIT 8   /* new records that make a refit worth its time */
+/* The model-stages a step can have, each in its slot of the log: the
+ * actor's generation 0, model m's inference 1 + 2m and training 2 + 2m. */
+#define RUN_MS STEPREC_MAX_MS
 
 /* What happened at each step, for the summary and the picture. */
 struct run_log {
@@ -41,6 +46,10 @@ struct run_log {
 	unsigned char *moved;  /* 1: the plan changed before this step (a transition) */
 	double *reward;        /* a real engine's mean reward (its "rl" object); NAN without */
 	unsigned char *sft;    /* 1: a supervised warm-up step */
+	double *pred_s;        /* the step time predicted (the record's predicted_step_s) */
+	double (*ms_s)[RUN_MS];    /* each model-stage's time, by slot; NAN without */
+	double (*ms_pred)[RUN_MS]; /* and its predicted_s */
+	unsigned char *refit;  /* 1: --refit refitted the cost model before this step */
 	long sequences;        /* sequences of the steps that ran */
 };
 
@@ -54,6 +63,11 @@ struct run {
 	long steps;               /* the run's length */
 	long until;               /* stop before this step (steps: run to the end) */
 	long every;               /* controller: every this many steps (0: on changes only) */
+	/* controller: refit the cost model at steps refit, 2·refit, ..., each
+	 * time on the records since the last refit, warm-started from the
+	 * last fit (0: when the controller runs, RUN_REFIT records apart, on
+	 * the last RUN_WINDOW from the coefficients in force) */
+	long refit;
 	double pace_s;            /* wall-clock seconds to wait after each step */
 	const volatile sig_atomic_t *stop; /* set: stop at the next boundary */
 	/* controller: the trace the engine follows, all of it (NULL: what
@@ -85,6 +99,10 @@ struct run {
 	struct step_record window[RUN_WINDOW];
 	long nwindow;             /* records that entered the window */
 	long fitted;              /* nwindow at the last refit */
+	bool refit_due;           /* refit: this boundary is one of its steps */
+	bool refitted;            /* refit: the cost model was refitted at this boundary */
+	struct fit_prior prior;   /* refit: what the last fit leaves the next */
+	struct plan predicted;    /* working space for the predictions */
 	/* resuming: the records already written, which the replay must match */
 	char **expect;
 	long nexpect;
@@ -139,6 +157,14 @@ struct run_summary {
 	double move_s, store_s, comm_s, engine_s;
 	int gpus_min, gpus_max, gpus_last;
 	double seq_per_s;     /* sequences of the steps that ran, over the total time */
+	/* the prediction error: of the step time, and of each model-stage
+	 * (ms_name[i], in slot order) that ran */
+	struct mape step_err;
+	long last_from;       /* the first step of the last quarter */
+	long refits;          /* --refit's refits */
+	int nms_err;
+	char ms_name[RUN_MS][2 * NAME_MAX_LEN + 16];
+	struct mape ms_err[RUN_MS];
 };
 void run_summarize(const struct run *r, struct run_summary *s);
 /* The plan the run holds now, which the last step ran: NULL while the
@@ -147,6 +173,10 @@ const struct plan *run_plan(const struct run *r);
 /* The summary document (kind "run-summary", nereus-run(1)); policy is the
  * controller's or "follow". */
 json_t *run_summary_json(const struct run *r, const struct run_summary *s);
+/* The prediction error, for people: a line on the step's MAPE and one
+ * more on the model-stages', each over the run and its last quarter
+ * (malloc'd; NULL when out of memory). */
+char *run_errors_text(const struct run_summary *s);
 /* Step latency over the run, transitions and GPUs up marked, as SVG;
  * below it, when the steps carry a real engine's RL figures, the mean
  * reward per step with the warm-up steps marked. */

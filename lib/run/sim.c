@@ -85,7 +85,7 @@ static void paused(const struct sim *s, long step, struct step_record *r)
 	r->sequences = job_sequences(&s->c.job);
 	r->prompt_len = s->c.job.prompt_len;
 	r->response = s->c.job.response;
-	r->step_time_s = NAN;
+	r->step_time_s = r->predicted_step_s = NAN;
 }
 
 static int sim_step(void *self, long step, const struct plan *p, struct step_record *r,

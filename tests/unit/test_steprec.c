@@ -376,6 +376,44 @@ static void warm_up_critic_untimed(void)
 	CHECK(strstr(e.msg, "needs a measured time") != NULL);
 }
 
+/* predicted_s and predicted_step_s: written when known, read back the
+ * same on the fast path and the loader's, absent in older records (NAN),
+ * and refused when not a positive time, naming the field. */
+static void predictions(void)
+{
+	struct step_record a, b, c;
+	struct err e;
+	char *text, *pretty;
+	json_t *o;
+
+	record(&a, 3);
+	CHECK(isnan(a.predicted_step_s) && isnan(a.ms[0].predicted_s));
+	text = line_of(&a);
+	CHECK(!strstr(text, "predicted"));
+	CHECK(parse(text, &b, NULL, &e) == NR_OK);
+	CHECK(isnan(b.predicted_step_s) && isnan(b.ms[1].predicted_s));
+	free(text);
+	a.predicted_step_s = 2.5;
+	a.ms[1].predicted_s = 0.75;
+	text = line_of(&a);
+	CHECK(strstr(text, "\"predicted_step_s\":2.5") && strstr(text, "\"predicted_s\":0.75"));
+	CHECK(parse(text, &b, NULL, &e) == NR_OK);
+	CHECK(b.predicted_step_s == 2.5 && b.ms[1].predicted_s == 0.75 && isnan(b.ms[0].predicted_s));
+	o = json_loads(text, 0, NULL);
+	pretty = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+	CHECK(parse(pretty, &c, NULL, &e) == NR_OK);
+	CHECK(memcmp(&b, &c, sizeof b) == 0);
+	free(pretty);
+	json_decref(o);
+	pretty = set_value(text, "predicted_s", "0");
+	expect_line(pretty, false, "model_stages[1].predicted_s: expected a positive number");
+	pretty = set_value(text, "predicted_step_s", "-1");
+	expect_line(pretty, false, "predicted_step_s: expected a positive number");
+	pretty = set_value(text, "predicted_step_s", "\"soon\"");
+	expect_line(pretty, true, "predicted_step_s");
+	free(text);
+}
+
 int main(void)
 {
 	struct err e;
@@ -395,5 +433,6 @@ int main(void)
 	RUN(oom_and_paused);
 	RUN(check_names_fields);
 	RUN(warm_up_critic_untimed);
+	RUN(predictions);
 	return UNIT_END();
 }
