@@ -37,7 +37,7 @@ print(json.dumps(r))' "$2" "$3"
 	assert_success
 	assert_line --index 1 --partial "nereus-profile fit --job FILE --cluster FILE [--prior FILE] [--half-life N]"
 	synopsis=$(grep -m1 '^\*nereus-profile fit\*' "$MAN1" | tr -d '*_')
-	usage=$(sed -n '2,3p' <<<"$output" | tr -s ' ' | sed 's/^ //')
+	usage=$(sed -n '2,/nereus-profile --help/p' <<<"$output" | sed '$d' | tr -s ' ' | sed 's/^ //')
 	assert_equal "$(tr '\n' ' ' <<<"$usage" | sed 's/ $//')" "$synopsis"
 }
 

@@ -19,6 +19,7 @@
 #define NEREUS_FITREAD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "profile/fit.h"
 
@@ -28,6 +29,13 @@ struct fit_read {
 	/* told each line skipped (its message), may be NULL */
 	void (*skipped)(void *arg, const char *msg);
 	void *arg;
+	/* reads a line into a record as steprec_parse does, with the job and
+	 * cluster parse_arg holds (foreign_parse, another engine's metrics);
+	 * NULL: the lines are step records.  Called on several threads at
+	 * once. */
+	int (*parse)(const void *parse_arg, const char *file, long line, const char *text,
+		     size_t len, struct step_record *r, bool *malformed, struct err *e);
+	const void *parse_arg;
 	/* what was read */
 	long lines, records, skipped_lines;
 };
