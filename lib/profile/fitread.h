@@ -1,7 +1,8 @@
 /* Reading a trace of step records (nereus-steps(5)) into a fit, line by
  * line, as nereus-profile fit does.  Each line is parsed and checked
- * against the job and cluster (steprec_parse); then against what the
- * trace can hold at all:
+ * against the job and cluster (steprec_parse, or the reader's own parse:
+ * another engine's metrics made records); then against what the trace
+ * can hold at all:
  *
  * - steps in order, each once: a step number at or below the one before
  *   it is refused, naming both lines (the earlier line with the same
