@@ -66,7 +66,11 @@ zsh_offers() {
 	run bash_offers nereus-profile bench --cluster-out ''
 	assert_output 'docs job.json notes.txt'
 	run bash_offers nereus-profile fit --
-	assert_output '--cluster --half-life --help --holdout --job --output --prior --skip-bad --version'
+	assert_output '--cluster --from --half-life --help --holdout --job --output --plan --prior --skip-bad --version'
+	run bash_offers nereus-profile fit --from ''
+	assert_output 'openrlhf verl'
+	run bash_offers nereus-profile fit --plan ''
+	assert_output 'docs job.json'
 	run bash_offers nereus-profile fit --cluster ''
 	assert_output 'docs job.json'
 	# the trace: step records, any file
@@ -82,7 +86,11 @@ zsh_offers() {
 	run zsh_offers nereus-profile bench --cluster-out ''
 	assert_output 'docs job.json notes.txt'
 	run zsh_offers nereus-profile fit --
-	assert_output '--cluster --half-life --help --holdout --job --output --prior --skip-bad --version'
+	assert_output '--cluster --from --half-life --help --holdout --job --output --plan --prior --skip-bad --version'
+	run zsh_offers nereus-profile fit --from ''
+	assert_output 'openrlhf verl'
+	run zsh_offers nereus-profile fit --plan ''
+	assert_output 'docs job.json'
 	run zsh_offers nereus-profile fit --cluster ''
 	assert_output 'docs job.json'
 	run zsh_offers nereus-profile fit --job job.json ''

@@ -37,7 +37,7 @@ print(json.dumps(r))' "$2" "$3"
 	assert_success
 	assert_line --index 1 --partial "nereus-profile fit --job FILE --cluster FILE [--prior FILE] [--half-life N]"
 	synopsis=$(grep -m1 '^\*nereus-profile fit\*' "$MAN1" | tr -d '*_')
-	usage=$(sed -n '2,3p' <<<"$output" | tr -s ' ' | sed 's/^ //')
+	usage=$(sed -n '2,/nereus-profile --help/p' <<<"$output" | sed '$d' | tr -s ' ' | sed 's/^ //')
 	assert_equal "$(tr '\n' ' ' <<<"$usage" | sed 's/ $//')" "$synopsis"
 }
 
@@ -334,4 +334,58 @@ EOF
 		esac
 	done
 	[ "$(json cost.json 'd["kind"]')" = cost ]
+}
+
+# The example trace as an engine that logs no p90, no concurrency and no
+# peaks would record it, into other.jsonl.
+without_p90_concurrency_peaks() {
+	python3 - "$TRACE" > other.jsonl <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    r["engine"] = "other"
+    r.get("response_len", {}).pop("p90", None)
+    for m in r.get("model_stages", []):
+        m.pop("peak_gib", None)
+        m.pop("concurrency", None)
+    print(json.dumps(r))
+PY
+}
+
+@test "records without a p90, concurrency or peaks fit; what needs them keeps its prior, said once each" {
+	without_p90_concurrency_peaks
+	run --separate-stderr fit -o cost.json other.jsonl
+	assert_success
+	local why="no generation time was fitted: 100 records have no p90 of the response lengths and no concurrency of the engines, without which the model cannot price decoding"
+	for k in prefill_eff decode_eff decode_step_s; do
+		[ "$(grep -c "^nereus-profile: keeping $k = .* from the prior: $why\$" <<<"$stderr")" = 1 ] ||
+			fail "$k: $stderr"
+		[ "$(json cost.json "d['fit']['coefficients']['$k']['fitted'], d['fit']['coefficients']['$k']['why']")" = \
+		  "(False, '$why')" ]
+	done
+	for k in act_factor workspace_gib frag; do
+		[ "$(grep -c "^nereus-profile: keeping $k = .* from the prior: no record measured" <<<"$stderr")" = 1 ] ||
+			fail "$k: $stderr"
+	done
+	# the other times and the step times are fitted, the document plans
+	[ "$(json cost.json 'd["fit"]["coefficients"]["train_eff"]["fitted"], d["fit"]["coefficients"]["step_s"]["fitted"], d["fit"]["residuals"]["peaks"]')" = \
+	  "(True, True, 0)" ]
+	nereus-plan --job "$JOB" --cluster "$CLUSTER" --cost cost.json -o plan.json
+}
+
+@test "a record nereus-run's engines wrote must have its p90 and concurrency" {
+	sed -n 1p "$TRACE" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read()); del r["response_len"]["p90"]; print(json.dumps(r))' > a.jsonl
+	run -2 --separate-stderr fit a.jsonl
+	[[ $stderr == "nereus-profile: a.jsonl:1:"*": response_len.p90: a record engine 'sim' wrote needs its p90" ]] ||
+		fail "$stderr"
+	sed -n 1p "$TRACE" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+for m in r["model_stages"]: m.pop("concurrency", None)
+print(json.dumps(r))' > b.jsonl
+	run -2 --separate-stderr fit b.jsonl
+	[[ $stderr == *".concurrency: a generation entry of a step with status \"ok\" that engine 'sim' ran needs its concurrency" ]] ||
+		fail "$stderr"
 }

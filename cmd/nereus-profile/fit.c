@@ -1,6 +1,7 @@
 /* nereus-profile fit: the cost model's coefficients fitted to a job's
- * step records, written as a cost document (the prior's hardware record
- * carried over). */
+ * step records, or to another engine's metrics made records by the plan
+ * it ran (--from, --plan), written as a cost document (the prior's
+ * hardware record carried over). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -11,13 +12,16 @@
 #include "doc/job.h"
 #include "profile/fit.h"
 #include "profile/fitread.h"
+#include "profile/foreign.h"
 
 #include "profile.h"
 
-enum { OPT_JOB = 256, OPT_CLUSTER, OPT_PRIOR, OPT_HALF_LIFE, OPT_HOLDOUT, OPT_SKIP_BAD };
+enum { OPT_JOB = 256, OPT_CLUSTER, OPT_PRIOR, OPT_HALF_LIFE, OPT_HOLDOUT, OPT_SKIP_BAD,
+       OPT_FROM, OPT_PLAN };
 
 struct fit_args {
-	const char *job, *cluster, *prior, *out, *trace;
+	const char *job, *cluster, *prior, *out, *trace, *plan;
+	int from;                /* enum foreign_engine; -1: step records */
 	struct fit_opts o;
 	bool skip_bad;
 };
@@ -29,6 +33,8 @@ static const struct option fit_options[] = {
 	{ "half-life", required_argument, NULL, OPT_HALF_LIFE },
 	{ "holdout", required_argument, NULL, OPT_HOLDOUT },
 	{ "skip-bad", no_argument, NULL, OPT_SKIP_BAD },
+	{ "from", required_argument, NULL, OPT_FROM },
+	{ "plan", required_argument, NULL, OPT_PLAN },
 	{ "output", required_argument, NULL, 'o' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -41,7 +47,7 @@ static int parse_fit(int argc, char **argv, struct fit_args *a)
 {
 	int c, rc;
 
-	*a = (struct fit_args){ .out = "-" };
+	*a = (struct fit_args){ .out = "-", .from = -1 };
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":hVo:", fit_options, NULL)) != -1) {
@@ -72,6 +78,13 @@ static int parse_fit(int argc, char **argv, struct fit_args *a)
 		case OPT_SKIP_BAD:
 			a->skip_bad = true;
 			break;
+		case OPT_FROM:
+			if ((rc = parse_choice("--from", optarg, foreign_engine_names, &a->from)) != NR_OK)
+				return rc;
+			break;
+		case OPT_PLAN:
+			a->plan = optarg;
+			break;
 		case 'o':
 			a->out = optarg;
 			break;
@@ -83,9 +96,14 @@ static int parse_fit(int argc, char **argv, struct fit_args *a)
 		return usage_error("missing option '--job'");
 	if (!a->cluster)
 		return usage_error("missing option '--cluster'");
+	if (a->from >= 0 && !a->plan)
+		return usage_error("option '--from' needs '--plan': the plan the run was "
+				   "configured from lays its metrics out");
+	if (a->plan && a->from < 0)
+		return usage_error("option '--plan' goes with '--from'");
 	if (optind == argc)
-		return usage_error("missing the step records to fit (a file, or - for standard "
-				   "input)");
+		return usage_error("missing the %s to fit (a file, or - for standard input)",
+				   a->from < 0 ? "step records" : "metrics");
 	if (optind + 1 < argc)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
 	a->trace = argv[optind];
@@ -94,7 +112,7 @@ static int parse_fit(int argc, char **argv, struct fit_args *a)
 	if (a->prior && strcmp(a->prior, "-") == 0)
 		return usage_error("option '--prior' needs a file: it is read twice");
 	if ((strcmp(a->job, "-") == 0) + (strcmp(a->cluster, "-") == 0) +
-	    (strcmp(a->trace, "-") == 0) > 1)
+	    (strcmp(a->trace, "-") == 0) + (a->plan && strcmp(a->plan, "-") == 0) > 1)
 		return usage_error("only one input can be standard input");
 	return NR_OK;
 }
@@ -106,6 +124,28 @@ static void skipped(void *arg, const char *msg)
 
 	if (rd->skipped_lines <= 5)
 		warnx_("skipping %s", msg);
+}
+
+/* Read the lines of a.trace as another engine's metrics: records laid out
+ * by the plan the run was configured from. */
+static int use_foreign(const struct fit_args *a, const struct job *job, const struct cluster *cl,
+		       const struct coef *k, struct fit_read *rd, struct foreign **fg, struct err *e)
+{
+	const struct env v = { job, cl, k };
+	struct plan *p = malloc(sizeof *p);
+	int rc;
+
+	if (!p || !(*fg = malloc(sizeof **fg))) {
+		free(p);
+		return err_oom(e);
+	}
+	if (!(rc = plan_load(&v, p, a->plan, e)) &&
+	    !(rc = foreign_new(*fg, (enum foreign_engine)a->from, &v, p, e))) {
+		rd->parse = foreign_parse;
+		rd->parse_arg = *fg;
+	}
+	free(p);
+	return rc;
 }
 
 /* The cost document: the prior's hardware record, if any, carried over. */
@@ -149,6 +189,7 @@ int cmd_fit(int argc, char **argv)
 	struct err e = { 0 };
 	json_t *doc = NULL;
 	struct fit_read rd = { 0 };
+	struct foreign *fg = NULL;
 	int rc;
 
 	if ((rc = parse_fit(argc, argv, &a)) != NR_OK) {
@@ -167,6 +208,8 @@ int cmd_fit(int argc, char **argv)
 	coef_defaults_for(&prior.k, cl->engine);
 	if ((a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
 	    (rc = out_check(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)))
+		goto fail;
+	if (a.from >= 0 && (rc = use_foreign(&a, job, cl, &prior.k, &rd, &fg, &e)))
 		goto fail;
 	rd.skip_bad = a.skip_bad;
 	rd.skipped = skipped;
@@ -208,6 +251,7 @@ fail:
 out:
 	json_decref(doc);
 	fit_free(f);
+	free(fg);
 	free(job);
 	free(cl);
 	free(res);

@@ -73,6 +73,13 @@ static int entry_of(const struct step_record *r, const struct job *job, int m, e
 
 /* Whether a step with status ok ran model-stage ms of model md: all but
  * the critic's training in a warm-up step, where only the actor learns. */
+/* Whether nereus-run wrote the record: its engines measure what other
+ * engines may not log, so their records must have it. */
+static bool native(const struct step_record *r)
+{
+	return strcmp(r->engine, "sim") == 0 || strcmp(r->engine, "builtin") == 0;
+}
+
 static bool ran(const struct step_record *r, const struct model *md, const struct ms_record *ms)
 {
 	return !(r->rl.known && r->rl.sft && md->role == ROLE_CRITIC && ms->stage == STAGE_TRAIN);
@@ -116,9 +123,10 @@ static int check_entry(const struct jdoc *d, const struct step_record *r, int i,
 			   ms->peak_gib);
 	if (ms->stage != STAGE_GEN && !isnan(ms->concurrency))
 		return bad(d, i, "concurrency", e, "only generation entries have a concurrency");
-	if (ms->stage == STAGE_GEN && r->status == STEP_OK && isnan(ms->concurrency))
+	if (ms->stage == STAGE_GEN && r->status == STEP_OK && isnan(ms->concurrency) &&
+	    native(r))
 		return bad(d, i, "concurrency", e, "a generation entry of a step with status \"ok\" "
-			   "needs its concurrency");
+			   "that engine '%s' ran needs its concurrency", r->engine);
 	if (ms->stage == STAGE_GEN && !isnan(ms->concurrency) &&
 	    !(isfinite(ms->concurrency) && ms->concurrency >= 1))
 		return bad(d, i, "concurrency", e, "expected a number of at least 1, got %g",
@@ -189,7 +197,10 @@ static int check_record(const struct jdoc *d, const struct step_record *r,
 	if (!positive(rl->mean) || rl->mean > rl->max)
 		return bad(d, -1, "response_len.mean", e, "expected a positive number up to max "
 			   "(%ld), got %g", rl->max, rl->mean);
-	if (!positive(rl->p90) || rl->p90 > rl->max)
+	if (isnan(rl->p90) && native(r))
+		return bad(d, -1, "response_len.p90", e, "a record engine '%s' wrote needs its "
+			   "p90", r->engine);
+	if (!isnan(rl->p90) && (!positive(rl->p90) || rl->p90 > rl->max))
 		return bad(d, -1, "response_len.p90", e, "expected a positive number up to max "
 			   "(%ld), got %g", rl->max, rl->p90);
 	for (int i = 0; i < r->nms; i++)
@@ -530,8 +541,8 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	if (resp && ((rc = jdoc_check_keys(d, resp, "response_len", sr_response_keys, e)) ||
 		     (rc = jget_num(d, resp, "response_len", "mean", true, -HUGE_VAL, HUGE_VAL,
 				    &r->response.mean, e)) ||
-		     (rc = jget_num(d, resp, "response_len", "p90", true, -HUGE_VAL, HUGE_VAL,
-				    &r->response.p90, e)) ||
+		     (rc = get_opt_num(d, resp, "response_len", "p90", false, &r->response.p90,
+				       e)) ||
 		     (rc = jget_int(d, resp, "response_len", "max", true, 1, LONG_MAX, &rmax, e))))
 		return rc;
 	r->response.max = rmax;
@@ -660,9 +671,11 @@ json_t *steprec_to_json(const struct step_record *r)
 	if (run) {
 		json_object_set_new(o, "sequences", json_integer(r->sequences));
 		json_object_set_new(o, "prompt_len", json_integer(r->prompt_len));
-		json_object_set_new(o, "response_len",
-				    json_pack("{s:f,s:f,s:I}", "mean", r->response.mean, "p90",
-					      r->response.p90, "max", (json_int_t)r->response.max));
+		json_t *rl = json_pack("{s:f}", "mean", r->response.mean);
+		if (!isnan(r->response.p90))
+			json_object_set_new(rl, "p90", json_real(r->response.p90));
+		json_object_set_new(rl, "max", json_integer((json_int_t)r->response.max));
+		json_object_set_new(o, "response_len", rl);
 	}
 	json_object_set_new(o, "step_time_s", num_or_null(r->step_time_s));
 	if (!isnan(r->predicted_step_s))

@@ -64,7 +64,8 @@ struct ms_record {
 	double peak_gib;    /* peak GiB on its busiest GPU, state other models keep
 			     * resident there included; NAN if not measured */
 	double concurrency; /* generation: sequences one engine decodes at once at
-			     * most; NAN elsewhere */
+			     * most; NAN elsewhere, and where an engine other
+			     * than nereus-run's did not measure it */
 	double predicted_s; /* what the cost model in force for the step predicted
 			     * for time_s (nereus-run(1)); NAN if absent */
 };
@@ -101,7 +102,9 @@ struct step_record {
 	enum step_status status;
 	long sequences;      /* this step's batch */
 	long prompt_len;
-	struct response_len response; /* observed in this step */
+	struct response_len response; /* observed in this step; p90 NAN where an
+				       * engine other than nereus-run's did not
+				       * measure it */
 	double step_time_s;  /* wall seconds of the step; NAN if absent */
 	double predicted_step_s; /* the cost model's for step_time_s; NAN if absent */
 	double transition_s; /* switching plans before the step; not in step_time_s */

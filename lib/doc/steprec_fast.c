@@ -369,6 +369,7 @@ static bool fast_response(struct lex *x, struct response_len *rl)
 	unsigned seen = 0;
 	int k = -1;
 
+	rl->p90 = NAN;
 	if (!lex_char(x, '{'))
 		return false;
 	do {
@@ -378,13 +379,13 @@ static bool fast_response(struct lex *x, struct response_len *rl)
 		if (k == R_MEAN)
 			ok = fast_num(x, false, &rl->mean);
 		else if (k == R_P90)
-			ok = fast_num(x, false, &rl->p90);
+			ok = fast_num(x, true, &rl->p90);
 		else
 			ok = fast_int(x, 1, LONG_MAX, &rl->max);
 		if (!ok)
 			return false;
 	} while (lex_char(x, ','));
-	return lex_char(x, '}') && seen == (1u << NRESPONSE_KEYS) - 1;
+	return lex_char(x, '}') && (seen | 1u << R_P90) == (1u << NRESPONSE_KEYS) - 1;
 }
 
 static bool fast_switch(struct lex *x, struct step_switch *sw)

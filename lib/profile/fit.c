@@ -67,6 +67,28 @@ const char *const ft_unused_why[COEF_FIELDS] = {
 	"no record's switch read from the state store for longer than it moved state",
 };
 
+/* The time coefficients only generation's times exercise (prefill_eff,
+ * decode_eff, decode_step_s). */
+#define GEN_ONLY (1u << 2 | 1u << 3 | 1u << 9)
+
+/* Why coefficient j, which no fitted time or peak depends on, is not
+ * fitted: for those only generation exercises, when records left their
+ * generation out, that. */
+static void unused_why(const struct fit *f, int j, char *why, size_t size)
+{
+	long n = f->no_p90 > f->no_conc ? f->no_p90 : f->no_conc;
+
+	if (!(GEN_ONLY >> j & 1) || n == 0) {
+		snprintf(why, size, "%s", ft_unused_why[j]);
+		return;
+	}
+	snprintf(why, size, "no generation time was fitted: %ld record%s no %s%s%s, without "
+		 "which the model cannot price decoding", n, n == 1 ? " has" : "s have",
+		 f->no_p90 ? "p90 of the response lengths" : "",
+		 f->no_p90 && f->no_conc ? " and no " : "",
+		 f->no_conc ? "concurrency of the engines" : "");
+}
+
 /* Set coefficient j of out: its value and standard error, and when not
  * fitted, why. */
 void ft_set_coef(struct fit_result *out, int j, double value, double se, bool fitted,
@@ -163,11 +185,11 @@ static void part_init(struct fit *f, struct part *pt, bool mem, double decay,
 		pt->lambda[j] = decay * (pt->unit[j] / se) * (pt->unit[j] / se);
 		if (used[j])
 			pt->q.idx[pt->q.p++] = j;
-		else
+		else if (mem && f->cl->engine == CLUSTER_ENGINE_BUILTIN)
 			snprintf(pt->why[j], sizeof pt->why[j], "%s",
-				 mem && f->cl->engine == CLUSTER_ENGINE_BUILTIN ?
-				 "the built-in engine's memory model takes no coefficients" :
-				 ft_unused_why[c]);
+				 "the built-in engine's memory model takes no coefficients");
+		else
+			unused_why(f, c, pt->why[j], sizeof pt->why[j]);
 	}
 	if (mem)
 		out->peak_rows = pt->rows;
@@ -497,7 +519,8 @@ static void fit_quality(struct fit *f, struct fit_result *out)
 				npeak++;
 			}
 		}
-		if (r->held && !isnan(r->step_obs)) {
+		/* a step whose generation was not fitted has no prediction */
+		if (r->held && !isnan(r->step_obs) && !r->gen_left) {
 			double obs = r->step_obs, p = out->k.step_s + ft_stages_sum(&f->rows[r->row0],
 										 r->nrows, pred);
 			obs += ft_stages_sum(&f->rows[r->row0], r->nrows, &f->y[r->row0]);

@@ -118,7 +118,11 @@ int fit_new(struct fit **f, const struct job *job, const struct cluster *cl,
 /* Add a record checked against the job (steprec_parse or steprec_check).
  * Records with a status other than ok carry no times and are counted only;
  * a warm-up step's training entries and step time are not what the model
- * prices (its supervised update), and only its rollout is fitted. */
+ * prices (its supervised update), and only its rollout is fitted; the
+ * generation entry of a record without a p90 of its response lengths or
+ * without the engines' concurrency cannot be priced and is not fitted (the
+ * coefficients only generation determines then say why they keep their
+ * priors). */
 int fit_add(struct fit *f, const struct step_record *r, struct err *e);
 /* Fit.  NR_EINPUT when there is nothing to fit. */
 int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, struct err *e);

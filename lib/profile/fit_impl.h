@@ -36,6 +36,7 @@ struct frec {
 	long row0;
 	int nrows;
 	bool held;
+	bool gen_left;    /* its generation time is not fitted: see fit_add */
 };
 
 /* One switch a record measured (its transition_s) and what it involved
@@ -85,6 +86,9 @@ struct fit {
 	struct mrow *mr;
 	long nrecs, nrows, caprecs, caprows, capy, cappeak;
 	long other;              /* records with status oom or paused */
+	/* records whose generation could not be priced: without a p90 of the
+	 * response lengths, without the engines' concurrency */
+	long no_p90, no_conc;
 	long before_prior;       /* records at or before the prior's last step, skipped */
 	struct srow *sw;         /* switches */
 	long nsw, capsw;

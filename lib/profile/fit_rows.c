@@ -576,7 +576,10 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 {
 	struct frec *rec;
 	int actor = job_actor(&f->job), home = -1, train[MAX_MODELS], model[STEPREC_MAX_MS];
+	/* every model-stage's pool, stage and time, for the step's fixed cost */
+	struct frow all[STEPREC_MAX_MS];
 	double ys[STEPREC_MAX_MS];
+	bool sft = r->rl.known && r->rl.sft;
 	int rc;
 
 	if (f->prior.last_step >= 0 && r->step <= f->prior.last_step) {
@@ -603,7 +606,7 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 		return err_oom(e);
 	rec = &f->recs[f->nrecs];
 	*rec = (struct frec){ r->step, r->sequences, r->prompt_len, r->response, NAN, f->nrows,
-			      0, false };
+			      0, false, false };
 	/* a model's home layout is its training entry's: inference entries do
 	 * not say how it recomputes or shards its optimizer */
 	for (int m = 0; m < MAX_MODELS; m++)
@@ -619,11 +622,22 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 		const struct ms_record *ms = &r->ms[i];
 		long row = f->nrows + rec->nrows;
 		struct frow *w = &f->rows[row];
+		all[i] = (struct frow){ .stage = (signed char)ms->stage, .pool = (short)ms->pool };
+		ys[i] = ms->time_s;
 		/* a warm-up step trains on the prompts' answers, not on the
 		 * rollout the cost model prices: its rollout is fitted, its
 		 * update and so its step time are not */
-		if (ms->stage == STAGE_TRAIN && r->rl.known && r->rl.sft)
+		if (ms->stage == STAGE_TRAIN && sft)
 			continue;
+		/* decoding's pace follows the spread of the response lengths and
+		 * how many sequences an engine holds at once: without them the
+		 * model cannot price the generation this record measured */
+		if (ms->stage == STAGE_GEN && (isnan(r->response.p90) || isnan(ms->concurrency))) {
+			f->no_p90 += isnan(r->response.p90);
+			f->no_conc += isnan(ms->concurrency);
+			rec->gen_left = true;
+			continue;
+		}
 		*w = (struct frow){ .rec = f->nrecs, .model = (signed char)model[i],
 				    .stage = (signed char)ms->stage, .pool = (short)ms->pool,
 				    .same_pool = ms->same_pool, .conf = ms->conf,
@@ -636,10 +650,10 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 			w->conf = r->ms[train[w->model]].conf;
 		if (ms->stage == STAGE_GEN && home >= 0)
 			w->home = r->ms[home].conf;
-		ys[rec->nrows++] = ms->time_s;
+		rec->nrows++;
 	}
-	if (isfinite(r->step_time_s) && rec->nrows == r->nms)
-		rec->step_obs = r->step_time_s - ft_stages_sum(&f->rows[f->nrows], r->nms, ys);
+	if (isfinite(r->step_time_s) && !sft)
+		rec->step_obs = r->step_time_s - ft_stages_sum(all, r->nms, ys);
 	f->nrows += rec->nrows;
 	f->nrecs++;
 	return NR_OK;

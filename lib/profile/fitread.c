@@ -112,6 +112,15 @@ struct block {
 	int *rc;
 };
 
+/* Line number line of the trace (0: not known yet) as a record. */
+static int parse_one(const struct reader *x, long line, const char *text, size_t len,
+		     struct step_record *r, bool *malformed, struct err *e)
+{
+	if (x->rd->parse)
+		return x->rd->parse(x->rd->parse_arg, x->file, line, text, len, r, malformed, e);
+	return steprec_parse(x->file, line, text, len, x->job, x->cl, r, malformed, e);
+}
+
 /* A record that parsed, or a line that did not, in the trace's order. */
 static int take_line(struct reader *x, struct block *b, long i, struct err *e)
 {
@@ -124,8 +133,7 @@ static int take_line(struct reader *x, struct block *b, long i, struct err *e)
 	if (b->len[i] == 0 && rc == -1)
 		return NR_OK; /* blank */
 	if (rc != NR_OK) /* again, alone, for the message */
-		rc = steprec_parse(x->file, rd->lines, b->text[i], b->len[i], x->job, x->cl, r,
-				   &malformed, e);
+		rc = parse_one(x, rd->lines, b->text[i], b->len[i], r, &malformed, e);
 	if (rc == NR_OK) {
 		rc = check_in_trace(&x->taken, x->file, rd->lines, r, x->job, x->cl, e);
 		malformed = rc != NR_OK;
@@ -168,8 +176,7 @@ static void parse_lines(struct reader *x, struct block *b, long lo, long hi)
 		bool blank = true;
 		for (size_t k = 0; k < b->len[i] && blank; k++)
 			blank = strchr(" \t\r", b->text[i][k]) != NULL;
-		b->rc[i] = blank ? -1 : steprec_parse(x->file, 0, b->text[i], b->len[i], x->job,
-						       x->cl, &b->rec[i], NULL, &e);
+		b->rc[i] = blank ? -1 : parse_one(x, 0, b->text[i], b->len[i], &b->rec[i], NULL, &e);
 		if (blank)
 			b->len[i] = 0;
 	}

@@ -1,7 +1,8 @@
 /* Reading a trace of step records (nereus-steps(5)) into a fit, line by
  * line, as nereus-profile fit does.  Each line is parsed and checked
- * against the job and cluster (steprec_parse); then against what the
- * trace can hold at all:
+ * against the job and cluster (steprec_parse, or the reader's own parse:
+ * another engine's metrics made records); then against what the trace
+ * can hold at all:
  *
  * - steps in order, each once: a step number at or below the one before
  *   it is refused, naming both lines (the earlier line with the same
@@ -19,6 +20,7 @@
 #define NEREUS_FITREAD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "profile/fit.h"
 
@@ -28,6 +30,13 @@ struct fit_read {
 	/* told each line skipped (its message), may be NULL */
 	void (*skipped)(void *arg, const char *msg);
 	void *arg;
+	/* reads a line into a record as steprec_parse does, with the job and
+	 * cluster parse_arg holds (foreign_parse, another engine's metrics);
+	 * NULL: the lines are step records.  Called on several threads at
+	 * once. */
+	int (*parse)(const void *parse_arg, const char *file, long line, const char *text,
+		     size_t len, struct step_record *r, bool *malformed, struct err *e);
+	const void *parse_arg;
 	/* what was read */
 	long lines, records, skipped_lines;
 };

@@ -414,6 +414,48 @@ static void predictions(void)
 	free(text);
 }
 
+/* What an engine other than nereus-run's may not log (a p90 of the
+ * response lengths, the engines' concurrency, peaks) may be absent, compact
+ * or not; nereus-run's own records must have the first two. */
+static void foreign_leave_out(void)
+{
+	struct step_record a, b, c;
+	struct err e;
+	char *text, *pretty;
+	json_t *o;
+
+	record(&a, 6);
+	snprintf(a.engine, sizeof a.engine, "verl");
+	a.response.p90 = NAN;
+	for (int i = 0; i < a.nms; i++) {
+		a.ms[i].peak_gib = NAN;
+		a.ms[i].concurrency = NAN;
+	}
+	text = line_of(&a);
+	CHECK(strstr(text, "p90") == NULL);
+	CHECK(parse(text, &b, NULL, &e) == NR_OK);
+	CHECK(isnan(b.response.p90) && b.response.mean == a.response.mean);
+	o = json_loads(text, 0, NULL);
+	pretty = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	json_decref(o);
+	CHECK(parse(pretty, &c, NULL, &e) == NR_OK);
+	CHECK(memcmp(&b, &c, sizeof b) == 0);
+	free(pretty);
+	pretty = edit(text, "\"max\":", "\"p90\":null,\"max\":");
+	CHECK(parse(pretty, &b, NULL, &e) == NR_OK && isnan(b.response.p90));
+	free(pretty);
+	pretty = edit(text, "\"engine\":\"verl\"", "\"engine\":\"sim\"");
+	CHECK(parse(pretty, &b, NULL, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "response_len.p90: a record engine 'sim' wrote needs its p90") != NULL);
+	free(pretty);
+	free(text);
+	snprintf(a.engine, sizeof a.engine, "builtin");
+	a.response.p90 = a.response.mean;
+	CHECK(steprec_check(&a, &job, &cl, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, ".concurrency: a generation entry of a step with status \"ok\" that "
+		      "engine 'builtin' ran needs its concurrency") != NULL);
+}
+
 int main(void)
 {
 	struct err e;
@@ -434,5 +476,6 @@ int main(void)
 	RUN(check_names_fields);
 	RUN(warm_up_critic_untimed);
 	RUN(predictions);
+	RUN(foreign_leave_out);
 	return UNIT_END();
 }
