@@ -11,6 +11,7 @@
 #include "doc/job.h"
 #include "plan/baseline.h"
 #include "plan/decide.h"
+#include "plan/engines.h"
 #include "plan/render.h"
 #include "plan/search.h"
 #include "run/charge.h"
@@ -21,7 +22,8 @@ static const char usage[] =
 	"usage: nereus-plan --job FILE --cluster FILE [--cost FILE] [--current FILE]\n"
 	"                   [--remaining-steps N] [--min-gain F] [--pin MODEL@STAGE=CONF]...\n"
 	"                   [--layout L] [--exhaustive]\n"
-	"                   [--format json|table] [--svg FILE] [--stats] [-o FILE]\n"
+	"                   [--format json|table|verl|openrlhf] [--svg FILE] [--stats]\n"
+	"                   [-o FILE]\n"
 	"\n"
 	"  --job FILE             the job document (- for standard input)\n"
 	"  --cluster FILE         the cluster document, as it is now\n"
@@ -35,7 +37,8 @@ static const char usage[] =
 	"                         verl-megatron, openrlhf, openrlhf-hybrid,\n"
 	"                         fixed (the current plan's TP/PP, DP scaled)\n"
 	"  --exhaustive           enumerate the whole space (slow; for checking)\n"
-	"  --format F             json (default) or table\n"
+	"  --format F             json (default), table, or an engine's settings:\n"
+	"                         verl (Hydra overrides), openrlhf (launch flags)\n"
 	"  --svg FILE             also draw the plan as a GPU timeline\n"
 	"  --stats                print search statistics on standard error\n"
 	"  -o, --output FILE      write the plan to FILE instead of standard output\n"
@@ -74,12 +77,13 @@ struct args {
 	long remaining;
 	double min_gain;
 	int layout;
-	bool exhaustive, table, stats;
+	enum format { FORMAT_JSON, FORMAT_TABLE, FORMAT_VERL, FORMAT_OPENRLHF } format;
+	bool exhaustive, stats;
 };
 
 static int parse(int argc, char **argv, struct args *a)
 {
-	static const char *const formats[] = { "json", "table", NULL };
+	static const char *const formats[] = { "json", "table", "verl", "openrlhf", NULL };
 	int c, rc, k;
 
 	memset(a, 0, sizeof *a);
@@ -116,7 +120,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_FORMAT:
 			if ((rc = parse_choice("format", optarg, formats, &k)))
 				return rc;
-			a->table = k == 1;
+			a->format = (enum format)k;
 			break;
 		default:
 			return option_tail(c, argc, argv, options, usage);
@@ -133,6 +137,18 @@ static int parse(int argc, char **argv, struct args *a)
 	return NR_OK;
 }
 
+/* The engine --format prints a plan for: OpenRLHF, or the verl workers
+ * the plan needs; TARGET_ANY for a document. */
+static enum target format_target(const struct args *a, const struct job *job,
+				 const struct plan *p)
+{
+	if (a->format == FORMAT_OPENRLHF)
+		return TARGET_OPENRLHF;
+	if (a->format != FORMAT_VERL)
+		return TARGET_ANY;
+	return target_verl_workers(job, p);
+}
+
 static int run(const struct args *a)
 {
 	static struct job job;
@@ -145,6 +161,7 @@ static int run(const struct args *a)
 	struct decision d;
 	struct err e = { 0 };
 	const struct plan *out;
+	enum target t;
 	json_t *doc;
 	int rc;
 
@@ -188,10 +205,12 @@ static int run(const struct args *a)
 		if (!d.do_switch)
 			out = &cur;
 	}
+	t = format_target(a, &job, out);
 	if (a->svg && (rc = plan_svg(&v, out, a->svg, &e)))
 		return report(&e);
-	if (a->table) {
-		char *text = plan_table(&v, out, a->current ? &d : NULL);
+	if (a->format != FORMAT_JSON) {
+		char *text = a->format == FORMAT_TABLE ? plan_table(&v, out, a->current ? &d : NULL) :
+			     target_settings(&v, out, t);
 		if (!text)
 			return report(&(struct err){ NR_EIO, "out of memory" });
 		rc = write_file_atomic(a->out, text, strlen(text), &e);

@@ -43,6 +43,8 @@ zsh_offers() {
 	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run bash_offers nereus-plan --format t
 	assert_output 'table'
+	run bash_offers nereus-plan --format ''
+	assert_output 'json openrlhf table verl'
 	run bash_offers nereus-plan --job ''
 	assert_output 'docs job.json'
 }
@@ -54,6 +56,8 @@ zsh_offers() {
 	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run zsh_offers nereus-plan --format t
 	assert_output 'table'
+	run zsh_offers nereus-plan --format ''
+	assert_output 'json openrlhf table verl'
 	run zsh_offers nereus-plan --job ''
 	assert_output 'docs job.json'
 }

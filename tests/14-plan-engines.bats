@@ -1,0 +1,148 @@
+#!/usr/bin/env bats
+# nereus-plan(1) --format verl|openrlhf: plans as the settings of the
+# engines users run (verl b178a3cd5, OpenRLHF 3c3be623).  The expected settings are the engines' names and
+# defaults (verl's ppo_trainer and ppo_megatron_trainer configs; OpenRLHF's
+# train_ppo_llama_ray.sh topology) with values worked out from the job:
+# 512 prompts a step, one sample each, 4 mini-batches, on 8 nodes of 8.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	load test_helper/common-setup
+	_common_setup
+	JOB8=$EXAMPLES/jobs/ppo-llama3-8b.json
+	H100=$EXAMPLES/clusters/h100-8x8.json
+}
+
+# json FILE EXPR: print the Python expression EXPR over the document d.
+json() {
+	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# expect_lines FILE: every line of standard input is a line of FILE.
+expect_lines() {
+	local want
+	while IFS= read -r want; do
+		grep -Fxq -- "$want" "$1" || fail "missing: $want"
+	done
+}
+
+@test "--format verl: verl's FSDP layout as Hydra overrides, one key=value a line" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout verl \
+		--pin actor@training=mb2,full,nooffload --pin critic@training=mb2,full,offload \
+		--pin reference@inference=mb8,offload --pin reward@inference=mb4,nooffload \
+		--format verl -o verl.txt
+	assert_success
+	[ -z "$stderr" ]
+	expect_lines verl.txt <<'EOF'
+trainer.nnodes=8
+trainer.n_gpus_per_node=8
+data.train_batch_size=512
+actor_rollout_ref.rollout.n=1
+actor_rollout_ref.rollout.tensor_model_parallel_size=2
+actor_rollout_ref.actor.strategy=fsdp
+actor_rollout_ref.actor.ppo_mini_batch_size=128
+actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+actor_rollout_ref.actor.fsdp_config.param_offload=false
+actor_rollout_ref.actor.fsdp_config.optimizer_offload=false
+actor_rollout_ref.model.enable_gradient_checkpointing=true
+actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8
+actor_rollout_ref.ref.fsdp_config.param_offload=true
+critic.strategy=fsdp
+critic.ppo_mini_batch_size=128
+critic.ppo_micro_batch_size_per_gpu=2
+critic.model.fsdp_config.param_offload=true
+critic.model.fsdp_config.optimizer_offload=true
+critic.model.enable_gradient_checkpointing=true
+reward_model.enable=true
+reward_model.micro_batch_size_per_gpu=4
+EOF
+	# shell-pasteable: every line one word, a dotted key and its value
+	run grep -cvE '^[a-z_]+(\.[a-z_]+)+=[A-Za-z0-9_.]+$' verl.txt
+	assert_output 0
+	run grep -c megatron verl.txt
+	assert_output 0
+	# the engines' share of a GPU: between verl's default 0.5 and all but the headroom
+	python3 -c 'import sys; v = float(open("verl.txt").read().split("gpu_memory_utilization=")[1].split()[0]); sys.exit(not 0.5 < v <= 0.95)'
+}
+
+@test "--format verl: a plan with TP and PP and no ZeRO-3 is verl's Megatron trainer" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout verl-megatron \
+		--pin actor@training=tp4,pp2,mb1,selective,zero1,nooffload \
+		--pin critic@training=tp4,pp2,mb1,full,zero0,offload \
+		--pin reference@inference=tp4,pp2 --pin reward@inference=tp4,pp2 \
+		--format verl -o verl.txt
+	assert_success
+	expect_lines verl.txt <<'EOF'
+--config-name=ppo_megatron_trainer
+trainer.nnodes=8
+trainer.n_gpus_per_node=8
+actor_rollout_ref.rollout.tensor_model_parallel_size=2
+actor_rollout_ref.actor.strategy=megatron
+actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4
+actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2
+actor_rollout_ref.actor.megatron.use_distributed_optimizer=true
+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=selective
+actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1
+critic.strategy=megatron
+critic.megatron.tensor_model_parallel_size=4
+critic.megatron.pipeline_model_parallel_size=2
+critic.megatron.use_distributed_optimizer=false
+critic.megatron.param_offload=true
+critic.megatron.optimizer_offload=true
+critic.megatron.override_transformer_config.recompute_granularity=full
+critic.megatron.override_transformer_config.recompute_method=uniform
+reward_model.megatron.tensor_model_parallel_size=4
+EOF
+	run grep -c fsdp_config verl.txt
+	assert_output 0
+}
+
+@test "--format openrlhf: the Ray PPO script's topology as OpenRLHF's launch flags" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout openrlhf \
+		--pin actor@training=mb4 --pin critic@training=mb4 --pin reference@inference=mb8 \
+		--pin reward@inference=mb8 --format openrlhf -o flags.txt
+	assert_success
+	expect_lines flags.txt <<'EOF'
+--actor.num_nodes 2
+--actor.num_gpus_per_node 8
+--ref.num_nodes 2
+--ref.num_gpus_per_node 8
+--critic.num_nodes 2
+--critic.num_gpus_per_node 8
+--reward.num_nodes 2
+--reward.num_gpus_per_node 8
+--vllm.num_engines 16
+--vllm.tensor_parallel_size 2
+--train.colocate_actor_ref
+--train.colocate_critic_reward
+--ds.zero_stage 3
+--ds.adam_offload
+--actor.gradient_checkpointing_enable
+--train.micro_batch_size 4
+--train.batch_size 128
+--rollout.batch_size 512
+--rollout.n_samples_per_prompt 1
+--rollout.micro_batch_size 8
+EOF
+	run grep -c colocate_all flags.txt
+	assert_output 0
+	run grep -cvE '^--[a-z_]+(\.[a-z_]+)+( [0-9.]+)?$' flags.txt
+	assert_output 0
+}
+
+@test "--format openrlhf: everything on one pool is --train.colocate_all" {
+	run nereus-plan --job "$JOB8" --cluster "$H100" --layout openrlhf-hybrid --format openrlhf \
+		-o flags.txt
+	assert_success
+	expect_lines flags.txt <<'EOF'
+--train.colocate_all
+--vllm.enable_sleep
+--vllm.tensor_parallel_size 2
+--vllm.num_engines 32
+--ds.zero_stage 3
+--ds.adam_offload
+--ref.offload
+--reward.offload
+EOF
+}
