@@ -46,7 +46,8 @@ static const char usage[] =
 	"  -V, --version          show the version\n"
 	"\n"
 	"Exit status: 0 plan written (with --current: switch), 1 keep the current plan,\n"
-	"2 bad usage or input, 3 nothing fits, 4 runtime or I/O failure.\n";
+	"2 bad usage or input, 3 nothing fits (or the engine of --format cannot run the\n"
+	"plan), 4 runtime or I/O failure.\n";
 
 enum { OPT_JOB = 256, OPT_CLUSTER, OPT_COST, OPT_CURRENT, OPT_REMAINING, OPT_MINGAIN,
        OPT_PIN, OPT_LAYOUT, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS };
@@ -149,6 +150,19 @@ static enum target format_target(const struct args *a, const struct job *job,
 	return target_verl_workers(job, p);
 }
 
+/* NR_OK when engine t runs plan p; else exit 3 with every reason, one a
+ * line on standard error. */
+static int engine_runs(const struct env *v, const struct plan *p, enum target t)
+{
+	struct target_reasons r;
+
+	if (target_check(v, p, t, &r))
+		return NR_OK;
+	for (int i = 0; i < r.n; i++)
+		fprintf(stderr, "%s: %s: %s\n", progname, target_names[t], r.line[i]);
+	return NR_EINFEASIBLE;
+}
+
 static int run(const struct args *a)
 {
 	static struct job job;
@@ -206,6 +220,8 @@ static int run(const struct args *a)
 			out = &cur;
 	}
 	t = format_target(a, &job, out);
+	if (t != TARGET_ANY && (rc = engine_runs(&v, out, t)))
+		return rc;
 	if (a->svg && (rc = plan_svg(&v, out, a->svg, &e)))
 		return report(&e);
 	if (a->format != FORMAT_JSON) {

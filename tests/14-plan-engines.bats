@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # nereus-plan(1) --format verl|openrlhf: plans as the settings of the
-# engines users run (verl b178a3cd5, OpenRLHF 3c3be623).  The expected settings are the engines' names and
+# engines users run (verl b178a3cd5, OpenRLHF 3c3be623), and exit 3 with
+# every reason when the engine cannot run the plan.  The expected settings are the engines' names and
 # defaults (verl's ppo_trainer and ppo_megatron_trainer configs; OpenRLHF's
 # train_ppo_llama_ray.sh topology) with values worked out from the job:
 # 512 prompts a step, one sample each, 4 mini-batches, on 8 nodes of 8.
@@ -25,6 +26,16 @@ expect_lines() {
 	while IFS= read -r want; do
 		grep -Fxq -- "$want" "$1" || fail "missing: $want"
 	done
+}
+
+# job96: the 8B job with 96 prompts a step, 24 a mini-batch.
+job96() {
+	python3 - "$JOB8" job96.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["batch"]["prompts_per_step"] = 96
+json.dump(d, open(sys.argv[2], "w"))
+PY
 }
 
 @test "--format verl: verl's FSDP layout as Hydra overrides, one key=value a line" {
@@ -145,4 +156,49 @@ EOF
 --ref.offload
 --reward.offload
 EOF
+}
+
+@test "a plan verl cannot run: TP with ZeRO-3 is exit 3, each reason a line, nothing on stdout" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" \
+		--pin actor@training=tp4,pp1,zero3,full --format verl -o out.txt
+	assert_failure 3
+	[ -z "$output" ]
+	[ ! -e out.txt ]
+	[[ $stderr == *"nereus-plan: verl-fsdp: actor runs at tp 4, pp 1 with ZeRO-3; verl's FSDP workers have no tensor or pipeline parallelism"* ]]
+	# every line a reason
+	run grep -cv '^nereus-plan: verl-fsdp: ' <<< "$stderr"
+	assert_output 0
+}
+
+@test "pools verl cannot place are exit 3 with every reason" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout openrlhf --format verl
+	assert_failure 3
+	[ -z "$output" ]
+	assert_equal "$(grep -c . <<< "$stderr")" 2
+	[[ $stderr == *"nereus-plan: verl-fsdp: the rollout and critic are on a pool apart from the actor; verl places every model but a reward model with the actor and its rollout"* ]]
+	[[ $stderr == *"nereus-plan: verl-fsdp: critic and reward share a pool apart from the actor; verl gives only a reward model a pool of its own"* ]]
+}
+
+@test "verl's batch rule: a mini-batch that leaves a data-parallel rank with none is exit 3" {
+	job96
+	run --separate-stderr nereus-plan --job job96.json --cluster "$H100" --layout verl \
+		--pin actor@training=dp64,full --pin critic@training=dp64,full --format verl
+	assert_failure 3
+	[ -z "$output" ]
+	[[ $stderr == *"nereus-plan: verl-fsdp: actor: a mini-batch of 24 sequences over 64 data-parallel ranks leaves some with none"* ]]
+	[[ $stderr == *"nereus-plan: verl-fsdp: critic: a mini-batch of 24 sequences over 64 data-parallel ranks leaves some with none"* ]]
+	assert_equal "$(grep -c . <<< "$stderr")" 2
+}
+
+@test "OpenRLHF's one micro-batch and one ZeRO stage: a plan that differs is exit 3" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout openrlhf \
+		--pin actor@training=mb4 --pin critic@training=mb2 --pin reference@inference=mb8 \
+		--pin reward@inference=mb8 --format openrlhf
+	assert_failure 3
+	[ -z "$output" ]
+	assert_equal "$stderr" "nereus-plan: openrlhf: actor and critic run micro-batches of 4 and 2; OpenRLHF has one --train.micro_batch_size"
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout verl-megatron \
+		--pin actor@training=zero1 --pin critic@training=zero1 --format openrlhf
+	assert_failure 3
+	[[ $stderr == *"nereus-plan: openrlhf: "*"OpenRLHF "* ]]
 }

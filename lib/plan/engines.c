@@ -1,7 +1,9 @@
-/* The targets (engines.h): a plan as their settings. */
+/* The targets (engines.h): their rules, each said once in words, a plan's
+ * check against them, and a plan as their settings. */
 #include "plan/engines.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +11,231 @@
 
 const char *const target_names[NTARGETS + 1] = { "any", "verl-fsdp", "verl-megatron", "openrlhf",
 						 "builtin", NULL };
+
+/* Add a reason to r (when there is one, and once); false, so a rule can
+ * say `ok = why(...)`. */
+__attribute__((format(printf, 2, 3)))
+static bool why(struct target_reasons *r, const char *fmt, ...)
+{
+	char line[sizeof r->line[0]];
+	va_list ap;
+
+	if (!r || r->n == TARGET_MAX_REASONS)
+		return false;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	for (int i = 0; i < r->n; i++)
+		if (!strcmp(r->line[i], line))
+			return false;
+	memcpy(r->line[r->n++], line, sizeof line);
+	return false;
+}
+
+static bool is_verl(enum target t)
+{
+	return t == TARGET_VERL_FSDP || t == TARGET_VERL_MEGATRON;
+}
+
+/* --- the rules --------------------------------------------------------- */
+
+/* The mini-batch rules of a trained model: its sequences split over the
+ * data-parallel ranks, none left with zero, each rank's share a whole
+ * number of micro-batches (verl's workers divide ppo_mini_batch_size × n
+ * by the DP size and assert it stays above zero and divisible by the
+ * micro-batch; DeepSpeed's train_batch_size is micro × accumulation ×
+ * world). */
+static bool batch_rules(const struct job *j, enum target t, const char *name,
+			const struct pconf *c, struct target_reasons *r)
+{
+	long seqs = job_sequences(j), mb = j->mini_batches, mini;
+
+	if (is_verl(t)) {
+		if (j->prompts_per_step % mb)
+			return why(r, "%ld prompts do not split into %ld mini-batches of whole prompts "
+				   "(verl's ppo_mini_batch_size counts prompts)", j->prompts_per_step, mb);
+	} else if (t == TARGET_OPENRLHF) {
+		if (seqs % mb)
+			return why(r, "%ld sequences do not split into %ld mini-batches "
+				   "(--train.batch_size counts sequences)", seqs, mb);
+	} else {
+		/* the built-in engine splits a mini-batch as evenly as it goes */
+		return true;
+	}
+	mini = seqs / mb;
+	if (mini < c->dp)
+		return why(r, "%s: a mini-batch of %ld sequences over %d data-parallel ranks leaves "
+			   "some with none", name, mini, c->dp);
+	if (mini % c->dp)
+		return why(r, "%s: a mini-batch of %ld sequences does not split evenly over %d "
+			   "data-parallel ranks", name, mini, c->dp);
+	if (mini / c->dp % c->mb)
+		return why(r, "%s: %ld sequences per data-parallel rank are not a whole number of "
+			   "micro-batches of %d", name, mini / c->dp, c->mb);
+	return true;
+}
+
+/* What target t runs of one model's configuration by itself. */
+static bool conf_rules(const struct job *j, enum target t, int m, const struct pconf *c,
+		       struct target_reasons *r)
+{
+	const struct model *md = &j->models[m];
+	const char *name = md->name;
+	bool train = model_trainable(md), ok = true;
+	/* on one DP rank there is nothing to shard: every stage is the same */
+	bool sharded = c->dp > 1;
+
+	switch (t) {
+	case TARGET_VERL_FSDP:
+		if (c->tp > 1 || c->pp > 1)
+			ok = why(r, "%s runs at tp %d, pp %d%s; verl's FSDP workers have no tensor or "
+				 "pipeline parallelism", name, c->tp, c->pp,
+				 sharded && c->zero == ZERO_3 ? " with ZeRO-3" : "");
+		if (sharded && c->zero != ZERO_3)
+			ok = why(r, "%s runs at ZeRO-%d over %d ranks; verl's FSDP workers shard "
+				 "weights, gradients and optimizer state (ZeRO-3)", name, c->zero, c->dp);
+		if (train && c->rc == RC_SELECTIVE)
+			ok = why(r, "%s recomputes selectively; verl's FSDP workers checkpoint whole "
+				 "layers or nothing", name);
+		break;
+	case TARGET_VERL_MEGATRON:
+		if (sharded && c->zero == ZERO_3)
+			ok = why(r, "%s runs at ZeRO-3; verl's Megatron workers have no ZeRO-3 (the "
+				 "distributed optimizer shards the optimizer state only)", name);
+		if (sharded && c->zero == ZERO_2)
+			ok = why(r, "%s runs at ZeRO-2; verl's Megatron workers shard the optimizer "
+				 "state only (use_distributed_optimizer, ZeRO-1)", name);
+		break;
+	case TARGET_OPENRLHF:
+		if (c->pp > 1)
+			ok = why(r, "%s runs at pp %d; OpenRLHF's DeepSpeed models have no pipeline "
+				 "parallelism", name, c->pp);
+		if (train && c->rc == RC_SELECTIVE)
+			ok = why(r, "%s recomputes selectively; OpenRLHF checkpoints whole layers or "
+				 "nothing", name);
+		break;
+	case TARGET_BUILTIN:
+		if (sharded && c->zero == ZERO_3)
+			ok = why(r, "%s runs at ZeRO-3; the built-in engine keeps the weights whole "
+				 "across DP", name);
+		break;
+	default:
+		break;
+	}
+	if (train && !batch_rules(j, t, name, c, r))
+		ok = false;
+	return ok;
+}
+
+static bool gen_rules(const struct job *j, enum target t, const struct pconf *g,
+		      struct target_reasons *r)
+{
+	const struct arch *a = &j->models[job_actor(j)].arch;
+	bool ok = true;
+
+	if (t == TARGET_ANY || t == TARGET_BUILTIN)
+		return true;
+	/* vLLM splits the query heads over TP, and the key/value heads or
+	 * replicates them */
+	if (a->heads % g->tp)
+		ok = why(r, "the rollout's tp %d does not divide the actor's %d attention heads, "
+			 "which vLLM requires", g->tp, a->heads);
+	if (a->kv_heads % g->tp && g->tp % a->kv_heads)
+		ok = why(r, "the rollout's tp %d and the actor's %d key/value heads: vLLM needs one "
+			 "to divide the other", g->tp, a->kv_heads);
+	return ok;
+}
+
+/* "the rollout, actor and critic": items, for messages. */
+static const char *item_names(const struct job *j, unsigned items, char *buf, size_t n)
+{
+	size_t k = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i <= j->nmodels && k < n; i++) {
+		unsigned later = items >> (i + 1);
+		if (!(items >> i & 1u))
+			continue;
+		k += (size_t)snprintf(buf + k, n - k, "%s%s", !k ? "" : later ? ", " : " and ",
+				      i == ITEM_GEN ? "the rollout" : j->models[i - 1].name);
+	}
+	return buf;
+}
+
+static unsigned role_items(const struct job *j, enum role role)
+{
+	unsigned items = 0;
+
+	for (int m = 0; m < j->nmodels; m++)
+		if (j->models[m].role == role)
+			items |= 1u << (1 + m);
+	return items;
+}
+
+/* verl: one resource pool holds the actor, its rollout, the reference and
+ * the critic; a reward model may have a pool of its own. */
+static bool verl_pools(const struct job *j, const unsigned *pools, int n, struct target_reasons *r)
+{
+	unsigned all = (1u << (1 + j->nmodels)) - 1, actor = 1u << (1 + job_actor(j));
+	bool ok = true;
+	char names[256];
+
+	for (int i = 0; i < n; i++) {
+		unsigned apart = all & ~pools[i] & ~role_items(j, ROLE_REWARD);
+		if (!(pools[i] & actor) || !apart)
+			continue;
+		ok = why(r, "%s %s on a pool apart from the actor; verl places every model but a "
+			 "reward model with the actor and its rollout", item_names(j, apart, names,
+			 sizeof names), apart & (apart - 1) ? "are" : "is");
+	}
+	for (int i = 0; i < n; i++)
+		if (!(pools[i] & actor) && pools[i] & (pools[i] - 1))
+			ok = why(r, "%s share a pool apart from the actor; verl gives only a reward "
+				 "model a pool of its own", item_names(j, pools[i], names, sizeof names));
+	return ok;
+}
+
+/* OpenRLHF: everything on one pool (--train.colocate_all), or the engines
+ * alone and each model alone but for the actor with the reference
+ * (--train.colocate_actor_ref) and the critic with the reward model
+ * (--train.colocate_critic_reward). */
+static bool openrlhf_pools(const struct job *j, const unsigned *pools, int n,
+			   struct target_reasons *r)
+{
+	unsigned pair1 = role_items(j, ROLE_ACTOR) | role_items(j, ROLE_REFERENCE);
+	unsigned pair2 = role_items(j, ROLE_CRITIC) | role_items(j, ROLE_REWARD);
+	bool ok = true;
+	char names[256];
+
+	for (int i = 0; i < n; i++) {
+		unsigned items = pools[i];
+		if (!(items & (items - 1)))
+			continue;
+		if (items & 1u)
+			ok = why(r, "the rollout shares a pool with %s; OpenRLHF colocates its vLLM "
+				 "engines only with every model (--train.colocate_all)",
+				 item_names(j, items & ~1u, names, sizeof names));
+		else if ((items & ~pair1) && (items & ~pair2))
+			ok = why(r, "%s share a pool; OpenRLHF colocates only the actor with the "
+				 "reference and the critic with the reward model",
+				 item_names(j, items, names, sizeof names));
+	}
+	return ok;
+}
+
+static bool pool_rules(const struct job *j, enum target t, const unsigned *pools, int n,
+		       struct target_reasons *r)
+{
+	if (n == 1)
+		return true;
+	if (is_verl(t))
+		return verl_pools(j, pools, n, r);
+	if (t == TARGET_OPENRLHF)
+		return openrlhf_pools(j, pools, n, r);
+	return true;
+}
+
+/* --- a plan's check ---------------------------------------------------- */
 
 static int model_of_role(const struct job *j, enum role role)
 {
@@ -24,6 +251,118 @@ static int pool_of(const struct plan *p, int item)
 		if (p->pools[i].items >> item & 1u)
 			return i;
 	return -1;
+}
+
+/* The settings OpenRLHF has one of for several models. */
+static bool openrlhf_shared(const struct env *v, const struct plan *p, struct target_reasons *r)
+{
+	const struct job *j = v->job;
+	int t0 = -1, f0 = -1, zero = -1, actor = job_actor(j);
+	bool ok = true;
+
+	for (int m = 0; m < j->nmodels; m++) {
+		const struct pconf *c = &p->home[m], *d;
+		const char *name = j->models[m].name;
+		if (c->tp != p->home[0].tp)
+			ok = why(r, "%s runs at tp %d, %s at tp %d; OpenRLHF runs every model at one "
+				 "--ds.tensor_parallel_size", j->models[0].name, p->home[0].tp, name,
+				 c->tp);
+		if (!model_trainable(&j->models[m])) {
+			if (f0 >= 0 && c->mb != p->home[f0].mb)
+				ok = why(r, "%s and %s run micro-batches of %d and %d; OpenRLHF has one "
+					 "--rollout.micro_batch_size", j->models[f0].name, name,
+					 p->home[f0].mb, c->mb);
+			f0 = f0 < 0 ? m : f0;
+			continue;
+		}
+		if (c->dp > 1)
+			zero = zero < 0 ? (int)c->zero : zero;
+		if (t0 < 0) {
+			t0 = m;
+			continue;
+		}
+		d = &p->home[t0];
+		if (c->dp > 1 && d->dp > 1 && c->zero != d->zero)
+			ok = why(r, "%s runs at ZeRO-%d, %s at ZeRO-%d; OpenRLHF has one --ds.zero_stage",
+				 j->models[t0].name, d->zero, name, c->zero);
+		if ((c->rc == RC_NONE) != (d->rc == RC_NONE))
+			ok = why(r, "%s and %s differ in recompute; OpenRLHF has one "
+				 "--actor.gradient_checkpointing_enable", j->models[t0].name, name);
+		if (c->offload != d->offload)
+			ok = why(r, "%s and %s differ in offload; OpenRLHF has one --ds.adam_offload",
+				 j->models[t0].name, name);
+		if (c->mb != d->mb)
+			ok = why(r, "%s and %s run micro-batches of %d and %d; OpenRLHF has one "
+				 "--train.micro_batch_size", j->models[t0].name, name, d->mb, c->mb);
+	}
+	for (int m = 0; m < j->nmodels && zero >= 0; m++) {
+		const struct pconf *c = &p->home[m];
+		int want = zero == ZERO_3 ? ZERO_3 : ZERO_0;
+		if (!model_trainable(&j->models[m]) && c->dp > 1 && (int)c->zero != want)
+			ok = why(r, "%s runs at ZeRO-%d beside trained models at ZeRO-%d; OpenRLHF runs "
+				 "a frozen model at ZeRO-3 only under --ds.zero_stage 3, else ZeRO-0",
+				 j->models[m].name, c->zero, zero);
+	}
+	{
+		int mb = f0 >= 0 ? p->home[f0].mb : p->home[actor].mb;
+		if (job_sequences(j) / mb < p->home[actor].dp)
+			ok = why(r, "%ld sequences in rollout micro-batches of %d are fewer than the "
+				 "actor's %d data-parallel ranks, which OpenRLHF asserts they are not",
+				 job_sequences(j), mb, p->home[actor].dp);
+	}
+	return ok;
+}
+
+/* Pools as the engines size them: nodes × GPUs per node. */
+static bool pool_sizes(const struct env *v, const struct plan *p, enum target t,
+		       struct target_reasons *r)
+{
+	int gpn = v->cl->gpus_per_node;
+	bool ok = true;
+	char names[256];
+
+	if (t != TARGET_OPENRLHF && !is_verl(t))
+		return true;
+	for (int i = 0; i < p->npools; i++)
+		if (p->pools[i].ngpus > gpn && p->pools[i].ngpus % gpn)
+			ok = why(r, "the pool of %s has %d GPUs, not whole nodes of %d; the engine "
+				 "sizes its pools in nodes × GPUs per node",
+				 item_names(v->job, p->pools[i].items, names, sizeof names),
+				 p->pools[i].ngpus, gpn);
+	return ok;
+}
+
+bool target_check(const struct env *v, const struct plan *p, enum target t,
+		  struct target_reasons *r)
+{
+	const struct job *j = v->job;
+	unsigned pools[MAX_ITEMS];
+	int actor = job_actor(j);
+
+	r->n = 0;
+	for (int role = ROLE_ACTOR; role < NROLES && t != TARGET_BUILTIN; role++) {
+		unsigned items = role_items(j, (enum role)role);
+		if (items & (items - 1))
+			why(r, "the job has more than one %s; the engine runs one of each role",
+			    role_names[role]);
+	}
+	for (int m = 0; m < j->nmodels; m++)
+		conf_rules(j, t, m, &p->home[m], r);
+	gen_rules(j, t, &p->gen, r);
+	for (int i = 0; i < p->npools; i++)
+		pools[i] = p->pools[i].items;
+	pool_rules(j, t, pools, p->npools, r);
+	pool_sizes(v, p, t, r);
+	for (int m = 0; m < j->nmodels && t == TARGET_VERL_MEGATRON; m++) {
+		const struct pconf *c = &p->home[m], *a = &p->home[actor];
+		if (pool_of(p, 1 + m) == pool_of(p, 1 + actor) && (c->tp != a->tp || c->pp != a->pp))
+			why(r, "%s runs at tp %d, pp %d beside the actor at tp %d, pp %d; verl's "
+			    "colocated Megatron workers share one process, whose TP and PP the actor "
+			    "sets", j->models[m].name, c->tp, c->pp, a->tp, a->pp);
+	}
+	if (t == TARGET_OPENRLHF)
+		openrlhf_shared(v, p, r);
+	return r->n == 0;
 }
 
 enum target target_verl_workers(const struct job *j, const struct plan *p)

@@ -1,6 +1,7 @@
 /* The engines users run a plan on, as targets: what each runs (the rules
  * it checks) and a plan as its settings.  This file owns that knowledge;
- * nereus-plan --format prints a plan as its settings.
+ * nereus-plan --format checks a plan against its rules and prints it as
+ * its settings.
  *
  *   verl-fsdp      verl's ppo_trainer: FSDP workers (weights, gradients
  *                  and optimizer state sharded over every GPU, no TP, no
@@ -28,6 +29,16 @@ enum target { TARGET_ANY, TARGET_VERL_FSDP, TARGET_VERL_MEGATRON, TARGET_OPENRLH
 	      TARGET_BUILTIN, NTARGETS };
 extern const char *const target_names[NTARGETS + 1]; /* "any", "verl-fsdp", … */
 
+#define TARGET_MAX_REASONS 24
+
+struct target_reasons {
+	int n;
+	char line[TARGET_MAX_REASONS][240];
+};
+
+/* Every reason target t cannot run plan p, into r; true when it can. */
+bool target_check(const struct env *v, const struct plan *p, enum target t,
+		  struct target_reasons *r);
 /* The verl workers a plan needs: FSDP when a model shards its weights over
  * DP (or every model runs on one GPU), else Megatron. */
 enum target target_verl_workers(const struct job *j, const struct plan *p);

@@ -1,4 +1,5 @@
-/* Plans as the settings of verl and OpenRLHF.  The expected settings are
+/* Plans as the settings of verl and OpenRLHF, and the rules those engines
+ * check.  The expected settings are
  * the engines' own names (verl b178a3cd5's ppo_trainer and
  * ppo_megatron_trainer configs, OpenRLHF 3c3be623's train_ppo_ray flags)
  * with values worked out by hand from the plan and the job. */
@@ -46,6 +47,14 @@ static bool has_line(const char *text, const char *line)
 	return false;
 }
 
+static bool has_reason(const struct target_reasons *r, const char *part)
+{
+	for (int i = 0; i < r->n; i++)
+		if (strstr(r->line[i], part))
+			return true;
+	return false;
+}
+
 static void conf(struct plan *p, const char *name, struct pconf c)
 {
 	p->home[model(name)] = c;
@@ -70,12 +79,14 @@ static void verl_fsdp_plan(struct plan *p)
 static void test_verl_fsdp_settings(void)
 {
 	static struct plan p;
+	struct target_reasons r;
 	char want[96], *text;
 	double share;
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
 	verl_fsdp_plan(&p);
 	CHECK(target_verl_workers(&job, &p) == TARGET_VERL_FSDP);
+	CHECK(target_check(&v, &p, TARGET_VERL_FSDP, &r));
 	text = target_settings(&v, &p, TARGET_VERL_FSDP);
 	CHECK(text != NULL);
 	if (!text)
@@ -117,6 +128,7 @@ static void test_verl_fsdp_settings(void)
 static void test_verl_megatron_settings(void)
 {
 	static struct plan p;
+	struct target_reasons r;
 	char *text;
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
@@ -130,6 +142,7 @@ static void test_verl_megatron_settings(void)
 	CHECK(plan_place(&cl, &p));
 	plan_evaluate(&v, &p);
 	CHECK(target_verl_workers(&job, &p) == TARGET_VERL_MEGATRON);
+	CHECK(target_check(&v, &p, TARGET_VERL_MEGATRON, &r));
 	text = target_settings(&v, &p, TARGET_VERL_MEGATRON);
 	CHECK(text != NULL);
 	if (!text)
@@ -177,10 +190,14 @@ static void openrlhf_plan(struct plan *p)
 static void test_openrlhf_settings(void)
 {
 	static struct plan p;
+	struct target_reasons r;
 	char *text;
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
 	openrlhf_plan(&p);
+	CHECK(target_check(&v, &p, TARGET_OPENRLHF, &r));
+	for (int i = 0; i < r.n; i++)
+		printf("# %s\n", r.line[i]);
 	text = target_settings(&v, &p, TARGET_OPENRLHF);
 	CHECK(text != NULL);
 	if (!text)
@@ -209,10 +226,85 @@ static void test_openrlhf_settings(void)
 	free(text);
 }
 
+/* Each rule an engine checks, and every reason at once. */
+static void test_reasons(void)
+{
+	static struct plan p;
+	struct target_reasons r;
+
+	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
+	/* TP with ZeRO-3: no verl workers run it */
+	verl_fsdp_plan(&p);
+	p.home[model("actor")].tp = 2;
+	p.home[model("actor")].dp = 32;
+	CHECK(target_verl_workers(&job, &p) == TARGET_VERL_FSDP);
+	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(r.n == 1 && has_reason(&r, "actor runs at tp 2, pp 1 with ZeRO-3; verl's FSDP"));
+	/* and Megatron's workers no ZeRO-3 */
+	CHECK(!target_check(&v, &p, TARGET_VERL_MEGATRON, &r));
+	CHECK(has_reason(&r, "critic runs at ZeRO-3; verl's Megatron workers have no ZeRO-3"));
+	/* a rollout TP vLLM refuses */
+	verl_fsdp_plan(&p);
+	p.gen.tp = 3;
+	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(has_reason(&r, "the rollout's tp 3 does not divide the actor's 32 attention heads"));
+	CHECK(has_reason(&r, "the rollout's tp 3 and the actor's 8 key/value heads"));
+	/* micro-batches that do not fill a rank's share: 128 / 64 = 2 < 4 */
+	verl_fsdp_plan(&p);
+	p.home[model("critic")].mb = 4;
+	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(r.n == 1 && has_reason(&r, "critic: 2 sequences per data-parallel rank are not a "
+				     "whole number of micro-batches of 4"));
+	/* a mini-batch of 24 sequences over 64 ranks leaves some with none */
+	job.prompts_per_step = 96;
+	verl_fsdp_plan(&p);
+	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(r.n == 2 && has_reason(&r, "actor: a mini-batch of 24 sequences over 64 "
+				     "data-parallel ranks leaves some with none"));
+	/* and 90 prompts do not make 4 mini-batches */
+	job.prompts_per_step = 90;
+	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(r.n == 1 && has_reason(&r, "90 prompts do not split into 4 mini-batches"));
+	job.prompts_per_step = 512;
+	/* OpenRLHF's pools under verl, and its shared flags */
+	openrlhf_plan(&p);
+	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(has_reason(&r, "the rollout and critic are on a pool apart from the actor"));
+	CHECK(has_reason(&r, "critic and reward share a pool apart from the actor"));
+	p.home[model("critic")].mb = 2;
+	p.home[model("reward")].offload = true;
+	p.home[model("reference")].zero = ZERO_0;
+	CHECK(!target_check(&v, &p, TARGET_OPENRLHF, &r));
+	CHECK(r.n == 2);
+	CHECK(has_reason(&r, "actor and critic run micro-batches of 4 and 2; OpenRLHF has one "
+			 "--train.micro_batch_size"));
+	CHECK(has_reason(&r, "reference runs at ZeRO-0 beside trained models at ZeRO-3"));
+	/* the engines beside the actor alone */
+	openrlhf_plan(&p);
+	p.npools = 2;
+	p.pools[0].items |= bit("actor") | bit("reference");
+	p.pools[1] = p.pools[2];
+	CHECK(!target_check(&v, &p, TARGET_OPENRLHF, &r));
+	CHECK(has_reason(&r, "the rollout shares a pool with actor and reference; OpenRLHF"));
+	/* Megatron: the models beside the actor run in its processes */
+	verl_fsdp_plan(&p);
+	for (int m = 0; m < job.nmodels; m++)
+		p.home[m] = (struct pconf){ 2, 1, 32, 1, RC_FULL, ZERO_1, false };
+	p.home[model("reference")] = (struct pconf){ 1, 1, 64, 1, RC_SELECTIVE, ZERO_0, false };
+	CHECK(target_verl_workers(&job, &p) == TARGET_VERL_MEGATRON);
+	CHECK(!target_check(&v, &p, TARGET_VERL_MEGATRON, &r));
+	CHECK(r.n == 1 && has_reason(&r, "reference runs at tp 1, pp 1 beside the actor at tp 2"));
+	/* the built-in engine keeps weights whole */
+	verl_fsdp_plan(&p);
+	CHECK(!target_check(&v, &p, TARGET_BUILTIN, &r));
+	CHECK(r.n == job.nmodels && has_reason(&r, "the built-in engine keeps the weights whole"));
+}
+
 int main(void)
 {
 	RUN(test_verl_fsdp_settings);
 	RUN(test_verl_megatron_settings);
 	RUN(test_openrlhf_settings);
+	RUN(test_reasons);
 	return UNIT_END();
 }
