@@ -21,7 +21,7 @@ const char *progname = "nereus-plan";
 static const char usage[] =
 	"usage: nereus-plan --job FILE --cluster FILE [--cost FILE] [--current FILE]\n"
 	"                   [--remaining-steps N] [--min-gain F] [--pin MODEL@STAGE=CONF]...\n"
-	"                   [--layout L] [--exhaustive]\n"
+	"                   [--layout L] [--space S] [--exhaustive]\n"
 	"                   [--format json|table|verl|openrlhf] [--svg FILE] [--stats]\n"
 	"                   [-o FILE]\n"
 	"\n"
@@ -36,6 +36,8 @@ static const char usage[] =
 	"  --layout L             adaptive (default), or a baseline: verl, verl-tuned,\n"
 	"                         verl-megatron, openrlhf, openrlhf-hybrid,\n"
 	"                         fixed (the current plan's TP/PP, DP scaled)\n"
+	"  --space S              search only what an engine runs: verl-fsdp,\n"
+	"                         verl-megatron, openrlhf, builtin\n"
 	"  --exhaustive           enumerate the whole space (slow; for checking)\n"
 	"  --format F             json (default), table, or an engine's settings:\n"
 	"                         verl (Hydra overrides), openrlhf (launch flags)\n"
@@ -50,7 +52,7 @@ static const char usage[] =
 	"plan), 4 runtime or I/O failure.\n";
 
 enum { OPT_JOB = 256, OPT_CLUSTER, OPT_COST, OPT_CURRENT, OPT_REMAINING, OPT_MINGAIN,
-       OPT_PIN, OPT_LAYOUT, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS };
+       OPT_PIN, OPT_LAYOUT, OPT_SPACE, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS };
 
 static const struct option options[] = {
 	{ "job", required_argument, NULL, OPT_JOB },
@@ -61,6 +63,7 @@ static const struct option options[] = {
 	{ "min-gain", required_argument, NULL, OPT_MINGAIN },
 	{ "pin", required_argument, NULL, OPT_PIN },
 	{ "layout", required_argument, NULL, OPT_LAYOUT },
+	{ "space", required_argument, NULL, OPT_SPACE },
 	{ "exhaustive", no_argument, NULL, OPT_EXHAUSTIVE },
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "svg", required_argument, NULL, OPT_SVG },
@@ -78,6 +81,7 @@ struct args {
 	long remaining;
 	double min_gain;
 	int layout;
+	enum target space;
 	enum format { FORMAT_JSON, FORMAT_TABLE, FORMAT_VERL, FORMAT_OPENRLHF } format;
 	bool exhaustive, stats;
 };
@@ -123,6 +127,12 @@ static int parse(int argc, char **argv, struct args *a)
 				return rc;
 			a->format = (enum format)k;
 			break;
+		case OPT_SPACE:
+			/* "any" is the default, not a choice */
+			if ((rc = parse_choice("space", optarg, target_names + 1, &k)))
+				return rc;
+			a->space = (enum target)(k + 1);
+			break;
 		default:
 			return option_tail(c, argc, argv, options, usage);
 		}
@@ -131,6 +141,8 @@ static int parse(int argc, char **argv, struct args *a)
 		return rc;
 	if (!a->job || !a->cluster)
 		return usage_error("--job and --cluster are required");
+	if (a->space != TARGET_ANY && a->layout != LAYOUT_ADAPTIVE)
+		return usage_error("--space and --layout each choose the space: give one");
 	if ((a->cost && a->current && !strcmp(a->cost, "-") && !strcmp(a->current, "-")) ||
 	    (!strcmp(a->job, "-") + !strcmp(a->cluster, "-") + (a->cost && !strcmp(a->cost, "-")) +
 	     (a->current && !strcmp(a->current, "-"))) > 1)
@@ -139,7 +151,7 @@ static int parse(int argc, char **argv, struct args *a)
 }
 
 /* The engine --format prints a plan for: OpenRLHF, or the verl workers
- * the plan needs; TARGET_ANY for a document. */
+ * --space names or else the plan needs; TARGET_ANY for a document. */
 static enum target format_target(const struct args *a, const struct job *job,
 				 const struct plan *p)
 {
@@ -147,6 +159,8 @@ static enum target format_target(const struct args *a, const struct job *job,
 		return TARGET_OPENRLHF;
 	if (a->format != FORMAT_VERL)
 		return TARGET_ANY;
+	if (a->space == TARGET_VERL_FSDP || a->space == TARGET_VERL_MEGATRON)
+		return a->space;
 	return target_verl_workers(job, p);
 }
 
@@ -190,12 +204,14 @@ static int run(const struct args *a)
 	if ((a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)))
 		return report(&e);
 	space_init(&sp);
+	sp.target = a->space;
 	if ((rc = layout_space(&v, (enum plan_layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
 		return report(&e);
 	for (int i = 0; i < a->npins; i++)
 		if ((rc = layout_pin(&job, (enum plan_layout)a->layout, a->pins[i], &sp, &e)))
 			return report(&e);
 	snprintf(best.layout, sizeof best.layout, "%s",
+		 a->space != TARGET_ANY ? target_names[a->space] :
 		 a->npins && a->layout == LAYOUT_ADAPTIVE ? "pinned" : layout_names[a->layout]);
 	rc = plan_search(&v, &sp, a->exhaustive, a->current ? &cur : NULL, &best, &st, &e);
 	if (a->stats)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
-# nereus-plan(1) --format verl|openrlhf: plans as the settings of the
-# engines users run (verl b178a3cd5, OpenRLHF 3c3be623), and exit 3 with
-# every reason when the engine cannot run the plan.  The expected settings are the engines' names and
+# nereus-plan(1) --format verl|openrlhf and --space: plans as the settings
+# of the engines users run (verl b178a3cd5, OpenRLHF 3c3be623), exit 3 with
+# every reason when the engine cannot run the plan, and searches that keep
+# to what an engine runs.  The expected settings are the engines' names and
 # defaults (verl's ppo_trainer and ppo_megatron_trainer configs; OpenRLHF's
 # train_ppo_llama_ray.sh topology) with values worked out from the job:
 # 512 prompts a step, one sample each, 4 mini-batches, on 8 nodes of 8.
@@ -78,17 +79,17 @@ EOF
 }
 
 @test "--format verl: a plan with TP and PP and no ZeRO-3 is verl's Megatron trainer" {
-	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout verl-megatron \
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --space verl-megatron \
 		--pin actor@training=tp4,pp2,mb1,selective,zero1,nooffload \
 		--pin critic@training=tp4,pp2,mb1,full,zero0,offload \
 		--pin reference@inference=tp4,pp2 --pin reward@inference=tp4,pp2 \
-		--format verl -o verl.txt
+		--pin actor@generation=tp4 --format verl -o verl.txt
 	assert_success
 	expect_lines verl.txt <<'EOF'
 --config-name=ppo_megatron_trainer
 trainer.nnodes=8
 trainer.n_gpus_per_node=8
-actor_rollout_ref.rollout.tensor_model_parallel_size=2
+actor_rollout_ref.rollout.tensor_model_parallel_size=4
 actor_rollout_ref.actor.strategy=megatron
 actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4
 actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2
@@ -143,18 +144,14 @@ EOF
 }
 
 @test "--format openrlhf: everything on one pool is --train.colocate_all" {
-	run nereus-plan --job "$JOB8" --cluster "$H100" --layout openrlhf-hybrid --format openrlhf \
-		-o flags.txt
+	run nereus-plan --job "$JOB8" --cluster "$H100" --space openrlhf --pin actor@generation=tp4 \
+		--format openrlhf -o flags.txt
 	assert_success
 	expect_lines flags.txt <<'EOF'
 --train.colocate_all
 --vllm.enable_sleep
---vllm.tensor_parallel_size 2
---vllm.num_engines 32
---ds.zero_stage 3
---ds.adam_offload
---ref.offload
---reward.offload
+--vllm.tensor_parallel_size 4
+--vllm.num_engines 16
 EOF
 }
 
@@ -197,8 +194,75 @@ EOF
 	assert_failure 3
 	[ -z "$output" ]
 	assert_equal "$stderr" "nereus-plan: openrlhf: actor and critic run micro-batches of 4 and 2; OpenRLHF has one --train.micro_batch_size"
-	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --layout verl-megatron \
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --space verl-megatron \
 		--pin actor@training=zero1 --pin critic@training=zero1 --format openrlhf
 	assert_failure 3
 	[[ $stderr == *"nereus-plan: openrlhf: "*"OpenRLHF "* ]]
+}
+
+@test "--space: each engine's plan is one it runs, the rollout TP the search's own" {
+	local s
+	for s in verl-fsdp verl-megatron; do
+		run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --space $s -o $s.json
+		assert_success
+		[ "$(json $s.json 'd["layout"]')" = $s ]
+		run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --space $s --format verl
+		assert_success
+		[ -z "$stderr" ]
+	done
+	run nereus-plan --job "$JOB8" --cluster "$H100" --space openrlhf -o openrlhf.json
+	assert_success
+	run nereus-plan --job "$JOB8" --cluster "$H100" --space openrlhf --format openrlhf
+	assert_success
+	run nereus-plan --job "$JOB8" --cluster "$H100" --space builtin -o builtin.json
+	assert_success
+	run nereus-plan --job "$JOB8" --cluster "$H100" --layout verl -o verl.json
+	assert_success
+	python3 - <<'PY'
+import json
+load = lambda f: json.load(open(f))
+fsdp, mega, orl, built, verl = map(load, ["verl-fsdp.json", "verl-megatron.json",
+                                          "openrlhf.json", "builtin.json", "verl.json"])
+# FSDP workers: no TP, no PP, ZeRO-3 over every rank
+assert all(m["tp"] == 1 and m["pp"] == 1 and (m["zero"] == 3 or m["dp"] == 1)
+           for m in fsdp["models"].values()), fsdp["models"]
+# Megatron: no ZeRO-3, and the models beside the actor at its TP and PP
+a = mega["models"]["actor"]
+assert all(m["zero"] != 3 or m["dp"] == 1 for m in mega["models"].values())
+assert all((m["tp"], m["pp"]) == (a["tp"], a["pp"]) for m in mega["models"].values()
+           if m["pool"] == a["pool"]), mega["models"]
+# OpenRLHF: one ZeRO stage for the trained models, no PP
+z = {orl["models"][n]["zero"] for n in ("actor", "critic") if orl["models"][n]["dp"] > 1}
+assert len(z) <= 1 and all(m["pp"] == 1 for m in orl["models"].values())
+# the built-in engine: no ZeRO-3
+assert all(m["zero"] != 3 or m["dp"] == 1 for m in built["models"].values())
+# the rollout TP is free: verl's own default is 2, the search takes what is fastest
+assert fsdp["generation"]["tp"] != 2 and fsdp["step_time_s"] < verl["step_time_s"]
+# the batch rule: every trained model's DP divides the 128 sequences of a mini-batch
+for d in (fsdp, mega, orl):
+    for n in ("actor", "critic"):
+        m = d["models"][n]
+        assert 128 % (m["dp"] * m["micro_batch"]) == 0, (n, m)
+PY
+}
+
+@test "--space verl-fsdp keeps verl's batch rule: 24 sequences a mini-batch never go to 64 ranks" {
+	job96
+	run --separate-stderr nereus-plan --job job96.json --cluster "$H100" --space verl-fsdp -o plan.json
+	assert_success
+	[ "$(json plan.json '[24 % (m["dp"] * m["micro_batch"]) for n, m in d["models"].items() if n in ("actor", "critic")]')" = '[0, 0]' ]
+	run --separate-stderr nereus-plan --job job96.json --cluster "$H100" --space verl-fsdp --format verl
+	assert_success
+	[ -z "$stderr" ]
+}
+
+@test "--space with --layout, or an unknown space, is exit 2" {
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --space verl-fsdp --layout verl
+	assert_failure 2
+	[[ $stderr == *"--space and --layout"* ]]
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --space deepspeed
+	assert_failure 2
+	[ -z "$output" ]
+	run --separate-stderr nereus-plan --job "$JOB8" --cluster "$H100" --format megatron
+	assert_failure 2
 }

@@ -1,5 +1,6 @@
-/* The targets (engines.h): their rules, each said once in words, a plan's
- * check against them, and a plan as their settings. */
+/* The targets (engines.h): their rules, once, for both the search's space
+ * (a predicate) and a plan's check (every reason, in words), and a plan
+ * as their settings. */
 #include "plan/engines.h"
 
 #include <math.h>
@@ -235,6 +236,106 @@ static bool pool_rules(const struct job *j, enum target t, const unsigned *pools
 	return true;
 }
 
+/* Whether c keeps the settings sh fixes for all models. */
+static bool shared_ok(const struct job *j, enum target t, const struct target_shared *sh, int m,
+		      const struct pconf *c)
+{
+	const struct model *md = &j->models[m];
+	bool moot = c->dp == 1;
+
+	if (t == TARGET_VERL_MEGATRON)
+		return (sh->tp < 0 || c->tp == sh->tp) && (sh->pp < 0 || c->pp == sh->pp);
+	if (t != TARGET_OPENRLHF)
+		return true;
+	if (sh->tp >= 0 && c->tp != sh->tp)
+		return false;
+	if (!model_trainable(md))
+		return (sh->zero < 0 || moot || (int)c->zero == (sh->zero == ZERO_3 ? ZERO_3 : ZERO_0)) &&
+		       (sh->infer_mb < 0 || c->mb == sh->infer_mb);
+	/* OpenRLHF asserts the step's sequences, in rollout micro-batches (the
+	 * frozen models', else the actor's own), are no fewer than the
+	 * actor's DP ranks */
+	if (md->role == ROLE_ACTOR &&
+	    job_sequences(j) / (sh->infer_mb > 0 ? sh->infer_mb : c->mb) < c->dp)
+		return false;
+	return (sh->zero < 0 || moot || (int)c->zero == sh->zero) &&
+	       (sh->rc < 0 || (int)c->rc == sh->rc) &&
+	       (sh->offload < 0 || (int)c->offload == sh->offload) &&
+	       (sh->train_mb < 0 || c->mb == sh->train_mb);
+}
+
+bool target_runs_conf(const struct job *j, enum target t, const struct target_shared *sh, int m,
+		      const struct pconf *c)
+{
+	return t == TARGET_ANY || (conf_rules(j, t, m, c, NULL) && shared_ok(j, t, sh, m, c));
+}
+
+bool target_runs_gen(const struct job *j, enum target t, const struct pconf *g)
+{
+	return gen_rules(j, t, g, NULL);
+}
+
+bool target_places(const struct job *j, enum target t, const unsigned *pools, int npools)
+{
+	return pool_rules(j, t, pools, npools, NULL);
+}
+
+/* --- the shared settings, one search each ----------------------------- */
+
+/* The Megatron TP and PP of the actor's processes, which every model
+ * colocated with it runs in (the space gives them all to every model):
+ * each TP a node holds that divides the heads, each PP that divides the
+ * layers. */
+static bool megatron_variant(const struct job *j, const struct cluster *cl, int i,
+			     struct target_shared *sh)
+{
+	const struct arch *a = &j->models[job_actor(j)].arch;
+
+	for (int tp = 1; tp <= cl->gpus_per_node; tp *= 2)
+		for (int pp = 1; pp <= a->layers; pp++) {
+			if (a->heads % tp || a->kv_heads % tp || a->layers % pp || i-- > 0)
+				continue;
+			sh->tp = tp;
+			sh->pp = pp;
+			return true;
+		}
+	return false;
+}
+
+/* OpenRLHF's one ZeRO stage, checkpointing, Adam offload and training
+ * micro-batch (the micro-batch sizes the search weighs), and the
+ * inference micro-batch when a frozen model takes it; no AutoTP. */
+static bool openrlhf_variant(const struct job *j, int i, struct target_shared *sh)
+{
+	bool frozen = (role_items(j, ROLE_REFERENCE) | role_items(j, ROLE_REWARD)) != 0;
+
+	sh->tp = 1;
+	sh->zero = i % NZERO_STAGES;
+	i /= NZERO_STAGES;
+	sh->rc = i % 2 ? RC_FULL : RC_NONE;
+	i /= 2;
+	sh->offload = i % 2;
+	i /= 2;
+	sh->train_mb = 1 << i % 4;
+	i /= 4;
+	if (frozen) {
+		sh->infer_mb = 1 << i % 4;
+		i /= 4;
+	}
+	return i == 0;
+}
+
+bool target_variant(const struct job *j, const struct cluster *cl, enum target t, int i,
+		    struct target_shared *sh)
+{
+	*sh = (struct target_shared){ -1, -1, -1, -1, -1, -1, -1 };
+	if (t == TARGET_VERL_MEGATRON)
+		return megatron_variant(j, cl, i, sh);
+	if (t == TARGET_OPENRLHF)
+		return openrlhf_variant(j, i, sh);
+	return i == 0;
+}
+
 /* --- a plan's check ---------------------------------------------------- */
 
 static int model_of_role(const struct job *j, enum role role)
@@ -254,24 +355,23 @@ static int pool_of(const struct plan *p, int item)
 }
 
 /* The settings OpenRLHF has one of for several models. */
-static bool openrlhf_shared(const struct env *v, const struct plan *p, struct target_reasons *r)
+static void openrlhf_shared(const struct env *v, const struct plan *p, struct target_reasons *r)
 {
 	const struct job *j = v->job;
 	int t0 = -1, f0 = -1, zero = -1, actor = job_actor(j);
-	bool ok = true;
 
 	for (int m = 0; m < j->nmodels; m++) {
 		const struct pconf *c = &p->home[m], *d;
 		const char *name = j->models[m].name;
 		if (c->tp != p->home[0].tp)
-			ok = why(r, "%s runs at tp %d, %s at tp %d; OpenRLHF runs every model at one "
-				 "--ds.tensor_parallel_size", j->models[0].name, p->home[0].tp, name,
-				 c->tp);
+			why(r, "%s runs at tp %d, %s at tp %d; OpenRLHF runs every model at one "
+			    "--ds.tensor_parallel_size", j->models[0].name, p->home[0].tp, name,
+			    c->tp);
 		if (!model_trainable(&j->models[m])) {
 			if (f0 >= 0 && c->mb != p->home[f0].mb)
-				ok = why(r, "%s and %s run micro-batches of %d and %d; OpenRLHF has one "
-					 "--rollout.micro_batch_size", j->models[f0].name, name,
-					 p->home[f0].mb, c->mb);
+				why(r, "%s and %s run micro-batches of %d and %d; OpenRLHF has one "
+				    "--rollout.micro_batch_size", j->models[f0].name, name,
+				    p->home[f0].mb, c->mb);
 			f0 = f0 < 0 ? m : f0;
 			continue;
 		}
@@ -283,53 +383,50 @@ static bool openrlhf_shared(const struct env *v, const struct plan *p, struct ta
 		}
 		d = &p->home[t0];
 		if (c->dp > 1 && d->dp > 1 && c->zero != d->zero)
-			ok = why(r, "%s runs at ZeRO-%d, %s at ZeRO-%d; OpenRLHF has one --ds.zero_stage",
-				 j->models[t0].name, d->zero, name, c->zero);
+			why(r, "%s runs at ZeRO-%d, %s at ZeRO-%d; OpenRLHF has one --ds.zero_stage",
+			    j->models[t0].name, d->zero, name, c->zero);
 		if ((c->rc == RC_NONE) != (d->rc == RC_NONE))
-			ok = why(r, "%s and %s differ in recompute; OpenRLHF has one "
-				 "--actor.gradient_checkpointing_enable", j->models[t0].name, name);
+			why(r, "%s and %s differ in recompute; OpenRLHF has one "
+			    "--actor.gradient_checkpointing_enable", j->models[t0].name, name);
 		if (c->offload != d->offload)
-			ok = why(r, "%s and %s differ in offload; OpenRLHF has one --ds.adam_offload",
-				 j->models[t0].name, name);
+			why(r, "%s and %s differ in offload; OpenRLHF has one --ds.adam_offload",
+			    j->models[t0].name, name);
 		if (c->mb != d->mb)
-			ok = why(r, "%s and %s run micro-batches of %d and %d; OpenRLHF has one "
-				 "--train.micro_batch_size", j->models[t0].name, name, d->mb, c->mb);
+			why(r, "%s and %s run micro-batches of %d and %d; OpenRLHF has one "
+			    "--train.micro_batch_size", j->models[t0].name, name, d->mb, c->mb);
 	}
 	for (int m = 0; m < j->nmodels && zero >= 0; m++) {
 		const struct pconf *c = &p->home[m];
 		int want = zero == ZERO_3 ? ZERO_3 : ZERO_0;
 		if (!model_trainable(&j->models[m]) && c->dp > 1 && (int)c->zero != want)
-			ok = why(r, "%s runs at ZeRO-%d beside trained models at ZeRO-%d; OpenRLHF runs "
-				 "a frozen model at ZeRO-3 only under --ds.zero_stage 3, else ZeRO-0",
-				 j->models[m].name, c->zero, zero);
+			why(r, "%s runs at ZeRO-%d beside trained models at ZeRO-%d; OpenRLHF runs "
+			    "a frozen model at ZeRO-3 only under --ds.zero_stage 3, else ZeRO-0",
+			    j->models[m].name, c->zero, zero);
 	}
 	{
 		int mb = f0 >= 0 ? p->home[f0].mb : p->home[actor].mb;
 		if (job_sequences(j) / mb < p->home[actor].dp)
-			ok = why(r, "%ld sequences in rollout micro-batches of %d are fewer than the "
-				 "actor's %d data-parallel ranks, which OpenRLHF asserts they are not",
-				 job_sequences(j), mb, p->home[actor].dp);
+			why(r, "%ld sequences in rollout micro-batches of %d are fewer than the "
+			    "actor's %d data-parallel ranks, which OpenRLHF asserts they are not",
+			    job_sequences(j), mb, p->home[actor].dp);
 	}
-	return ok;
 }
 
 /* Pools as the engines size them: nodes × GPUs per node. */
-static bool pool_sizes(const struct env *v, const struct plan *p, enum target t,
+static void pool_sizes(const struct env *v, const struct plan *p, enum target t,
 		       struct target_reasons *r)
 {
 	int gpn = v->cl->gpus_per_node;
-	bool ok = true;
 	char names[256];
 
 	if (t != TARGET_OPENRLHF && !is_verl(t))
-		return true;
+		return;
 	for (int i = 0; i < p->npools; i++)
 		if (p->pools[i].ngpus > gpn && p->pools[i].ngpus % gpn)
-			ok = why(r, "the pool of %s has %d GPUs, not whole nodes of %d; the engine "
-				 "sizes its pools in nodes × GPUs per node",
-				 item_names(v->job, p->pools[i].items, names, sizeof names),
-				 p->pools[i].ngpus, gpn);
-	return ok;
+			why(r, "the pool of %s has %d GPUs, not whole nodes of %d; the engine "
+			    "sizes its pools in nodes x GPUs per node",
+			    item_names(v->job, p->pools[i].items, names, sizeof names),
+			    p->pools[i].ngpus, gpn);
 }
 
 bool target_check(const struct env *v, const struct plan *p, enum target t,

@@ -1,7 +1,7 @@
 /* The engines users run a plan on, as targets: what each runs (the rules
  * it checks) and a plan as its settings.  This file owns that knowledge;
- * nereus-plan --format checks a plan against its rules and prints it as
- * its settings.
+ * the search asks it what a target's space holds, nereus-plan --format
+ * prints its settings.
  *
  *   verl-fsdp      verl's ppo_trainer: FSDP workers (weights, gradients
  *                  and optimizer state sharded over every GPU, no TP, no
@@ -28,6 +28,29 @@
 enum target { TARGET_ANY, TARGET_VERL_FSDP, TARGET_VERL_MEGATRON, TARGET_OPENRLHF,
 	      TARGET_BUILTIN, NTARGETS };
 extern const char *const target_names[NTARGETS + 1]; /* "any", "verl-fsdp", … */
+
+/* What every model of a target shares, fixed for one search of its space
+ * (-1 free): the Megatron TP and PP of the actor's processes (the models
+ * beside it run in them), and OpenRLHF's one ZeRO stage, checkpointing,
+ * Adam offload, training and inference micro-batch, and AutoTP size. */
+struct target_shared {
+	int tp, pp;
+	int zero, rc, offload, train_mb, infer_mb;
+};
+
+/* Whether target t runs model m in configuration c (its pool being c's
+ * GPUs), with the shared settings sh: the search's space. */
+bool target_runs_conf(const struct job *j, enum target t, const struct target_shared *sh, int m,
+		      const struct pconf *c);
+/* Whether target t runs the generation engines in layout g. */
+bool target_runs_gen(const struct job *j, enum target t, const struct pconf *g);
+/* Whether target t places pools of these items (bit 0 the engines, bit
+ * 1 + m model m). */
+bool target_places(const struct job *j, enum target t, const unsigned *pools, int npools);
+/* Variant i of target t's shared settings into sh: the searches whose
+ * union is its space.  false past the last. */
+bool target_variant(const struct job *j, const struct cluster *cl, enum target t, int i,
+		    struct target_shared *sh);
 
 #define TARGET_MAX_REASONS 24
 

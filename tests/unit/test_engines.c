@@ -1,5 +1,5 @@
-/* Plans as the settings of verl and OpenRLHF, and the rules those engines
- * check.  The expected settings are
+/* Plans as the settings of verl and OpenRLHF, the rules those engines
+ * check, and --space searches that keep them.  The expected settings are
  * the engines' own names (verl b178a3cd5's ppo_trainer and
  * ppo_megatron_trainer configs, OpenRLHF 3c3be623's train_ppo_ray flags)
  * with values worked out by hand from the plan and the job. */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/engines.h"
+#include "plan/search.h"
 #include "unit.h"
 
 static struct job job;
@@ -300,11 +301,94 @@ static void test_reasons(void)
 	CHECK(r.n == job.nmodels && has_reason(&r, "the built-in engine keeps the weights whole"));
 }
 
+/* What the space takes of one configuration; on one rank every ZeRO stage
+ * is the same. */
+static void test_runs_conf(void)
+{
+	struct target_shared sh = { -1, -1, -1, -1, -1, -1, -1 };
+	int a;
+
+	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
+	a = model("actor");
+	CHECK(target_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
+			       &(struct pconf){ 1, 1, 32, 1, RC_FULL, ZERO_3, false }));
+	CHECK(!target_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
+				&(struct pconf){ 1, 1, 32, 1, RC_FULL, ZERO_2, false }));
+	CHECK(!target_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
+				&(struct pconf){ 1, 1, 32, 1, RC_SELECTIVE, ZERO_3, false }));
+	CHECK(!target_runs_conf(&job, TARGET_VERL_MEGATRON, &sh, a,
+				&(struct pconf){ 2, 1, 8, 1, RC_FULL, ZERO_3, false }));
+	CHECK(target_runs_conf(&job, TARGET_VERL_MEGATRON, &sh, a,
+			       &(struct pconf){ 8, 1, 1, 1, RC_FULL, ZERO_0, false }));
+	CHECK(!target_runs_conf(&job, TARGET_BUILTIN, &sh, a,
+				&(struct pconf){ 1, 1, 8, 1, RC_FULL, ZERO_3, false }));
+	/* 128 sequences of a mini-batch over 256 ranks */
+	CHECK(!target_runs_conf(&job, TARGET_OPENRLHF, &sh, a,
+				&(struct pconf){ 1, 1, 256, 1, RC_FULL, ZERO_3, false }));
+	CHECK(target_runs_conf(&job, TARGET_ANY, &sh, a,
+			       &(struct pconf){ 1, 1, 256, 1, RC_SELECTIVE, ZERO_3, false }));
+	/* what a variant fixes for every model */
+	sh.zero = ZERO_3;
+	sh.infer_mb = 4;
+	CHECK(target_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
+			       &(struct pconf){ 1, 1, 8, 4, RC_SELECTIVE, ZERO_3, false }));
+	CHECK(!target_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
+				&(struct pconf){ 1, 1, 8, 4, RC_SELECTIVE, ZERO_0, false }));
+	CHECK(!target_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
+				&(struct pconf){ 1, 1, 8, 2, RC_SELECTIVE, ZERO_3, false }));
+}
+
+static bool search(enum target t, bool exhaustive, struct plan *p)
+{
+	struct space sp;
+	struct search_stats st;
+	struct err e;
+
+	space_init(&sp);
+	sp.target = t;
+	strcpy(p->layout, target_names[t]);
+	return plan_search(&v, &sp, exhaustive, NULL, p, &st, &e) == NR_OK;
+}
+
+/* A --space search finds a plan its engine runs, with its rollout TP its
+ * own choice, and the fast search agrees with the exhaustive one. */
+static void test_space(void)
+{
+	static struct plan p, full;
+	struct target_reasons r;
+
+	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
+	for (int t = TARGET_VERL_FSDP; t < NTARGETS; t++) {
+		CHECK(search((enum target)t, false, &p));
+		CHECK(target_check(&v, &p, (enum target)t, &r));
+		for (int i = 0; i < r.n; i++)
+			printf("# %s: %s\n", target_names[t], r.line[i]);
+	}
+	/* 24 sequences a mini-batch: verl's FSDP workers train on a number
+	 * of GPUs that divides 24, never 64 (the reward model may take the
+	 * rest) */
+	job.prompts_per_step = 96;
+	CHECK(search(TARGET_VERL_FSDP, false, &p));
+	CHECK(target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	for (int i = 0; i < p.npools; i++)
+		CHECK(!(p.pools[i].items & bit("actor")) || 24 % p.pools[i].ngpus == 0);
+	job.prompts_per_step = 512;
+	setup("examples/jobs/grpo-qwen-1.5b.json", "examples/clusters/h100-1x4.json");
+	for (int t = TARGET_VERL_FSDP; t < NTARGETS; t++) {
+		bool fast = search((enum target)t, false, &p);
+		CHECK(fast == search((enum target)t, true, &full));
+		CHECK(!fast || fabs(p.step_time - full.step_time) <= 1e-9 * full.step_time);
+		CHECK(!fast || target_check(&v, &p, (enum target)t, &r));
+	}
+}
+
 int main(void)
 {
 	RUN(test_verl_fsdp_settings);
 	RUN(test_verl_megatron_settings);
 	RUN(test_openrlhf_settings);
 	RUN(test_reasons);
+	RUN(test_runs_conf);
+	RUN(test_space);
 	return UNIT_END();
 }
