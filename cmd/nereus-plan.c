@@ -11,6 +11,7 @@
 #include "doc/job.h"
 #include "plan/baseline.h"
 #include "plan/decide.h"
+#include "plan/engines.h"
 #include "plan/render.h"
 #include "plan/search.h"
 #include "run/charge.h"
@@ -20,8 +21,9 @@ const char *progname = "nereus-plan";
 static const char usage[] =
 	"usage: nereus-plan --job FILE --cluster FILE [--cost FILE] [--current FILE]\n"
 	"                   [--remaining-steps N] [--min-gain F] [--pin MODEL@STAGE=CONF]...\n"
-	"                   [--layout L] [--exhaustive]\n"
-	"                   [--format json|table] [--svg FILE] [--stats] [-o FILE]\n"
+	"                   [--layout L] [--space S] [--exhaustive]\n"
+	"                   [--format json|table|verl|openrlhf] [--svg FILE] [--stats]\n"
+	"                   [-o FILE]\n"
 	"\n"
 	"  --job FILE             the job document (- for standard input)\n"
 	"  --cluster FILE         the cluster document, as it is now\n"
@@ -34,8 +36,11 @@ static const char usage[] =
 	"  --layout L             adaptive (default), or a baseline: verl, verl-tuned,\n"
 	"                         verl-megatron, openrlhf, openrlhf-hybrid,\n"
 	"                         fixed (the current plan's TP/PP, DP scaled)\n"
+	"  --space S              search only what an engine runs: verl-fsdp,\n"
+	"                         verl-megatron, openrlhf, builtin\n"
 	"  --exhaustive           enumerate the whole space (slow; for checking)\n"
-	"  --format F             json (default) or table\n"
+	"  --format F             json (default), table, or an engine's settings:\n"
+	"                         verl (Hydra overrides), openrlhf (launch flags)\n"
 	"  --svg FILE             also draw the plan as a GPU timeline\n"
 	"  --stats                print search statistics on standard error\n"
 	"  -o, --output FILE      write the plan to FILE instead of standard output\n"
@@ -43,10 +48,11 @@ static const char usage[] =
 	"  -V, --version          show the version\n"
 	"\n"
 	"Exit status: 0 plan written (with --current: switch), 1 keep the current plan,\n"
-	"2 bad usage or input, 3 nothing fits, 4 runtime or I/O failure.\n";
+	"2 bad usage or input, 3 nothing fits (or the engine of --format cannot run the\n"
+	"plan), 4 runtime or I/O failure.\n";
 
 enum { OPT_JOB = 256, OPT_CLUSTER, OPT_COST, OPT_CURRENT, OPT_REMAINING, OPT_MINGAIN,
-       OPT_PIN, OPT_LAYOUT, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS };
+       OPT_PIN, OPT_LAYOUT, OPT_SPACE, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS };
 
 static const struct option options[] = {
 	{ "job", required_argument, NULL, OPT_JOB },
@@ -57,6 +63,7 @@ static const struct option options[] = {
 	{ "min-gain", required_argument, NULL, OPT_MINGAIN },
 	{ "pin", required_argument, NULL, OPT_PIN },
 	{ "layout", required_argument, NULL, OPT_LAYOUT },
+	{ "space", required_argument, NULL, OPT_SPACE },
 	{ "exhaustive", no_argument, NULL, OPT_EXHAUSTIVE },
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "svg", required_argument, NULL, OPT_SVG },
@@ -74,12 +81,14 @@ struct args {
 	long remaining;
 	double min_gain;
 	int layout;
-	bool exhaustive, table, stats;
+	enum target space;
+	enum format { FORMAT_JSON, FORMAT_TABLE, FORMAT_VERL, FORMAT_OPENRLHF } format;
+	bool exhaustive, stats;
 };
 
 static int parse(int argc, char **argv, struct args *a)
 {
-	static const char *const formats[] = { "json", "table", NULL };
+	static const char *const formats[] = { "json", "table", "verl", "openrlhf", NULL };
 	int c, rc, k;
 
 	memset(a, 0, sizeof *a);
@@ -116,7 +125,13 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_FORMAT:
 			if ((rc = parse_choice("format", optarg, formats, &k)))
 				return rc;
-			a->table = k == 1;
+			a->format = (enum format)k;
+			break;
+		case OPT_SPACE:
+			/* "any" is the default, not a choice */
+			if ((rc = parse_choice("space", optarg, target_names + 1, &k)))
+				return rc;
+			a->space = (enum target)(k + 1);
 			break;
 		default:
 			return option_tail(c, argc, argv, options, usage);
@@ -126,11 +141,40 @@ static int parse(int argc, char **argv, struct args *a)
 		return rc;
 	if (!a->job || !a->cluster)
 		return usage_error("--job and --cluster are required");
+	if (a->space != TARGET_ANY && a->layout != LAYOUT_ADAPTIVE)
+		return usage_error("--space and --layout each choose the space: give one");
 	if ((a->cost && a->current && !strcmp(a->cost, "-") && !strcmp(a->current, "-")) ||
 	    (!strcmp(a->job, "-") + !strcmp(a->cluster, "-") + (a->cost && !strcmp(a->cost, "-")) +
 	     (a->current && !strcmp(a->current, "-"))) > 1)
 		return usage_error("only one input can be standard input");
 	return NR_OK;
+}
+
+/* The engine --format prints a plan for: OpenRLHF, or the verl workers
+ * --space names or else the plan needs; TARGET_ANY for a document. */
+static enum target format_target(const struct args *a, const struct job *job,
+				 const struct plan *p)
+{
+	if (a->format == FORMAT_OPENRLHF)
+		return TARGET_OPENRLHF;
+	if (a->format != FORMAT_VERL)
+		return TARGET_ANY;
+	if (a->space == TARGET_VERL_FSDP || a->space == TARGET_VERL_MEGATRON)
+		return a->space;
+	return target_verl_workers(job, p);
+}
+
+/* NR_OK when engine t runs plan p; else exit 3 with every reason, one a
+ * line on standard error. */
+static int engine_runs(const struct env *v, const struct plan *p, enum target t)
+{
+	struct target_reasons r;
+
+	if (target_check(v, p, t, &r))
+		return NR_OK;
+	for (int i = 0; i < r.n; i++)
+		fprintf(stderr, "%s: %s: %s\n", progname, target_names[t], r.line[i]);
+	return NR_EINFEASIBLE;
 }
 
 static int run(const struct args *a)
@@ -145,6 +189,7 @@ static int run(const struct args *a)
 	struct decision d;
 	struct err e = { 0 };
 	const struct plan *out;
+	enum target t;
 	json_t *doc;
 	int rc;
 
@@ -159,12 +204,14 @@ static int run(const struct args *a)
 	if ((a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)))
 		return report(&e);
 	space_init(&sp);
+	sp.target = a->space;
 	if ((rc = layout_space(&v, (enum plan_layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
 		return report(&e);
 	for (int i = 0; i < a->npins; i++)
 		if ((rc = layout_pin(&job, (enum plan_layout)a->layout, a->pins[i], &sp, &e)))
 			return report(&e);
 	snprintf(best.layout, sizeof best.layout, "%s",
+		 a->space != TARGET_ANY ? target_names[a->space] :
 		 a->npins && a->layout == LAYOUT_ADAPTIVE ? "pinned" : layout_names[a->layout]);
 	rc = plan_search(&v, &sp, a->exhaustive, a->current ? &cur : NULL, &best, &st, &e);
 	if (a->stats)
@@ -188,10 +235,14 @@ static int run(const struct args *a)
 		if (!d.do_switch)
 			out = &cur;
 	}
+	t = format_target(a, &job, out);
+	if (t != TARGET_ANY && (rc = engine_runs(&v, out, t)))
+		return rc;
 	if (a->svg && (rc = plan_svg(&v, out, a->svg, &e)))
 		return report(&e);
-	if (a->table) {
-		char *text = plan_table(&v, out, a->current ? &d : NULL);
+	if (a->format != FORMAT_JSON) {
+		char *text = a->format == FORMAT_TABLE ? plan_table(&v, out, a->current ? &d : NULL) :
+			     target_settings(&v, out, t);
 		if (!text)
 			return report(&(struct err){ NR_EIO, "out of memory" });
 		rc = write_file_atomic(a->out, text, strlen(text), &e);

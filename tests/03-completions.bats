@@ -38,22 +38,30 @@ zsh_offers() {
 
 @test "bash: nereus-plan" {
 	run bash_offers nereus-plan --
-	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --min-gain --output --pin --remaining-steps --stats --svg --version'
+	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --min-gain --output --pin --remaining-steps --space --stats --svg --version'
 	run bash_offers nereus-plan --layout ''
 	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run bash_offers nereus-plan --format t
 	assert_output 'table'
+	run bash_offers nereus-plan --format ''
+	assert_output 'json openrlhf table verl'
+	run bash_offers nereus-plan --space v
+	assert_output 'verl-fsdp verl-megatron'
 	run bash_offers nereus-plan --job ''
 	assert_output 'docs job.json'
 }
 
 @test "zsh: nereus-plan" {
 	run zsh_offers nereus-plan --
-	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --min-gain --output --pin --remaining-steps --stats --svg --version'
+	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --min-gain --output --pin --remaining-steps --space --stats --svg --version'
 	run zsh_offers nereus-plan --layout ''
 	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run zsh_offers nereus-plan --format t
 	assert_output 'table'
+	run zsh_offers nereus-plan --format ''
+	assert_output 'json openrlhf table verl'
+	run zsh_offers nereus-plan --space v
+	assert_output 'verl-fsdp verl-megatron'
 	run zsh_offers nereus-plan --job ''
 	assert_output 'docs job.json'
 }

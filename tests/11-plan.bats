@@ -391,7 +391,7 @@ JSON
 			run_example "$ex" 1
 		fi
 	done
-	[ "$n" -ge 4 ] && [ "$n" -le 6 ]
+	[ "$n" -ge 4 ] && [ "$n" -le 7 ]
 	[ -s plan.json ] && [ -s pinned.json ] && [ -s new.json ]
 	[ "$(head -c 4 new.svg)" = '<svg' ]
 }

@@ -62,7 +62,12 @@
  * entries are checked against the ones that can beat them, which are the
  * ones that would.  --exhaustive drops nothing but what does not fit:
  * every partition, size, configuration and engine TP is costed;
- * test_search_diff checks that both agree on random jobs and clusters. */
+ * test_search_diff checks that both agree on random jobs and clusters.
+ * A target (--space) narrows the space before all this: a configuration,
+ * engine TP or partition its engine does not run is never made, so the
+ * argument holds within what is left; settings its models share are fixed
+ * for each of a few searches (target_variant), and the fastest plan of
+ * those exact searches is the fastest of their union. */
 #include "plan/search_impl.h"
 
 #include <math.h>
@@ -257,6 +262,8 @@ static void partitions(struct search *s, int item, int *block, int nblocks, int 
 		memset(s->pools, 0, sizeof s->pools);
 		for (int i = 0; i < s->nitems; i++)
 			s->pools[block[i]] |= 1u << i;
+		if (!target_places(s->v->job, s->sp->target, s->pools, nblocks))
+			return;
 		s->st->partitions++;
 		walk(s, 0, up, zero);
 		return;
@@ -353,9 +360,9 @@ static int explain(struct search *s, struct err *e)
 		       cluster_gpus_up(cl), s->cap / GIB, cl->headroom * 100);
 }
 
-int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
-		const struct plan *current, struct plan *best, struct search_stats *st,
-		struct err *e)
+static int search_once(const struct env *v, const struct space *sp, bool exhaustive,
+		       const struct plan *current, struct plan *best, struct search_stats *st,
+		       struct err *e)
 {
 	struct search *s = calloc(1, sizeof *s);
 	struct timespec t0, t1, c0, c1;
@@ -394,6 +401,7 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 			if (!memcmp(&a->arch, &b->arch, sizeof a->arch) &&
 			    !memcmp(a->stages, b->stages, sizeof a->stages) &&
 			    !memcmp(&sp->home[m], &sp->home[k], sizeof sp->home[m]) &&
+			    (sp->target == TARGET_ANY || a->role == b->role) &&
 			    m != s->actor && k != s->actor)
 				s->twin[m] = k;
 		}
@@ -473,4 +481,46 @@ out:
 	st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	st->cpu_seconds = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
 	return rc;
+}
+
+int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
+		const struct plan *current, struct plan *best, struct search_stats *st,
+		struct err *e)
+{
+	struct space one = *sp;
+	struct search_stats each;
+	struct plan *p = NULL;
+	struct err later;
+	bool found = false;
+	int rc = NR_OK, i;
+
+	memset(st, 0, sizeof *st);
+	for (i = 0; target_variant(v->job, v->cl, sp->target, i, &one.shared); i++) {
+		if (i == 1 && !(p = malloc(sizeof *p)))
+			return err_oom(e);
+		if (p)
+			memcpy(p->layout, best->layout, sizeof p->layout);
+		/* the first variant's shortfall is the one said */
+		rc = search_once(v, &one, exhaustive, current, p ? p : best, &each, p ? &later : e);
+		st->partitions += each.partitions;
+		st->pool_fronts += each.pool_fronts;
+		st->candidates += each.candidates;
+		st->leaves += each.leaves;
+		st->seconds += each.seconds;
+		st->cpu_seconds += each.cpu_seconds;
+		if (rc == NR_EINFEASIBLE)
+			continue;
+		if (rc)
+			break;
+		if (p && (!found || p->step_time < best->step_time))
+			memcpy(best, p, sizeof *best);
+		found = true;
+	}
+	free(p);
+	if (rc && rc != NR_EINFEASIBLE) {
+		if (i > 0)
+			*e = later;
+		return rc;
+	}
+	return found ? NR_OK : NR_EINFEASIBLE;
 }

@@ -13,6 +13,7 @@
 #ifndef NEREUS_SEARCH_H
 #define NEREUS_SEARCH_H
 
+#include "plan/engines.h"
 #include "plan/plan.h"
 
 /* A fixed part of a configuration; 0 (or -1 for the flags) leaves it free. */
@@ -23,8 +24,10 @@ struct pin {
 	int offload;   /* -1 free, 0, 1 */
 };
 
-/* Restrictions on the space (nereus-plan's --pin and --layout). */
+/* Restrictions on the space (nereus-plan's --pin, --layout and --space). */
 struct space {
+	enum target target;             /* only what this engine runs (TARGET_ANY: all) */
+	struct target_shared shared;    /* what its models share (target_variant) */
 	struct pin home[MAX_MODELS];
 	struct pin gen;
 	int npools;                     /* 0: every partition of the items */
@@ -50,7 +53,8 @@ int search_pin_parse(const struct job *job, const char *text, struct space *sp, 
 
 /* Search; current (may be NULL) breaks ties toward the plan that moves the
  * fewest bytes from it.  NR_EINFEASIBLE with the shortfall in e when nothing
- * fits. */
+ * fits.  A target whose models share settings is searched once for each
+ * of its variants (target_variant), the fastest plan kept; st sums them. */
 int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 		const struct plan *current, struct plan *best, struct search_stats *st,
 		struct err *e);

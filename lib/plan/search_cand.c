@@ -21,7 +21,8 @@ bool se_gen_conf(const struct search *s, int i, int z, struct pconf *g)
 	int t = 1 << i;
 
 	*g = (struct pconf){ t, 1, z / t, 1, RC_NONE, ZERO_0, false };
-	return t <= z && se_tp_ok(s, a, t, z) && se_pin_ok(&s->sp->gen, g);
+	return t <= z && se_tp_ok(s, a, t, z) && se_pin_ok(&s->sp->gen, g) &&
+	       target_runs_gen(s->v->job, s->sp->target, g);
 }
 
 /* Whether a's moves into the engines tie or beat b's at every TP. */
@@ -212,7 +213,6 @@ static int trials(struct search *s, int m, int zi)
 {
 	const struct model *md = &s->v->job->models[m];
 	const struct arch *a = &md->arch;
-	const struct pin *pin = &s->sp->home[m];
 	bool train = model_trainable(md);
 	int z = s->sizes[zi], n = 0;
 	long seqs = job_sequences(s->v->job);
@@ -240,8 +240,8 @@ static int trials(struct search *s, int m, int zi)
 				if (zero == ZERO_3 && s->v->cl->engine == CLUSTER_ENGINE_BUILTIN)
 					continue;
 				gone.offload = true;
-				tr.kept = se_pin_ok(pin, &tr.c);
-				tr.gone = se_pin_ok(pin, &gone);
+				tr.kept = se_allowed(s, m, &tr.c);
+				tr.gone = se_allowed(s, m, &gone);
 				if (!tr.kept && !tr.gone)
 					continue;
 				if (grow((void **)&s->trials, &s->ntrials, n, sizeof *s->trials) < 0)

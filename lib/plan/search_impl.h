@@ -158,6 +158,8 @@ static inline int grow(void **v, int *cap, int n, size_t elem)
 
 /* search_pins.c */
 bool se_pin_ok(const struct pin *p, const struct pconf *c);
+/* Whether model m may take c: its pins and the space's target allow it. */
+bool se_allowed(const struct search *s, int m, const struct pconf *c);
 void se_make_sizes(struct search *s);
 bool se_sizes_fit(const struct search *s, const int *size, int k);
 

@@ -9,6 +9,8 @@
 void space_init(struct space *sp)
 {
 	memset(sp, 0, sizeof *sp);
+	sp->target = TARGET_ANY;
+	sp->shared = (struct target_shared){ -1, -1, -1, -1, -1, -1, -1 };
 	for (int m = 0; m < MAX_MODELS; m++)
 		sp->home[m].rc = sp->home[m].offload = -1;
 	sp->gen.rc = sp->gen.offload = -1;
@@ -136,6 +138,14 @@ bool se_pin_ok(const struct pin *p, const struct pconf *c)
 	       (!p->dp || p->dp == c->dp) && (!p->mb || p->mb == c->mb) &&
 	       (p->rc < 0 || p->rc == (int)c->rc) && (!p->zero || p->zero & (1u << c->zero)) &&
 	       (p->offload < 0 || p->offload == c->offload);
+}
+
+bool se_allowed(const struct search *s, int m, const struct pconf *c)
+{
+	const struct space *sp = s->sp;
+
+	return se_pin_ok(&sp->home[m], c) &&
+	       target_runs_conf(s->v->job, sp->target, &sp->shared, m, c);
 }
 
 /* --- sizes and placement ------------------------------------------------- */
