@@ -80,9 +80,11 @@ double mem_stage_params(const struct arch *a, int tp, int pp)
 /* Per layer and token, with sequence parallelism splitting every term over
  * the t ranks, in elements of the model's dtype:
  *   attention: RMSNorm input h, its output (the QKV projection's input) h,
- *     the rotated queries a·d = h, keys g·d and values g·d that the
- *     attention kernel keeps, and its output (the output projection's
- *     input) h: 4h + 2gd.  Rotary embedding keeps nothing but cos and sin.
+ *     the rotated queries a·d (h unless head_dim says otherwise), keys g·d
+ *     and values g·d that the attention kernel keeps, and its output (the
+ *     output projection's input) a·d: 2h + 2ad + 2gd; with Qwen3's
+ *     per-head q/k norms also their inputs, ad + gd.  Rotary embedding
+ *     keeps nothing but cos and sin.
  *     FlashAttention keeps no s² scores: only the log-sum-exp of each
  *     query row, a·s·b fp32 values, which selective recompute drops too.
  *   MLP: RMSNorm input h, its output (gate and up's input) h, the fused
@@ -95,8 +97,9 @@ double mem_stage_params(const struct arch *a, int tp, int pp)
 double mem_layer_act(const struct arch *a, double s, double b, int tp, enum recompute rc)
 {
 	double e = a->dtype_bytes, sb = s * b, t = tp, h = a->hidden;
-	double gd = (double)a->kv_heads * arch_head_dim(a);
-	double kept = e * sb * (6 * h + 2 * gd + 3.0 * a->ffn) / t;
+	double gd = (double)a->kv_heads * arch_head_dim(a), ad = (double)a->heads * arch_head_dim(a);
+	double attn = 2 * h + 2 * ad + 2 * gd + (a->qk_norm ? ad + gd : 0);
+	double kept = e * sb * (attn + 2 * h + 3.0 * a->ffn) / t;
 
 	switch (rc) {
 	case RC_NONE:
