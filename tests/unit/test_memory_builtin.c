@@ -21,10 +21,20 @@ static struct arch small_arch(int heads, int kv, bool tied, bool bias, bool scor
 			      .rope_theta = 10000, .norm_eps = 1e-5 };
 }
 
+/* Qwen3's: heads of 16 where hidden / heads is 12, per-head q/k norms. */
+static struct arch qwen3_arch(bool tied, bool score)
+{
+	struct arch a = small_arch(4, 2, tied, false, score);
+
+	a.head_dim = 16;
+	a.qk_norm = true;
+	return a;
+}
+
 /* Floats the engine may pad: each buffer starts on 64 bytes. */
 static double padding(const struct arch *a)
 {
-	return 16.0 * (12 * a->layers + 32);
+	return 16.0 * (14 * a->layers + 33);
 }
 
 static void head_chunk_is_the_engines(void)
@@ -37,7 +47,8 @@ static void activations_are_the_engines(void)
 {
 	const struct arch archs[] = { small_arch(4, 2, false, false, false),
 				      small_arch(6, 6, true, true, false),
-				      small_arch(4, 1, false, true, true) };
+				      small_arch(4, 1, false, true, true),
+				      qwen3_arch(true, false), qwen3_arch(false, true) };
 	const int tokens[] = { 1, 37, 300 }, lens[] = { 5, 64 };
 
 	for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
