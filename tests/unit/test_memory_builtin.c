@@ -76,9 +76,8 @@ static void activations_are_the_engines(void)
 
 /* What a generator holds is mem_builtin_gen's activations, logits and KV
  * cache, to the padding. */
-static void generation_is_the_engines(void)
+static void generation_holds(struct arch a)
 {
-	struct arch a = small_arch(4, 2, false, false, false);
 	struct job job = { .nmodels = 1, .prompts_per_step = 3, .samples_per_prompt = 4,
 			   .prompt_len = 6, .response = { 10, 14, 20 }, .mini_batches = 1 };
 	struct layout lo;
@@ -101,6 +100,12 @@ static void generation_is_the_engines(void)
 	generator_free(&g);
 	model_free(&m);
 	layout_free(&lo);
+}
+
+static void generation_is_the_engines(void)
+{
+	generation_holds(small_arch(4, 2, false, false, false));
+	generation_holds(qwen3_arch(false, false));
 }
 
 /* A PPO job with an actor, a critic and a reference on the repeat task;
