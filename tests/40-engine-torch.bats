@@ -33,3 +33,15 @@ setup() {
 	assert_success
 	assert_output --partial "score-head: ok"
 }
+
+@test "Qwen3: per-head q/k norms and head_dim other than hidden / heads match PyTorch" {
+	run /usr/bin/python3 "$COMPARE" --build "$NEREUS_BUILD" --dir . --config qwen3-head-dim
+	assert_success
+	assert_output --partial "qwen3-head-dim: ok"
+}
+
+@test "Qwen3 with tied embeddings and one KV head matches PyTorch" {
+	run /usr/bin/python3 "$COMPARE" --build "$NEREUS_BUILD" --dir . --config qwen3-tied-mqa
+	assert_success
+	assert_output --partial "qwen3-tied-mqa: ok"
+}

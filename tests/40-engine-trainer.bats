@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The trainer's step against PyTorch: tests/torch/compare_trainer.py runs
 # the trainer on small random models (GQA, an odd vocabulary, biases, a
-# tied or an untied head, a reward model, a reference, and for PPO a
-# critic with a score head) through tests/probe/trainer_probe.c up to one
+# tied or an untied head, a reward model, a reference, for PPO a critic
+# with a score head, and a Qwen3 actor with q/k norms) through tests/probe/trainer_probe.c up to one
 # mini-batch's gradients, and redoes that mini-batch from the math with
 # autograd.  PyTorch is a test-only dependency under /usr/bin/python3.
 
@@ -32,4 +32,10 @@ setup() {
 	run /usr/bin/python3 "$COMPARE" --build "$NEREUS_BUILD" --dir . --config ppo
 	assert_success
 	assert_output --partial "ppo: ok"
+}
+
+@test "GRPO on a Qwen3 actor (q/k norms, head_dim 12 of hidden 32 / 4 heads): gradients equal torch's" {
+	run /usr/bin/python3 "$COMPARE" --build "$NEREUS_BUILD" --dir . --config grpo_qwen3
+	assert_success
+	assert_output --partial "grpo_qwen3: ok"
 }

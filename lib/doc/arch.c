@@ -12,10 +12,13 @@ const char *const arch_dtype_names[] = { "bf16", "fp16", "fp32", NULL };
 const int arch_dtype_sizes[] = { 2, 2, 4 };
 
 /* The largest of each size field Nereus takes; beyond them products of
- * sizes would overflow the layouts' 64-bit element counts. */
+ * sizes would overflow the layouts' 64-bit element counts.  heads ·
+ * head_dim, the attention's width, is held to hidden's limit too. */
 static const char *const size_names[] = { "layers", "hidden", "heads", "kv_heads", "ffn",
-					  "vocab" };
-static const long size_limit[] = { 4096, 1 << 20, 65536, 65536, 1 << 22, 1 << 24 };
+					  "vocab", "head_dim" };
+static const long size_limit[] = { 4096, 1 << 20, 65536, 65536, 1 << 22, 1 << 24, 65536 };
+#define NSIZES 7
+#define ATTN_WIDTH_LIMIT (1L << 20)
 
 double arch_layer_params(const struct arch *a)
 {
@@ -25,7 +28,8 @@ double arch_layer_params(const struct arch *a)
 	double mlp = 3.0 * h * a->ffn;
 
 	return qkv_rows * h + (a->attn_bias ? qkv_rows : 0) + proj + mlp +
-	       2.0 * h; /* two RMSNorm weights */
+	       2.0 * h + /* two RMSNorm weights */
+	       (a->qk_norm ? 2.0 * hd : 0);
 }
 
 double arch_head_params(const struct arch *a)
@@ -43,7 +47,7 @@ double arch_params(const struct arch *a)
 
 int arch_head_dim(const struct arch *a)
 {
-	return a->hidden / a->heads;
+	return a->head_dim ? a->head_dim : a->hidden / a->heads;
 }
 
 double arch_kv_bytes_per_token(const struct arch *a)
@@ -96,14 +100,22 @@ static int load_scaling(const struct jdoc *d, json_t *o, const char *path,
 	return NR_OK;
 }
 
+/* head_dim as the arch keeps it: 0 when it is hidden / heads, so that
+ * one model has one description however its document put it. */
+static int canonical_head_dim(int hidden, int heads, long head_dim)
+{
+	return head_dim && (hidden % heads || head_dim != hidden / heads) ? (int)head_dim : 0;
+}
+
 int arch_load(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
 	      struct err *e)
 {
 	static const char *const keys[] = { "layers", "hidden", "heads", "kv_heads", "ffn",
-					    "vocab", "tied_embeddings", "attention_bias",
-					    "score_head", "rope_theta", "norm_eps", "rope_scaling",
+					    "vocab", "head_dim", "tied_embeddings",
+					    "attention_bias", "qk_norm", "score_head",
+					    "rope_theta", "norm_eps", "rope_scaling",
 					    "max_position_embeddings", "dtype", NULL };
-	long v[6] = { 0 };
+	long v[NSIZES] = { 0 };
 	char p[512];
 	json_t *scaling;
 	int dt = 0, rc;
@@ -111,8 +123,8 @@ int arch_load(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
 	set_defaults(a);
 	if ((rc = jdoc_check_keys(d, o, path, keys, e)))
 		return rc;
-	for (int i = 0; i < 6; i++) {
-		rc = jget_int(d, o, path, size_names[i], i != 3, 1, LONG_MAX, &v[i], e);
+	for (int i = 0; i < NSIZES; i++) {
+		rc = jget_int(d, o, path, size_names[i], i != 3 && i != 6, 1, LONG_MAX, &v[i], e);
 		if (rc)
 			return rc;
 		if (v[i] > size_limit[i]) {
@@ -123,6 +135,7 @@ int arch_load(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
 	}
 	if ((rc = jget_bool(d, o, path, "tied_embeddings", false, &a->tied, e)) ||
 	    (rc = jget_bool(d, o, path, "attention_bias", false, &a->attn_bias, e)) ||
+	    (rc = jget_bool(d, o, path, "qk_norm", false, &a->qk_norm, e)) ||
 	    (rc = jget_bool(d, o, path, "score_head", false, &a->score_head, e)) ||
 	    (rc = jget_num(d, o, path, "rope_theta", false, 1, 1e12, &a->rope_theta, e)) ||
 	    (rc = jget_num(d, o, path, "norm_eps", false, 1e-12, 1, &a->norm_eps, e)) ||
@@ -140,14 +153,21 @@ int arch_load(const struct jdoc *d, json_t *o, const char *path, struct arch *a,
 	a->kv_heads = v[3] ? (int)v[3] : (int)v[2];
 	a->ffn = (int)v[4];
 	a->vocab = (int)v[5];
+	a->head_dim = canonical_head_dim(a->hidden, a->heads, v[6]);
 	set_dtype(a, dt);
 	if (a->heads % a->kv_heads) {
 		jdoc_path(p, sizeof p, path, "kv_heads");
 		return jdoc_fail(d, p, e, "%d does not divide heads (%d)", a->kv_heads, a->heads);
 	}
-	if (a->hidden % a->heads) {
+	if (!v[6] && a->hidden % a->heads) {
 		jdoc_path(p, sizeof p, path, "heads");
-		return jdoc_fail(d, p, e, "%d does not divide hidden (%d)", a->heads, a->hidden);
+		return jdoc_fail(d, p, e, "%d does not divide hidden (%d); give head_dim when the "
+				 "heads are not hidden / heads wide", a->heads, a->hidden);
+	}
+	if ((long)a->heads * arch_head_dim(a) > ATTN_WIDTH_LIMIT) {
+		jdoc_path(p, sizeof p, path, "head_dim");
+		return jdoc_fail(d, p, e, "%d heads of %d is wider than Nereus supports (%ld)",
+				 a->heads, arch_head_dim(a), ATTN_WIDTH_LIMIT);
 	}
 	if (a->score_head && a->tied) {
 		jdoc_path(p, sizeof p, path, "tied_embeddings");
@@ -166,6 +186,10 @@ json_t *arch_to_json(const struct arch *a)
 			      "norm_eps", a->norm_eps, "dtype", a->dtype);
 	const struct rope_scaling *s = &a->rope_scaling;
 
+	if (o && a->head_dim)
+		json_object_set_new(o, "head_dim", json_integer(a->head_dim));
+	if (o && a->qk_norm)
+		json_object_set_new(o, "qk_norm", json_true());
 	if (o && a->max_pos)
 		json_object_set_new(o, "max_position_embeddings", json_integer(a->max_pos));
 	if (o && s->on)
@@ -262,6 +286,20 @@ static int hf_head(json_t *root, const char *file, bool *score, struct err *e)
 	return NR_OK;
 }
 
+/* head_dim v, the head size the configuration gives; the heads together
+ * must not be wider than Nereus supports. */
+static int hf_head_dim(json_t *v, const char *file, struct arch *a, struct err *e)
+{
+	long d = json_is_integer(v) ? (long)json_integer_value(v) : 0;
+
+	if (d < 1 || d > size_limit[6] || (long)a->heads * d > ATTN_WIDTH_LIMIT)
+		return err_set(e, NR_EINPUT, "%s: head_dim: expected an integer from 1 to %ld, "
+			       "with num_attention_heads · head_dim at most %ld", file,
+			       size_limit[6], ATTN_WIDTH_LIMIT);
+	a->head_dim = canonical_head_dim(a->hidden, a->heads, d);
+	return NR_OK;
+}
+
 int arch_from_hf(json_t *root, const char *file, struct arch *a, struct err *e)
 {
 	static const char *const keys[] = { "num_hidden_layers", "hidden_size",
@@ -269,11 +307,12 @@ int arch_from_hf(json_t *root, const char *file, struct arch *a, struct err *e)
 					    "intermediate_size", "vocab_size" };
 	int *dst[] = { &a->layers, &a->hidden, &a->heads, &a->kv_heads, &a->ffn, &a->vocab };
 	json_t *v;
+	const char *type;
 	double maxp;
 	int rc;
 
 	set_defaults(a);
-	a->norm_eps = 1e-6; /* LlamaConfig's and Qwen2Config's default */
+	a->norm_eps = 1e-6; /* LlamaConfig's, Qwen2Config's and Qwen3Config's default */
 	for (int i = 0; i < 6; i++) {
 		v = json_object_get(root, keys[i]);
 		if (!v && i == 3) {
@@ -286,8 +325,9 @@ int arch_from_hf(json_t *root, const char *file, struct arch *a, struct err *e)
 				       file, keys[i], size_limit[i]);
 		*dst[i] = (int)json_integer_value(v);
 	}
-	v = json_object_get(root, "model_type");
-	a->attn_bias = json_is_string(v) && strcmp(json_string_value(v), "qwen2") == 0;
+	type = json_string_value(json_object_get(root, "model_type"));
+	a->attn_bias = type && strcmp(type, "qwen2") == 0;
+	a->qk_norm = type && strcmp(type, "qwen3") == 0;
 	if ((rc = hf_bool(root, file, "tie_word_embeddings", &a->tied, e)) ||
 	    (rc = hf_bool(root, file, "attention_bias", &a->attn_bias, e)) ||
 	    (rc = hf_num(root, file, "rope_theta", 1, ARCH_ROPE_THETA, &a->rope_theta, e)) ||
@@ -297,6 +337,9 @@ int arch_from_hf(json_t *root, const char *file, struct arch *a, struct err *e)
 	    (rc = hf_head(root, file, &a->score_head, e)))
 		return rc;
 	a->max_pos = (long)maxp;
+	if (json_is_true(json_object_get(root, "use_sliding_window")))
+		return err_set(e, NR_EINPUT, "%s: use_sliding_window: sliding-window attention is "
+			       "not supported; every layer attends to the whole sequence", file);
 	if (a->score_head)
 		a->tied = false; /* classifiers keep embed_tokens and score apart */
 	v = json_object_get(root, "torch_dtype");
@@ -308,17 +351,14 @@ int arch_from_hf(json_t *root, const char *file, struct arch *a, struct err *e)
 	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "silu") != 0))
 		return err_set(e, NR_EINPUT, "%s: hidden_act: Llama-family models use \"silu\"",
 			       file);
-	if (a->heads % a->kv_heads || a->hidden % a->heads)
+	v = json_object_get(root, "head_dim");
+	if (json_is_null(v))
+		v = NULL;
+	if (a->heads % a->kv_heads || (!v && a->hidden % a->heads))
 		return err_set(e, NR_EINPUT, "%s: num_attention_heads %d must divide hidden_size %d "
 			       "and be a multiple of num_key_value_heads %d", file, a->heads,
 			       a->hidden, a->kv_heads);
-	v = json_object_get(root, "head_dim");
-	if (v && !json_is_null(v) &&
-	    (!json_is_integer(v) || json_integer_value(v) != a->hidden / a->heads))
-		return err_set(e, NR_EINPUT, "%s: head_dim other than hidden_size / "
-			       "num_attention_heads (%d) is not a Llama layout Nereus knows", file,
-			       a->hidden / a->heads);
-	return NR_OK;
+	return v ? hf_head_dim(v, file, a, e) : NR_OK;
 }
 
 /* Only what shapes the tensors is compared: RoPE and the norm's epsilon
@@ -328,17 +368,19 @@ int arch_compare(const char *what, const struct arch *want, const struct arch *g
 		 const char *where, struct err *e)
 {
 	int w[] = { want->layers, want->hidden, want->heads, want->kv_heads, want->ffn,
-		    want->vocab };
-	int g[] = { got->layers, got->hidden, got->heads, got->kv_heads, got->ffn, got->vocab };
-	static const char *const flag[] = { "tied embeddings", "q/k/v biases", "a score head" };
-	bool fw[] = { want->tied, want->attn_bias, want->score_head };
-	bool fg[] = { got->tied, got->attn_bias, got->score_head };
+		    want->vocab, arch_head_dim(want) };
+	int g[] = { got->layers, got->hidden, got->heads, got->kv_heads, got->ffn, got->vocab,
+		    arch_head_dim(got) };
+	static const char *const flag[] = { "tied embeddings", "q/k/v biases", "q/k norms",
+					    "a score head" };
+	bool fw[] = { want->tied, want->attn_bias, want->qk_norm, want->score_head };
+	bool fg[] = { got->tied, got->attn_bias, got->qk_norm, got->score_head };
 
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < NSIZES; i++)
 		if (w[i] != g[i])
 			return err_set(e, NR_EINPUT, "%s has %s %d, but %s has %d", what,
 				       size_names[i], w[i], where, g[i]);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (fw[i] != fg[i])
 			return err_set(e, NR_EINPUT, "%s has %s%s, but %s has %s%s", what,
 				       fw[i] ? "" : "no ", flag[i], where, fg[i] ? "" : "no ",

@@ -61,6 +61,18 @@ struct kernels {
 	void (*rmsnorm_backward)(float *dx, float *dw, const float *dy, const float *x,
 				 const float *w, const float *rstd, int T, int H);
 
+	/* Qwen3's per-head RMSNorm of the fused qkv [T, Gl (Q+2) D]: y gets
+	 * each query head of x normed with wq [D], each key head with wk [D]
+	 * (rstd per head as rmsnorm_forward's), and each value head as it is;
+	 * rstd[T, Gl (Q+1)] in the heads' order.  y may be x.  Backward
+	 * turns dqkv, the gradient of y, into that of x in place (value heads
+	 * pass through) and adds into dwq and dwk. */
+	void (*qknorm_forward)(float *y, float *rstd, const float *x, const float *wq,
+			       const float *wk, int T, const struct heads *h, float eps);
+	void (*qknorm_backward)(float *dqkv, float *dwq, float *dwk, const float *x,
+				const float *wq, const float *wk, const float *rstd, int T,
+				const struct heads *h);
+
 	/* Rotary embedding, Hugging Face's "half" convention.  rope_table
 	 * fills cs[T, D] with cos(pos[t] inv_freq[i]) at [t, i] and the sine
 	 * at [t, D/2 + i], i < D/2.  rope_forward rotates, in place, each

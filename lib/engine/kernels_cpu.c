@@ -76,6 +76,75 @@ static void rmsnorm_backward(float *dx, float *dw, const float *dy, const float 
 	}
 }
 
+/* One row of n: y = x r w, r = (mean x² + eps)^(-1/2); y may be x. */
+static float rms_row(float *y, const float *x, const float *w, int n, float eps)
+{
+	double ss = 0;
+	float r;
+
+	for (int i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	r = (float)(1.0 / sqrt(ss / n + eps));
+	for (int i = 0; i < n; i++)
+		y[i] = x[i] * r * w[i];
+	return r;
+}
+
+/* rmsnorm_backward's gradient for one row, written over dy (dx = dy is
+ * allowed as every dy is read before any dx is written). */
+static void rms_row_backward(float *dx, float *dw, const float *dy, const float *x,
+			     const float *w, float r, int n)
+{
+	double dot = 0;
+	float c;
+
+	for (int i = 0; i < n; i++) {
+		dot += (double)w[i] * dy[i] * x[i];
+		dw[i] += dy[i] * x[i] * r;
+	}
+	c = (float)(dot * r * r * r / n);
+	for (int i = 0; i < n; i++)
+		dx[i] = r * w[i] * dy[i] - c * x[i];
+}
+
+static void qknorm_forward(float *y, float *rstd, const float *x, const float *wq,
+			   const float *wk, int T, const struct heads *h, float eps)
+{
+	int D = h->d, per = h->q + 2;
+	size_t rs = (size_t)h->groups * per * D;
+
+	for (int t = 0; t < T; t++)
+		for (int g = 0; g < h->groups; g++)
+			for (int j = 0; j < per; j++) {
+				size_t at = t * rs + ((size_t)g * per + j) * D;
+
+				if (j == per - 1) {
+					if (y != x)
+						memcpy(y + at, x + at, (size_t)D * sizeof *y);
+					continue;
+				}
+				*rstd++ = rms_row(y + at, x + at, j < h->q ? wq : wk, D, eps);
+			}
+}
+
+static void qknorm_backward(float *dqkv, float *dwq, float *dwk, const float *x,
+			    const float *wq, const float *wk, const float *rstd, int T,
+			    const struct heads *h)
+{
+	int D = h->d, per = h->q + 2;
+	size_t rs = (size_t)h->groups * per * D;
+
+	for (int t = 0; t < T; t++)
+		for (int g = 0; g < h->groups; g++)
+			for (int j = 0; j < per - 1; j++) {
+				size_t at = t * rs + ((size_t)g * per + j) * D;
+				bool q = j < h->q;
+
+				rms_row_backward(dqkv + at, q ? dwq : dwk, dqkv + at, x + at,
+						 q ? wq : wk, *rstd++, D);
+			}
+}
+
 /* --- rotary embedding -------------------------------------------------------------------- */
 
 static void rope_table(float *cs, const int *pos, const double *inv_freq, int T, int D)
@@ -420,6 +489,8 @@ static const struct kernels cpu = {
 	.bias_backward = bias_backward,
 	.rmsnorm_forward = rmsnorm_forward,
 	.rmsnorm_backward = rmsnorm_backward,
+	.qknorm_forward = qknorm_forward,
+	.qknorm_backward = qknorm_backward,
 	.rope_table = rope_table,
 	.rope_forward = rope_forward,
 	.rope_backward = rope_backward,

@@ -1,9 +1,9 @@
-/* The Llama / Qwen2 decoder of model.h: one pipeline stage of one
+/* The Llama / Qwen2 / Qwen3 decoder of model.h: one pipeline stage of one
  * tensor-parallel rank, forward and backward over a packed batch, and the
  * prefill and decode steps generation runs on a KV cache.
  *
  * B sequences, T tokens of a packed batch, H hidden, A query heads, G KV
- * heads, D = H/A head dim, Q = A/G query heads per group, F SwiGLU
+ * heads, D head dim, Q = A/G query heads per group, F SwiGLU
  * intermediate size, V vocabulary, L layers.  Under tensor parallelism of
  * size tp: Gl = G/tp, Al = A/tp, Fl = F/tp, Vp = ceil(V/(128 tp))·128 tp
  * (Megatron's padded vocabulary), Vl = Vp/tp.  Rq = (Al + 2 Gl) D, the
@@ -26,20 +26,21 @@ int model_config_init(struct model_config *c, const struct layout *lo, int tp_ra
 	if (tp_rank < 0 || tp_rank >= lo->tp || pp_rank < 0 || pp_rank >= lo->pp)
 		return err_set(e, NR_EINPUT, "rank (tp %d, pp %d) is outside tp %d, pp %d", tp_rank,
 			       pp_rank, lo->tp, lo->pp);
-	if ((a->hidden / a->heads) % 2)
+	if (arch_head_dim(a) % 2)
 		return err_set(e, NR_EINPUT, "arch: head dim %d is odd; rotary embedding needs "
-			       "it even", a->hidden / a->heads);
+			       "it even", arch_head_dim(a));
 	c->layers = a->layers;
 	c->hidden = a->hidden;
 	c->heads = a->heads;
 	c->kv_heads = a->kv_heads;
-	c->head_dim = a->hidden / a->heads;
+	c->head_dim = arch_head_dim(a);
 	c->ffn = a->ffn;
 	c->vocab = a->vocab;
 	c->vocab_padded = (int)lo->vocab_padded;
 	c->score_head = a->score_head;
 	c->tied = a->tied && !a->score_head;
 	c->attn_bias = a->attn_bias;
+	c->qk_norm = a->qk_norm;
 	c->norm_eps = a->norm_eps > 0 ? (float)a->norm_eps : 1e-5f;
 	c->rope_theta = a->rope_theta > 0 ? a->rope_theta : 10000.0;
 	c->rope_llama3 = a->rope_scaling.on;
@@ -177,6 +178,8 @@ static int bind_params(struct model_params *ps, const struct decoder *m, const s
 				{ LT_INPUT_NORM, &l->in_norm, H },
 				{ LT_QKV, &l->qkv, Rq * H },
 				{ LT_QKV_BIAS, &l->qkv_bias, Rq },
+				{ LT_Q_NORM, &l->q_norm, c->head_dim },
+				{ LT_K_NORM, &l->k_norm, c->head_dim },
 				{ LT_PROJ, &l->proj, H * c->Al * c->head_dim },
 				{ LT_PRE_MLP_NORM, &l->mlp_norm, H },
 				{ LT_FC1, &l->fc1, 2 * (int64_t)c->Fl * H },
@@ -245,6 +248,13 @@ static size_t carve(struct model_acts *a, const struct model_config *c, int T, i
 		TAKE(la->rstd1, t);
 		TAKE(la->h1, t * H);
 		TAKE(la->qkv, t * Rq);
+		la->qkx = la->qkv;
+		la->qkrstd = NULL;
+		if (c->qk_norm) {
+			if (training)
+				TAKE(la->qkx, t * Rq);
+			TAKE(la->qkrstd, t * (size_t)(c->Al + c->Gl));
+		}
 		TAKE(la->att, t * AD);
 		TAKE(la->lse, t * c->Al);
 		TAKE(la->rstd2, t);
@@ -274,6 +284,7 @@ static size_t carve(struct model_acts *a, const struct model_config *c, int T, i
 		TAKE(a->datt, t * AD);
 		TAKE(a->dgu, 2 * t * Fl);
 		TAKE(a->dact, t * Fl);
+		TAKE(a->dqkn, c->qk_norm ? 2 * (size_t)stage_layers(c) * c->head_dim : 0);
 	}
 #undef TAKE
 	return off;
@@ -390,11 +401,14 @@ static int layer_forward(struct decoder *m, struct model_acts *a, int l, const s
 	float *x = layer_input(m, a, l), *xm = la->xm, *xn = layer_input(m, a, l + 1);
 	int rc;
 
-	/* attention block: xm = x + proj(attn(rope(qkv(norm(x))))) */
+	/* attention block: xm = x + proj(attn(rope(qknorm(qkv(norm(x)))))) */
 	k->rmsnorm_forward(la->h1, la->rstd1, x, w->in_norm, T, H, c->norm_eps);
-	k->matmul(la->qkv, la->h1, w->qkv, T, Rq, H, false, true, 1.0f, 0.0f);
+	k->matmul(la->qkx, la->h1, w->qkv, T, Rq, H, false, true, 1.0f, 0.0f);
 	if (w->qkv_bias)
-		k->bias_forward(la->qkv, w->qkv_bias, T, Rq);
+		k->bias_forward(la->qkx, w->qkv_bias, T, Rq);
+	if (w->q_norm)
+		k->qknorm_forward(la->qkv, la->qkrstd, la->qkx, w->q_norm, w->k_norm, T, &hd,
+				  c->norm_eps);
 	k->rope_forward(la->qkv, a->cs, T, &hd);
 	if (mode->kv)
 		kv_store(m, mode->kv, l, la->qkv, mode->slot, a->pos, T);
@@ -592,6 +606,12 @@ static int layer_backward(struct decoder *m, struct model_acts *a, int l, const 
 	k->attention_backward(a->dqkv, a->datt, la->att, la->lse, la->qkv, b->start, b->B, &hd,
 			      a->scratch);
 	k->rope_backward(a->dqkv, a->cs, T, &hd);
+	if (w->q_norm) {
+		float *dq = a->dqkn + (size_t)2 * (l - c->first) * c->head_dim;
+
+		k->qknorm_backward(a->dqkv, dq, dq + c->head_dim, la->qkx, w->q_norm, w->k_norm,
+				   la->qkrstd, T, &hd);
+	}
 	if (g->qkv_bias)
 		k->bias_backward(g->qkv_bias, a->dqkv, T, Rq);
 	k->matmul(a->dh, a->dqkv, w->qkv, T, H, Rq, false, false, 1.0f, 0.0f);
@@ -635,6 +655,25 @@ static void head_backward(struct decoder *m, struct model_acts *a, const struct 
 	}
 }
 
+/* Each TP rank normed only its own heads with the q/k norms' whole
+ * weights: their gradients are the sums over the ranks, added to the
+ * bound ones once summed, so that earlier micro-batches' are not summed
+ * again. */
+static int qknorm_grads(struct decoder *m, struct model_acts *a, struct err *e)
+{
+	const struct model_config *c = &m->c;
+	size_t D = (size_t)c->head_dim;
+	int rc = m->tp->allreduce_sum(m->tp->ctx, a->dqkn, 2 * D * stage_layers(c), e);
+
+	for (int l = 0; l < stage_layers(c) && rc == NR_OK; l++) {
+		const struct layer_params *g = &m->g.layer[l];
+
+		m->k->add(g->q_norm, g->q_norm, a->dqkn + 2 * D * l, D);
+		m->k->add(g->k_norm, g->k_norm, a->dqkn + 2 * D * l + D, D);
+	}
+	return rc;
+}
+
 int model_backward(struct decoder *m, struct model_acts *a, const struct batch *b,
 		   const struct model_dout *d, const float *dx_out, struct err *e)
 {
@@ -675,8 +714,12 @@ int model_backward(struct decoder *m, struct model_acts *a, const struct batch *
 				       c->pp_rank);
 		memcpy(a->dres, dx_out, TH * sizeof *a->dres);
 	}
+	if (c->qk_norm)
+		memset(a->dqkn, 0, (size_t)2 * stage_layers(c) * c->head_dim * sizeof *a->dqkn);
 	for (int l = c->last - 1; l >= c->first && rc == NR_OK; l--)
 		rc = layer_backward(m, a, l, b, e);
+	if (rc == NR_OK && c->qk_norm)
+		rc = qknorm_grads(m, a, e);
 	if (rc == NR_OK && c->has_embed)
 		k->embedding_backward(m->g.embed, a->dres, b->tokens, b->T, c->hidden, c->v0,
 				      c->Vl);

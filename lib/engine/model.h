@@ -1,9 +1,9 @@
-/* The model: a Llama / Qwen2 decoder as Hugging Face computes it
+/* The model: a Llama / Qwen2 / Qwen3 decoder as Hugging Face computes it
  * (reference: rl-and-llama.md), forward and backward over a packed batch,
  * for one pipeline stage of one tensor-parallel rank.
  *
  * B sequences, T tokens of a packed batch, H hidden, A query heads, G KV
- * heads, D = H/A head dim, Q = A/G query heads per group, F SwiGLU
+ * heads, D head dim (H/A unless the arch gives head_dim), Q = A/G query heads per group, F SwiGLU
  * intermediate size, V vocabulary, L layers.  Under tensor parallelism of
  * size tp: Gl = G/tp, Al = A/tp, Fl = F/tp, Vp = ceil(V/(128 tp))·128 tp
  * (Megatron's padded vocabulary), Vl = Vp/tp.
@@ -19,7 +19,8 @@
  * parallel group of struct comm: all-reduce sum after the row-parallel
  * linear_proj and linear_fc2 and after the vocabulary-parallel embedding
  * (forward); after the input gradients of the column-parallel linear_qkv
- * and linear_fc1 and of the LM head (backward); max then sums for the
+ * and linear_fc1 and of the LM head, and of the q/k norms' weights, which
+ * each rank applies to its own heads (backward); max then sums for the
  * vocabulary-parallel softmax.  Pipeline stages exchange the hidden
  * states [T, H] (model_acts_output / model_acts_dinput) outside this
  * module.  With tied embeddings split over stages, the first and last
@@ -28,12 +29,14 @@
  *
  * Activation memory (floats), the planner's formula, with Rq = (Al + 2 Gl) D
  * and n the longest sequence: training keeps, per layer of the stage,
- *     T (4 H + Rq + Al D + Al + 3 Fl + 2)
+ *     T (4 H + Rq + Al D + Al + 3 Fl + 2), with q/k norms
+ *     + T (Rq + Al + Gl) + 2 D (their weights' gradient before the TP sum),
  * and once T (5 H + Rq + Al D + 3 Fl + D + 10) + Tc Vl + 128 n, where Tc,
  * the LM head's chunk of tokens, is the most that keeps Tc Vl under
  * MODEL_HEAD_CHUNK_FLOATS (the head terms, T (H + 6) + Tc Vl, on the
  * last stage only; no Tc Vl for a score head).  Inference keeps one layer's worth, less its two
- * residual copies: T (2 H + Rq + Al D + Al + 3 Fl + 2), and once
+ * residual copies: T (2 H + Rq + Al D + Al + 3 Fl + 2), with q/k norms
+ * + T (Al + Gl) (they norm in place), and once
  * T (3 H + D + 10) + Tc Vl + 128 n.  model_acts_floats() is exact (each
  * buffer is padded to 64 bytes). */
 #ifndef NEREUS_ENGINE_MODEL_H
@@ -57,12 +60,13 @@ struct model_config {
 	int hidden;         /* H */
 	int heads;          /* A */
 	int kv_heads;       /* G */
-	int head_dim;       /* D = H / A */
+	int head_dim;       /* D */
 	int ffn;            /* F */
 	int vocab;          /* V */
 	int vocab_padded;   /* Vp */
 	bool tied;          /* the LM head is the embedding */
 	bool attn_bias;     /* q, k, v projections have biases (Qwen2) */
+	bool qk_norm;       /* per-head RMSNorm of q and k before RoPE (Qwen3) */
 	bool score_head;    /* a scalar head score [1, H] instead of the LM head */
 	float norm_eps;     /* RMSNorm's epsilon */
 	double rope_theta;  /* rotary base θ */
@@ -84,6 +88,8 @@ struct layer_params {
 	float *in_norm;     /* [H] */
 	float *qkv;         /* [Gl, (Q+2) D, H]: per group Q query heads, k, v */
 	float *qkv_bias;    /* [Gl, (Q+2) D], NULL without biases */
+	float *q_norm;      /* [D] each, NULL without q/k norms */
+	float *k_norm;
 	float *proj;        /* [H, Al D] */
 	float *mlp_norm;    /* [H] */
 	float *fc1;         /* [2, Fl, H]: gate rows, then up rows */
@@ -150,7 +156,10 @@ struct model_acts {
 		float *x;       /* [T, H] layer input (residual stream) */
 		float *rstd1;   /* [T] */
 		float *h1;      /* [T, H] normed input of linear_qkv */
-		float *qkv;     /* [T, Gl (Q+2) D] after bias and rotary */
+		float *qkx;     /* [T, Gl (Q+2) D] the projection (and bias) before the
+				 * q/k norms; without them, or not training, qkv */
+		float *qkrstd;  /* [T, Gl (Q+1)] the q/k norms' reciprocal RMS */
+		float *qkv;     /* [T, Gl (Q+2) D] after bias, q/k norms and rotary */
 		float *att;     /* [T, Al D] attention output */
 		float *lse;     /* [T, Al] */
 		float *xm;      /* [T, H] residual after attention */
@@ -173,6 +182,8 @@ struct model_acts {
 	float *datt;            /* [T, Al D] */
 	float *dgu;             /* [T, 2 Fl] */
 	float *dact;            /* [T, Fl] */
+	float *dqkn;            /* [stage layers, 2, D] this backward's q/k norm
+				 * weight gradients, before their TP sum */
 	float *logits;          /* [Tc, Vl] */
 	int logits_at;          /* first token of the chunk whose logits it holds, or -1 */
 	float *scratch;         /* attention */

@@ -105,6 +105,8 @@ static double init_std(const struct layout *lo, int t, bool *constant, double *v
 	*constant = false;
 	if (layer >= 0 && (t == layout_tensor_index(a, layer, LT_INPUT_NORM) ||
 			   t == layout_tensor_index(a, layer, LT_PRE_MLP_NORM) ||
+			   t == layout_tensor_index(a, layer, LT_Q_NORM) ||
+			   t == layout_tensor_index(a, layer, LT_K_NORM) ||
 			   t == layout_tensor_index(a, layer, LT_QKV_BIAS))) {
 		*constant = true;
 		*value = t == layout_tensor_index(a, layer, LT_QKV_BIAS) ? 0 : 1;

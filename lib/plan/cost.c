@@ -22,11 +22,12 @@ static double peak(const struct env *v)
 	return v->cl->gpu.tflops * 1e12;
 }
 
-/* Forward FLOPs per token at context s: 2N plus causal attention, N the
- * model's parameters. */
+/* Forward FLOPs per token at context s: 2N plus causal attention over the
+ * heads' width a·d (h unless head_dim says otherwise), N the model's
+ * parameters. */
 static double fwd_flops_n(const struct arch *a, double n, double s)
 {
-	return 2.0 * n + 2.0 * a->layers * (double)a->hidden * s;
+	return 2.0 * n + 2.0 * a->layers * (double)a->heads * arch_head_dim(a) * s;
 }
 
 static double fwd_flops(const struct arch *a, double s)

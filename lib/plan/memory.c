@@ -80,9 +80,11 @@ double mem_stage_params(const struct arch *a, int tp, int pp)
 /* Per layer and token, with sequence parallelism splitting every term over
  * the t ranks, in elements of the model's dtype:
  *   attention: RMSNorm input h, its output (the QKV projection's input) h,
- *     the rotated queries a·d = h, keys g·d and values g·d that the
- *     attention kernel keeps, and its output (the output projection's
- *     input) h: 4h + 2gd.  Rotary embedding keeps nothing but cos and sin.
+ *     the rotated queries a·d (h unless head_dim says otherwise), keys g·d
+ *     and values g·d that the attention kernel keeps, and its output (the
+ *     output projection's input) a·d: 2h + 2ad + 2gd; with Qwen3's
+ *     per-head q/k norms also their inputs, ad + gd.  Rotary embedding
+ *     keeps nothing but cos and sin.
  *     FlashAttention keeps no s² scores: only the log-sum-exp of each
  *     query row, a·s·b fp32 values, which selective recompute drops too.
  *   MLP: RMSNorm input h, its output (gate and up's input) h, the fused
@@ -95,8 +97,9 @@ double mem_stage_params(const struct arch *a, int tp, int pp)
 double mem_layer_act(const struct arch *a, double s, double b, int tp, enum recompute rc)
 {
 	double e = a->dtype_bytes, sb = s * b, t = tp, h = a->hidden;
-	double gd = (double)a->kv_heads * arch_head_dim(a);
-	double kept = e * sb * (6 * h + 2 * gd + 3.0 * a->ffn) / t;
+	double gd = (double)a->kv_heads * arch_head_dim(a), ad = (double)a->heads * arch_head_dim(a);
+	double attn = 2 * h + 2 * ad + 2 * gd + (a->qk_norm ? ad + gd : 0);
+	double kept = e * sb * (attn + 2 * h + 3.0 * a->ffn) / t;
 
 	switch (rc) {
 	case RC_NONE:
@@ -434,8 +437,11 @@ struct arch mem_builtin_arch(const struct arch *a)
  * QKV projection, each layer training keeps its input and the residual
  * after attention (2H), the norms' outputs (2H) and reciprocal RMS (2),
  * QKV (Rq), the attention output (Al D) and log-sum-exp (Al), gate and
- * up (2Fl) and SwiGLU's output (Fl); a forward-only stage keeps one such
- * set less the two residuals, the stage's output being its input.  Once:
+ * up (2Fl) and SwiGLU's output (Fl), and with q/k norms the projection
+ * before them (Rq), their reciprocal RMS (Al + Gl) and, not per token,
+ * their weights' gradient before its TP sum (2D); a forward-only
+ * stage keeps one such set less the two residuals and the projection,
+ * normed in place, the stage's output being its input.  Once:
  * the stage's output, rotary cos and sin (D), a row-parallel product (H),
  * positions, targets, cache slots and key counts (4), the final norm's
  * output and reciprocal RMS with the head's log-sum-exp, entropy and
@@ -453,13 +459,16 @@ double mem_builtin_acts(const struct arch *a, double tokens, double max_len, int
 	double layer = 2 * H + Rq + AD + Al + 3 * Fl + 2, once = 3 * H + D + 10;
 	double q = (double)a->heads / a->kv_heads, vl = padded_vocab(a, tp) / t, tc;
 
+	if (a->qk_norm)
+		layer += Al + Gl;
 	if (training) {
-		layer = nl * (layer + 2 * H);
+		layer = nl * (layer + 2 * H + (a->qk_norm ? Rq : 0));
 		once += 2 * H + Rq + AD + 3 * Fl;
 	}
 	tc = fmin(tokens, fmax(1, floor(BUILTIN_HEAD_CHUNK_FLOATS / vl)));
 	*head = a->score_head ? 0 : tc * vl;
-	return tokens * (layer + once) + fmax(128, q) * max_len + *head;
+	return tokens * (layer + once) + fmax(128, q) * max_len + *head +
+	       (training && a->qk_norm ? nl * 2 * D : 0);
 }
 
 /* The sequences of one micro-batch: the plan's, at most what a DP

@@ -15,25 +15,36 @@ static const char *const layer_suffix[LT_COUNT] = {
 	[LT_INPUT_NORM] = "input_layernorm.weight",
 	[LT_QKV] = "self_attention.linear_qkv.weight",
 	[LT_QKV_BIAS] = "self_attention.linear_qkv.bias",
+	[LT_Q_NORM] = "self_attention.q_layernorm.weight",
+	[LT_K_NORM] = "self_attention.k_layernorm.weight",
 	[LT_PROJ] = "self_attention.linear_proj.weight",
 	[LT_PRE_MLP_NORM] = "pre_mlp_layernorm.weight",
 	[LT_FC1] = "mlp.linear_fc1.weight",
 	[LT_FC2] = "mlp.linear_fc2.weight",
 };
 
+static bool has_tensor(const struct arch *a, enum layer_tensor k)
+{
+	if (k == LT_QKV_BIAS)
+		return a->attn_bias;
+	if (k == LT_Q_NORM || k == LT_K_NORM)
+		return a->qk_norm;
+	return true;
+}
+
 int layout_layer_tensors(const struct arch *a)
 {
-	return LT_COUNT - !a->attn_bias;
+	return LT_COUNT - !a->attn_bias - 2 * !a->qk_norm;
 }
 
 int layout_tensor_index(const struct arch *a, int layer, enum layer_tensor k)
 {
-	int slot = (int)k;
+	int slot = 0;
 
-	if (k == LT_QKV_BIAS && !a->attn_bias)
+	if (!has_tensor(a, k))
 		return -1;
-	if (k > LT_QKV_BIAS && !a->attn_bias)
-		slot--;
+	for (int j = 0; j < (int)k; j++)
+		slot += has_tensor(a, (enum layer_tensor)j);
 	return 1 + layout_layer_tensors(a) * layer + slot;
 }
 
@@ -62,7 +73,7 @@ static int check_arch(const struct arch *a, struct err *e)
 	if (a->heads % a->kv_heads)
 		return err_set(e, NR_EINPUT, "arch: heads %d not divisible by kv_heads %d",
 			       a->heads, a->kv_heads);
-	if (a->hidden % a->heads)
+	if (!a->head_dim && a->hidden % a->heads)
 		return err_set(e, NR_EINPUT, "arch: hidden %d not divisible by heads %d",
 			       a->hidden, a->heads);
 	return NR_OK;
@@ -89,7 +100,7 @@ int layout_tensors(const struct arch *a, struct gtensor **out, int *n, struct er
 
 	if (rc)
 		return rc;
-	d = h / nh;
+	d = arch_head_dim(a);
 	q = nh / ng;
 	nt = 2 + layout_layer_tensors(a) * a->layers + (layout_output_index(a) >= 0);
 	t = calloc((size_t)nt, sizeof *t);
@@ -99,10 +110,15 @@ int layout_tensors(const struct arch *a, struct gtensor **out, int *n, struct er
 	for (int i = 0; i < a->layers; i++) {
 		const int64_t shapes[LT_COUNT][3] = {
 			[LT_INPUT_NORM] = { h }, [LT_QKV] = { ng, (q + 2) * d, h },
-			[LT_QKV_BIAS] = { ng, (q + 2) * d }, [LT_PROJ] = { h, nh * d },
-			[LT_PRE_MLP_NORM] = { h }, [LT_FC1] = { 2, f, h }, [LT_FC2] = { h, f },
+			[LT_QKV_BIAS] = { ng, (q + 2) * d }, [LT_Q_NORM] = { d },
+			[LT_K_NORM] = { d }, [LT_PROJ] = { h, nh * d }, [LT_PRE_MLP_NORM] = { h },
+			[LT_FC1] = { 2, f, h }, [LT_FC2] = { h, f },
 		};
-		static const int ndims[LT_COUNT] = { 1, 3, 2, 2, 1, 3, 2 };
+		static const int ndims[LT_COUNT] = {
+			[LT_INPUT_NORM] = 1, [LT_QKV] = 3, [LT_QKV_BIAS] = 2, [LT_Q_NORM] = 1,
+			[LT_K_NORM] = 1, [LT_PROJ] = 2, [LT_PRE_MLP_NORM] = 1, [LT_FC1] = 3,
+			[LT_FC2] = 2,
+		};
 
 		for (int k = 0; k < LT_COUNT; k++) {
 			int at = layout_tensor_index(a, i, (enum layer_tensor)k);
@@ -334,8 +350,9 @@ int layout_pieces(const struct layout *lo, enum state_kind kind, int tp_rank, in
 	for (int i = lo->first[pp_rank]; i < lo->first[pp_rank + 1]; i++) {
 		/* norms whole on every TP rank; the rest split as layout.h says */
 		static const int split_dim[LT_COUNT] = {
-			[LT_INPUT_NORM] = -1, [LT_QKV] = 0, [LT_QKV_BIAS] = 0, [LT_PROJ] = 1,
-			[LT_PRE_MLP_NORM] = -1, [LT_FC1] = 1, [LT_FC2] = 1,
+			[LT_INPUT_NORM] = -1, [LT_QKV] = 0, [LT_QKV_BIAS] = 0, [LT_Q_NORM] = -1,
+			[LT_K_NORM] = -1, [LT_PROJ] = 1, [LT_PRE_MLP_NORM] = -1, [LT_FC1] = 1,
+			[LT_FC2] = 1,
 		};
 
 		for (int k = 0; k < LT_COUNT; k++) {

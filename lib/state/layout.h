@@ -1,7 +1,7 @@
 /* The Megatron-Core layout of a Llama-family model, as boxes.
  *
  * Notation: L layers, h hidden, nh query heads, ng KV heads (groups),
- * d = h / nh head dim, q = nh / ng query heads per group, F the SwiGLU
+ * d the head dim (h / nh unless the arch gives head_dim), q = nh / ng query heads per group, F the SwiGLU
  * intermediate size, V the vocabulary, t the TP size.
  *
  * The global tensors depend on the architecture only, never on (tp, pp,
@@ -36,6 +36,10 @@
  *
  *   linear_qkv.bias (Qwen2's q/k/v biases): [ng, (q + 2) d], the fused
  *     weight's rows without the hidden dimension, split with them.
+ *
+ *   q_layernorm / k_layernorm (Qwen3's per-head q/k RMSNorm weights,
+ *     Megatron's qk_layernorm): [d] each, shared by every head, so whole
+ *     on every TP rank like the other norms.
  *
  *   score.weight (critic and reward models): [1, h] in place of the
  *     output layer, whole on every TP rank, as Megatron keeps small heads.
@@ -88,9 +92,10 @@ extern const char *const state_kind_names[NKINDS + 1]; /* "weight", "master", ..
 #define LAYOUT_VOCAB_ALIGN 128 /* Megatron's make-vocab-size-divisible-by */
 
 /* A layer's tensors, in their order; LT_QKV_BIAS only with attention
- * biases. */
+ * biases, LT_Q_NORM and LT_K_NORM only with q/k norms. */
 enum layer_tensor {
-	LT_INPUT_NORM, LT_QKV, LT_QKV_BIAS, LT_PROJ, LT_PRE_MLP_NORM, LT_FC1, LT_FC2, LT_COUNT
+	LT_INPUT_NORM, LT_QKV, LT_QKV_BIAS, LT_Q_NORM, LT_K_NORM, LT_PROJ, LT_PRE_MLP_NORM,
+	LT_FC1, LT_FC2, LT_COUNT
 };
 
 struct gtensor {
@@ -101,8 +106,8 @@ struct gtensor {
 };
 
 /* Global tensor indices: the embedding is 0, layer i's n tensors follow
- * at 1 + n i in the order of enum layer_tensor (n is 7 with attention
- * biases, else 6), then the final norm, then the head: the output layer
+ * at 1 + n i in the order of enum layer_tensor (n is 6, one more with
+ * attention biases, two more with q/k norms), then the final norm, then the head: the output layer
  * (absent when tied) or the score head. */
 int layout_layer_tensors(const struct arch *a);
 int layout_tensor_index(const struct arch *a, int layer, enum layer_tensor k); /* -1: none */

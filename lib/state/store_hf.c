@@ -1,4 +1,4 @@
-/* Hugging Face interop: a Llama checkpoint's tensors as boxes of Nereus's
+/* Hugging Face interop: a Llama, Qwen2 or Qwen3 checkpoint's tensors as boxes of Nereus's
  * global tensors, import of a checkpoint directory into a store and export
  * back.
  *
@@ -22,8 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define HF_LAYER_TENSORS 9   /* without biases */
+#define HF_LAYER_TENSORS 9   /* without biases or q/k norms */
 #define HF_LAYER_BIASES 3    /* q, k and v biases, after the nine */
+#define HF_LAYER_QK_NORMS 2  /* Qwen3's q_norm and k_norm, after any biases */
 #define HF_CONFIG "config.json"
 #define HF_SINGLE "model.safetensors"
 #define HF_INDEX "model.safetensors.index.json"
@@ -32,7 +33,7 @@
 static const struct {
 	const char *suffix;
 	enum layer_tensor lt;
-} hf_layer[HF_LAYER_TENSORS + HF_LAYER_BIASES] = {
+} hf_layer[HF_LAYER_TENSORS + HF_LAYER_BIASES + HF_LAYER_QK_NORMS] = {
 	{ "input_layernorm.weight", LT_INPUT_NORM },
 	{ "self_attn.q_proj.weight", LT_QKV },
 	{ "self_attn.k_proj.weight", LT_QKV },
@@ -45,6 +46,8 @@ static const struct {
 	{ "self_attn.q_proj.bias", LT_QKV_BIAS },
 	{ "self_attn.k_proj.bias", LT_QKV_BIAS },
 	{ "self_attn.v_proj.bias", LT_QKV_BIAS },
+	{ "self_attn.q_norm.weight", LT_Q_NORM },
+	{ "self_attn.k_norm.weight", LT_K_NORM },
 };
 
 /* Tensors exporters leave in checkpoints that are not parameters: the
@@ -55,7 +58,17 @@ static const char *const hf_buffers[] = { "self_attn.rotary_emb.inv_freq",
 
 static int hf_per_layer(const struct arch *a)
 {
-	return HF_LAYER_TENSORS + (a->attn_bias ? HF_LAYER_BIASES : 0);
+	return HF_LAYER_TENSORS + (a->attn_bias ? HF_LAYER_BIASES : 0) +
+	       (a->qk_norm ? HF_LAYER_QK_NORMS : 0);
+}
+
+/* The hf_layer entry of a's layer tensor j: the nine, then the biases
+ * and the q/k norms a has. */
+static int hf_entry(const struct arch *a, int j)
+{
+	if (j >= HF_LAYER_TENSORS && !a->attn_bias)
+		j += HF_LAYER_BIASES;
+	return j;
 }
 
 static bool hf_has_head(const struct arch *a)
@@ -75,16 +88,20 @@ static void set_box(struct box *b, int ndim, const int64_t *off, const int64_t *
 	memcpy(b->ext, ext, (size_t)ndim * sizeof *ext);
 }
 
-/* Layer tensor j's box: q, k and v (and their biases) are row blocks of
- * every group's block of linear_qkv; gate and up the two halves of
- * linear_fc1. */
+/* Layer tensor j's box (j an hf_layer entry): q, k and v (and their
+ * biases) are row blocks of every group's block of linear_qkv; gate and
+ * up the two halves of linear_fc1; the q/k norms whole. */
 static void hf_layer_box(const struct arch *a, int j, struct box *box)
 {
 	int64_t h = a->hidden, nh = a->heads, ng = a->kv_heads, f = a->ffn;
-	int64_t d = h / nh, q = nh / ng;
+	int64_t d = arch_head_dim(a), q = nh / ng;
 	int k = j >= HF_LAYER_TENSORS ? j - HF_LAYER_TENSORS + 1 : j; /* bias j as q, k, v */
 	int64_t row = k == 1 ? 0 : k == 2 ? q * d : (q + 1) * d, rows = k == 1 ? q * d : d;
 
+	if (j >= HF_LAYER_TENSORS + HF_LAYER_BIASES) {
+		set_box(box, 1, (const int64_t[]){ 0 }, &d);
+		return;
+	}
 	if (j >= HF_LAYER_TENSORS) {
 		set_box(box, 2, (const int64_t[]){ 0, row }, (const int64_t[]){ ng, rows });
 		return;
@@ -129,12 +146,12 @@ void hf_tensor(const struct arch *a, int id, char *name, size_t n, int *tensor,
 		*tensor = layout_final_norm_index(a);
 		set_box(box, 1, (const int64_t[]){ 0 }, &h);
 	} else {
-		int layer = (id - 1) / nl, j = (id - 1) % nl;
+		int layer = (id - 1) / nl, j = hf_entry(a, (id - 1) % nl);
 
 		snprintf(name, n, "model.layers.%d.%s", layer, hf_layer[j].suffix);
 		*tensor = layout_tensor_index(a, layer, hf_layer[j].lt);
 		hf_layer_box(a, j, box);
-		bias = j >= HF_LAYER_TENSORS;
+		bias = hf_layer[j].lt == LT_QKV_BIAS;
 	}
 	/* Its own shape: the box with its leading dimensions merged (a bias's
 	 * two, the 3-D boxes' first two). */
@@ -183,7 +200,7 @@ int hf_lookup(const struct arch *a, const char *name)
 		return hf_has_head(a) ? 2 + nl * a->layers : -1;
 	if ((layer = layer_of(a, name, &suffix)) >= 0)
 		for (int j = 0; j < nl; j++)
-			if (strcmp(suffix, hf_layer[j].suffix) == 0)
+			if (strcmp(suffix, hf_layer[hf_entry(a, j)].suffix) == 0)
 				return 1 + nl * layer + j;
 	return -1;
 }
@@ -375,10 +392,11 @@ static int check_file(struct ckpt *c, size_t k, const char *show, json_t *map, i
 		}
 		if (id < 0)
 			return err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 ": not a "
-				       "tensor of the model config.json describes (%d layers, %s%s)",
+				       "tensor of the model config.json describes (%d layers, %s%s%s)",
 				       show, t->name, at, a->layers, a->score_head ? "a score head" :
 				       a->tied ? "tied embeddings" : "untied embeddings",
-				       a->attn_bias ? ", q/k/v biases" : "");
+				       a->attn_bias ? ", q/k/v biases" : "",
+				       a->qk_norm ? ", q/k norms" : "");
 		if (where[id] >= 0)
 			return err_set(e, NR_EINPUT, "%s: tensor '%s' at byte %" PRIu64 ": also in "
 				       "'%s'", show, t->name, at, c->names[where[id]]);
@@ -832,19 +850,20 @@ static const char *torch_dtype(const struct arch *a)
 			"float16" : "bfloat16";
 }
 
-/* A config.json for a model the store has no config for: Qwen2's
- * classes when it has q/k/v biases (Llama's attention_bias would also
- * give o_proj one), Llama's otherwise. */
+/* A config.json for a model the store has no config for: Qwen3's classes
+ * when it has q/k norms, Qwen2's when it has q/k/v biases (Llama's
+ * attention_bias would also give o_proj one), Llama's otherwise. */
 static json_t *fresh_config(const struct arch *a)
 {
-	const char *family = a->attn_bias ? "Qwen2" : "Llama";
+	const char *family = a->qk_norm ? "Qwen3" : a->attn_bias ? "Qwen2" : "Llama";
+	const char *type = a->qk_norm ? "qwen3" : a->attn_bias ? "qwen2" : "llama";
 	char cls[64];
 	json_t *c;
 
 	snprintf(cls, sizeof cls, "%sFor%s", family,
 		 a->score_head ? "SequenceClassification" : "CausalLM");
 	c = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s, s:f, s:f}",
-		      "architectures", cls, "model_type", a->attn_bias ? "qwen2" : "llama",
+		      "architectures", cls, "model_type", type,
 		      "num_hidden_layers", a->layers, "hidden_size", a->hidden,
 		      "num_attention_heads", a->heads, "num_key_value_heads", a->kv_heads,
 		      "intermediate_size", a->ffn, "vocab_size", a->vocab,
@@ -853,6 +872,10 @@ static json_t *fresh_config(const struct arch *a)
 		      "rms_norm_eps", a->norm_eps);
 	if (c && a->score_head)
 		json_object_set_new(c, "num_labels", json_integer(1));
+	if (c && (a->head_dim || a->qk_norm))
+		json_object_set_new(c, "head_dim", json_integer(arch_head_dim(a)));
+	if (c && a->qk_norm)
+		json_object_set_new(c, "attention_bias", json_boolean(a->attn_bias));
 	if (c && a->max_pos)
 		json_object_set_new(c, "max_position_embeddings", json_integer(a->max_pos));
 	if (c && a->rope_scaling.on)

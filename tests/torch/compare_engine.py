@@ -38,13 +38,19 @@ CONFIGS = {
                       "original_max_position_embeddings": 16}),
     # a critic: the trunk with a scalar score head
     "score-head": ref.Config(2, 32, 4, 2, 48, 101, bias=True, score=True),
+    # Qwen3: heads of 12 where hidden / heads is 8, per-head q/k norms
+    "qwen3-head-dim": ref.Config(2, 32, 4, 2, 48, 101, eps=1e-6, theta=1e6, head_dim=12,
+                                 qk_norm=True),
+    # and tied, with one KV head, as Qwen3-0.6B ties its embeddings
+    "qwen3-tied-mqa": ref.Config(2, 32, 4, 1, 40, 97, tied=True, eps=1e-6, theta=1e6,
+                                 head_dim=16, qk_norm=True),
 }
 
 TEMPERATURE = 0.7
 LENGTHS = (5, 12, 70)       # the last crosses the engine's 64-query attention tile
 PROMPTS = (3, 8)
 MAX_NEW = 10
-HEAD_CHUNK = {"gqa-bias-untied": 7}  # the LM head in chunks, logits recomputed
+HEAD_CHUNK = {"gqa-bias-untied": 7, "qwen3-head-dim": 5}  # the LM head in chunks, logits recomputed
 
 
 def build(cfg, d, seed):

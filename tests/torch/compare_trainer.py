@@ -2,8 +2,9 @@
 gradients of the PPO and GRPO losses on one mini-batch").
 
 For each configuration: write a job (small random models with GQA, an
-odd vocabulary, q/k/v biases, a tied or an untied head, a reward model
-and, for PPO, a critic with a score head; a frozen reference for the KL)
+odd vocabulary, q/k/v biases or Qwen3's q/k norms and head_dim, a tied
+or an untied head, a reward model and, for PPO, a critic with a score
+head; a frozen reference for the KL)
 and a prompts file, run the trainer's own step through the probe
 program (a few whole steps: a supervised warm-up on short answers, so
 that responses end at their EOS after different lengths, and an RL
@@ -58,13 +59,15 @@ def arch(cfg):
             "kv_heads": cfg.kv_heads, "ffn": cfg.ffn, "vocab": cfg.vocab,
             "tied_embeddings": cfg.tied, "attention_bias": cfg.bias,
             "score_head": cfg.score, "rope_theta": cfg.theta, "norm_eps": cfg.eps,
-            "dtype": "fp32"}
+            "head_dim": cfg.head_dim, "qk_norm": cfg.qk_norm, "dtype": "fp32"}
 
 
 POLICY_TIED = ref.Config(2, 32, 4, 2, 48, VOCAB, tied=True, bias=True, eps=1e-6, theta=1e4)
 POLICY_UNTIED = ref.Config(2, 32, 4, 2, 48, VOCAB, bias=True, eps=1e-5, theta=5e5)
 SCORER = ref.Config(1, 32, 4, 1, 40, VOCAB, bias=True, score=True, eps=1e-6, theta=1e4)
 CRITIC = ref.Config(2, 32, 4, 2, 48, VOCAB, bias=True, score=True, eps=1e-5, theta=5e5)
+QWEN3 = ref.Config(2, 32, 4, 2, 48, VOCAB, tied=True, eps=1e-6, theta=1e6, head_dim=12,
+                   qk_norm=True)
 
 CONFIGS = {
     # GRPO: tied actor, the k3 KL loss against the reference
@@ -81,6 +84,12 @@ CONFIGS = {
                            rl=dict(RL, use_kl_in_reward=True, kl_penalty="kl", kl_coef=0.5,
                                    use_kl_loss=False, norm_adv_by_std_in_grpo=True,
                                    actor_optim={"lr": 1e-2, "grad_clip": 1.0})),
+    # GRPO on a Qwen3 actor: heads of 12 in hidden 32 / 4 heads, q/k norms
+    "grpo_qwen3": dict(algorithm="grpo", models={"actor": QWEN3, "reference": QWEN3,
+                                                 "reward": SCORER},
+                       rl=dict(RL, use_kl_loss=True, kl_loss_type="low_var_kl",
+                               kl_loss_coef=0.1, norm_adv_by_std_in_grpo=True,
+                               actor_optim={"lr": 1e-2, "grad_clip": 1.0})),
     # PPO: untied actor, a critic with a score head, k1 KL in the reward
     "ppo": dict(algorithm="ppo", models={"actor": POLICY_UNTIED, "critic": CRITIC,
                                          "reference": POLICY_UNTIED, "reward": SCORER},

@@ -1,6 +1,6 @@
-"""A Llama / Qwen2 decoder in PyTorch, written from the formulas Hugging
-Face's LlamaForCausalLM, Qwen2ForCausalLM and *ForSequenceClassification
-compute (rl-and-llama.md in the project's references), independently of
+"""A Llama / Qwen2 / Qwen3 decoder in PyTorch, written from the formulas
+Hugging Face's LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
+*ForSequenceClassification compute (rl-and-llama.md in the project's references), independently of
 the engine's C code: the reference the engine is checked and benchmarked
 against.  Parameters are a dict of Hugging Face tensor names.
 
@@ -17,18 +17,24 @@ import torch
 
 class Config:
     def __init__(self, layers, hidden, heads, kv_heads, ffn, vocab, tied=False,
-                 bias=False, score=False, eps=1e-5, theta=10000.0, rope_scaling=None):
+                 bias=False, score=False, eps=1e-5, theta=10000.0, rope_scaling=None,
+                 head_dim=None, qk_norm=False):
+        """qk_norm: Qwen3's per-head RMSNorm of queries and keys; head_dim:
+        the heads' size when it is not hidden // heads."""
         self.layers, self.hidden, self.heads, self.kv_heads = layers, hidden, heads, kv_heads
         self.ffn, self.vocab, self.tied, self.bias, self.score = ffn, vocab, tied, bias, score
         self.eps, self.theta, self.rope_scaling = eps, theta, rope_scaling
-        self.head_dim = hidden // heads
+        self.head_dim = head_dim or hidden // heads
+        self.qk_norm = qk_norm
 
     def hf_config(self):
         """config.json as Hugging Face writes it for this model."""
+        family = "Qwen3" if self.qk_norm else "Llama"
         c = {
-            "architectures": ["LlamaForSequenceClassification" if self.score
-                              else "LlamaForCausalLM"],
-            "model_type": "llama",
+            "architectures": [family + ("ForSequenceClassification" if self.score
+                                        else "ForCausalLM")],
+            "model_type": family.lower(),
+            "head_dim": self.head_dim,
             "hidden_size": self.hidden,
             "intermediate_size": self.ffn,
             "num_attention_heads": self.heads,
@@ -72,6 +78,9 @@ def init_params(cfg, gen, scale=0.02):
             p[pre + "self_attn.q_proj.bias"] = normal(A * D, s=0.1)
             p[pre + "self_attn.k_proj.bias"] = normal(G * D, s=0.1)
             p[pre + "self_attn.v_proj.bias"] = normal(G * D, s=0.1)
+        if cfg.qk_norm:
+            p[pre + "self_attn.q_norm.weight"] = 1 + normal(D, s=0.1)
+            p[pre + "self_attn.k_norm.weight"] = 1 + normal(D, s=0.1)
         p[pre + "self_attn.o_proj.weight"] = normal(H, A * D)
         p[pre + "post_attention_layernorm.weight"] = norm()
         p[pre + "mlp.gate_proj.weight"] = normal(F, H)
@@ -139,6 +148,10 @@ def attention(cfg, p, pre, h, cos, sin, cache=None, start=0):
     q = linear(h, p, pre + "self_attn.q_proj").view(B, n, A, d).transpose(1, 2)
     k = linear(h, p, pre + "self_attn.k_proj").view(B, n, G, d).transpose(1, 2)
     v = linear(h, p, pre + "self_attn.v_proj").view(B, n, G, d).transpose(1, 2)
+    if cfg.qk_norm:
+        # each head's vector of d normed on its own, one weight for all heads
+        q = rms_norm(q, p[pre + "self_attn.q_norm.weight"], cfg.eps)
+        k = rms_norm(k, p[pre + "self_attn.k_norm.weight"], cfg.eps)
     q = q * cos + rotate_half(q) * sin
     k = k * cos + rotate_half(k) * sin
     if cache is not None:

@@ -169,6 +169,90 @@ static void test_rmsnorm(void)
 	free(dyd);
 }
 
+/* Qwen3's per-head norms over a fused qkv of 2 groups of 2 query heads,
+ * a key and a value head of 8: query heads normed with wq, key heads with
+ * wk, value heads untouched. */
+struct qkn_ctx {
+	int T;
+	struct heads h;
+	const double *x, *wq, *wk, *wy;
+	int wrt;                  /* 0: x, 1: wq, 2: wk */
+};
+
+static void qkn_ref(const struct qkn_ctx *c, const double *x, const double *wq,
+		    const double *wk, double *y)
+{
+	int D = c->h.d, per = c->h.q + 2, n = c->T * c->h.groups * per;
+
+	for (int r = 0; r < n; r++) {
+		const double *xr = x + (size_t)r * D, *w = r % per < c->h.q ? wq : wk;
+		double ss = 0;
+
+		for (int i = 0; i < D; i++)
+			ss += xr[i] * xr[i];
+		for (int i = 0; i < D; i++)
+			y[(size_t)r * D + i] = r % per == per - 1 ? xr[i] :
+					       xr[i] / sqrt(ss / D + 1e-6) * w[i];
+	}
+}
+
+static double qkn_loss(void *p, const double *v)
+{
+	struct qkn_ctx *c = p;
+	double y[3 * 2 * 4 * 8], L = 0;
+
+	qkn_ref(c, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->wq, c->wrt == 2 ? v : c->wk, y);
+	for (size_t i = 0; i < sizeof y / sizeof *y; i++)
+		L += c->wy[i] * y[i];
+	return L;
+}
+
+static void test_qknorm(void)
+{
+	enum { T = 3, D = 8, N = T * 2 * 4 * D };
+	struct qkn_ctx c = { .T = T, .h = { .groups = 2, .q = 2, .d = D } };
+	float x[N], y[N], dq[N], wq[D], wk[D], rstd[T * 2 * 3], rstd2[T * 2 * 3];
+	float dwq[D] = { 0 }, dwk[D] = { 0 };
+	double *xd, *wqd, *wkd, *dyd, yref[N];
+
+	fill(x, N, 1, 40);
+	fill(wq, D, 0.3f, 41);
+	fill(wk, D, 0.3f, 42);
+	for (int i = 0; i < D; i++) {
+		wq[i] += 1;
+		wk[i] -= 1;
+	}
+	fill(dq, N, 1, 43);
+	xd = to_double(x, N);
+	wqd = to_double(wq, D);
+	wkd = to_double(wk, D);
+	dyd = to_double(dq, N);
+	c.x = xd;
+	c.wq = wqd;
+	c.wk = wkd;
+	c.wy = dyd;
+	K->qknorm_forward(y, rstd, x, wq, wk, T, &c.h, 1e-6f);
+	qkn_ref(&c, xd, wqd, wkd, yref);
+	CHECK(rel_err(y, yref, N) < 1e-6);
+	/* in place, as a forward that keeps no input runs it */
+	memcpy(y, x, sizeof y);
+	K->qknorm_forward(y, rstd2, y, wq, wk, T, &c.h, 1e-6f);
+	CHECK(rel_err(y, yref, N) < 1e-6 && memcmp(rstd, rstd2, sizeof rstd) == 0);
+
+	/* dq: the gradient of y in, that of x out; dwq and dwk accumulate */
+	K->qknorm_backward(dq, dwq, dwk, x, wq, wk, rstd, T, &c.h);
+	c.wrt = 0;
+	CHECK(grad_err(dq, xd, N, 1, qkn_loss, &c) < 1e-5);
+	c.wrt = 1;
+	CHECK(grad_err(dwq, wqd, D, 1, qkn_loss, &c) < 1e-5);
+	c.wrt = 2;
+	CHECK(grad_err(dwk, wkd, D, 1, qkn_loss, &c) < 1e-5);
+	free(xd);
+	free(wqd);
+	free(wkd);
+	free(dyd);
+}
+
 /* --- bias ------------------------------------------------------------------------------------ */
 
 static void test_bias(void)
@@ -536,6 +620,7 @@ int main(void)
 	K = kernels_cpu();
 	RUN(test_matmul_transposes);
 	RUN(test_rmsnorm);
+	RUN(test_qknorm);
 	RUN(test_bias);
 	RUN(test_rope);
 	RUN(test_attention);

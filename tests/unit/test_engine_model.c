@@ -1,6 +1,7 @@
 /* The decoder's gradient and its splits: on tiny configurations (GQA,
  * q/k/v biases, tied and untied LM heads, a scalar score head, an odd
- * vocabulary) the backward's gradient of every parameter tensor agrees
+ * vocabulary, Qwen3's per-head q/k norms with heads wider than hidden /
+ * heads) the backward's gradient of every parameter tensor agrees
  * with central differences of the forward's loss along a random
  * direction; two pipeline stages give the whole model's outputs and
  * gradients bit for bit; two tensor-parallel ranks on two threads, with a
@@ -43,7 +44,7 @@ static double run_loss(struct tiny *t, struct model_acts *a, const struct batch 
  * Richardson-extrapolated central difference of the loss along u (the
  * h² terms cancel, so steps can be large enough to rise above fp32's
  * rounding). */
-static void check_gradient(struct arch a, float temperature, int head_chunk)
+static void check_gradient_step(struct arch a, float temperature, int head_chunk, double step)
 {
 	static const int lens[] = { 5, 1, 9, 4 };
 	struct tiny t;
@@ -76,7 +77,7 @@ static void check_gradient(struct arch a, float temperature, int head_chunk)
 
 		double *u = malloc(vol * sizeof *u), norm = 0;
 
-		/* a direction of unit length, steps of 0.03 and 0.06 along it */
+		/* a direction of unit length, steps of step and twice it along it */
 		for (int64_t j = 0; j < vol; j++) {
 			u[j] = rng_normal(5, 60, 0, i, j);
 			norm += u[j] * u[j];
@@ -85,7 +86,7 @@ static void check_gradient(struct arch a, float temperature, int head_chunk)
 			u[j] /= sqrt(norm);
 		memcpy(w0, w, vol * sizeof *w0);
 		for (int k = 0; k < 2; k++) {
-			double h = k ? 0.06 : 0.03, lp, lm;
+			double h = k ? 2 * step : step, lp, lm;
 
 			for (int64_t j = 0; j < vol; j++)
 				w[j] = w0[j] + (float)(h * u[j]);
@@ -112,6 +113,11 @@ static void check_gradient(struct arch a, float temperature, int head_chunk)
 	tiny_free(&t);
 }
 
+static void check_gradient(struct arch a, float temperature, int head_chunk)
+{
+	check_gradient_step(a, temperature, head_chunk, 0.03);
+}
+
 static void test_grad_gqa_bias_untied(void)
 {
 	check_gradient(tiny_arch(2, 16, 4, 2, 24, 37, false, true, false), 0.7f, 0);
@@ -132,6 +138,26 @@ static void test_grad_tied(void)
 static void test_grad_score_head(void)
 {
 	check_gradient(tiny_arch(2, 16, 4, 2, 24, 37, false, true, true), 1.0f, 0);
+}
+
+/* Qwen3's shape: heads of 6 where hidden / heads is 4, q/k norms. */
+static struct arch tiny_qwen3(bool tied, bool bias, bool score)
+{
+	struct arch a = tiny_arch(2, 16, 4, 2, 24, 37, tied, bias, score);
+
+	a.head_dim = 6;
+	a.qk_norm = true;
+	return a;
+}
+
+/* The q/k norms' weights scale every score, so the loss curves along
+ * them more than along the others: smaller steps keep the differences'
+ * h⁴ terms below the tolerance. */
+static void test_grad_qwen3(void)
+{
+	check_gradient_step(tiny_qwen3(false, false, false), 0.7f, 0, 0.015);
+	check_gradient_step(tiny_qwen3(true, false, false), 1.0f, 3, 0.015);
+	check_gradient_step(tiny_qwen3(false, true, true), 1.0f, 0, 0.015);
 }
 
 /* --- splits --------------------------------------------------------------------------------- */
@@ -186,9 +212,8 @@ static void whole_model(const struct arch *a, struct result *r)
 
 /* Stage 0 then stage 1 forward, stage 1 then stage 0 backward, the
  * hidden states and their gradient handed over as a schedule would. */
-static void test_pipeline_split(void)
+static void check_pipeline_split(struct arch a)
 {
-	struct arch a = tiny_arch(3, 16, 4, 2, 24, 37, false, true, false);
 	struct result whole, r;
 	struct tiny s[2];
 	struct model_acts acts[2];
@@ -241,6 +266,15 @@ static void test_pipeline_split(void)
 	}
 	result_free(&r);
 	result_free(&whole);
+}
+
+static void test_pipeline_split(void)
+{
+	struct arch q = tiny_qwen3(false, false, false);
+
+	check_pipeline_split(tiny_arch(3, 16, 4, 2, 24, 37, false, true, false));
+	q.layers = 3;
+	check_pipeline_split(q);
 }
 
 /* --- tensor parallelism on two threads ------------------------------------------------ */
@@ -360,6 +394,14 @@ static void test_tp2_score(void)
 	check_tp2(tiny_arch(2, 16, 4, 2, 24, 37, false, true, true));
 }
 
+/* Each rank normalizes its own heads with the whole q/k norm weights, and
+ * their gradients are summed like the other norms'. */
+static void test_tp2_qwen3(void)
+{
+	check_tp2(tiny_qwen3(false, false, false));
+	check_tp2(tiny_qwen3(false, true, true));
+}
+
 /* --- input checks and sizes ------------------------------------------------------------------- */
 
 static void test_bad_batch(void)
@@ -416,6 +458,26 @@ static void test_acts_formula(void)
 
 	CHECK(got >= want && got <= want + 16 * (11 * Ls + 20));
 	tiny_free(&t);
+
+	/* q/k norms keep the projection before them and their reciprocal RMS
+	 * when training, only the RMS otherwise (they norm in place) */
+	a.head_dim = 16;
+	a.qk_norm = true;
+	CHECK(tiny_init(&t, &a, 1, 2, 0, 1, comm_self(), 0.3f) == NR_OK);
+	c = &t.m.c;
+	Rq = (c->Al + 2 * c->Gl) * c->head_dim;
+	AD = c->Al * c->head_dim;
+	D = c->head_dim;
+	layer = T * (4 * H + Rq + AD + Al + 3 * Fl + 2 + Rq + Al + c->Gl);
+	once = T * (5 * H + Rq + AD + 3 * Fl + D + 10) + (double)tc * c->Vl + 2.0 * ATTN_TILE * n;
+	want = Ls * (layer + 2 * D) + once;
+	got = model_acts_floats(c, T, n, true);
+	CHECK(got >= want && got <= want + 16 * (13 * Ls + 20));
+	want = T * (2 * H + Rq + AD + Al + 3 * Fl + 2 + Al + c->Gl) +
+	       T * (3 * H + D + 10) + (double)tc * c->Vl + 2.0 * ATTN_TILE * n;
+	got = model_acts_floats(c, T, n, false);
+	CHECK(got >= want && got <= want + 16 * 40);
+	tiny_free(&t);
 }
 
 int main(void)
@@ -424,9 +486,11 @@ int main(void)
 	RUN(test_grad_head_chunks);
 	RUN(test_grad_tied);
 	RUN(test_grad_score_head);
+	RUN(test_grad_qwen3);
 	RUN(test_pipeline_split);
 	RUN(test_tp2_lm);
 	RUN(test_tp2_score);
+	RUN(test_tp2_qwen3);
 	RUN(test_bad_batch);
 	RUN(test_acts_formula);
 	return UNIT_END();

@@ -419,6 +419,109 @@ static void test_hf_config_math(void)
 			  "\"tied_embeddings\": true}, \"stages\": [\"training\"]}", BATCH, NULL));
 }
 
+/* Qwen3-0.6B's config.json, trimmed to the keys that matter: heads of 128
+ * where hidden / heads is 64, and per-head q/k norms.
+ *   embedding (tied)    151936 · 1024            =   155,582,464
+ *   per layer: qkv      1024 · (16 + 2·8) · 128   =     4,194,304
+ *              o_proj   1024 · 16·128            =     2,097,152
+ *              mlp      3 · 1024 · 3072          =     9,437,184
+ *              norms    2 · 1024 + 2 · 128       =         2,304
+ *              layer                             =    15,730,944
+ *   28 layers                                    =   440,466,432
+ *   final norm                                   =         1,024
+ *   total                                        =   596,049,920 */
+static void test_hf_config_qwen3(void)
+{
+	struct job j;
+	struct err e;
+	const struct model *m;
+	char abs[PATH_MAX + 128];
+	json_t *o;
+
+	mkdir((snprintf(abs, sizeof abs, "%s/hf", dir), abs), 0755);
+	put("hf/qwen3.json",
+	    "{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, "
+	    "\"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 1024, "
+	    "\"intermediate_size\": 3072, \"max_position_embeddings\": 40960, "
+	    "\"model_type\": \"qwen3\", \"num_attention_heads\": 16, \"num_hidden_layers\": 28, "
+	    "\"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, \"rope_scaling\": null, "
+	    "\"rope_theta\": 1000000, \"sliding_window\": null, \"tie_word_embeddings\": true, "
+	    "\"torch_dtype\": \"bfloat16\", \"use_sliding_window\": false, "
+	    "\"vocab_size\": 151936}");
+	CHECK(load_job(&j, &e, NULL,
+		       "\"actor\": {\"hf_config\": \"hf/qwen3.json\", \"stages\": "
+		       "[\"generation\", \"training\"]}, " CRITIC, BATCH, NULL) == NR_OK);
+	m = job_model(&j, "actor");
+	CHECK(m && m->arch.qk_norm && !m->arch.attn_bias && m->arch.tied);
+	CHECK(m && m->arch.head_dim == 128 && arch_head_dim(&m->arch) == 128);
+	CHECK(m && arch_layer_params(&m->arch) == 15730944.0);
+	CHECK(m && arch_params(&m->arch) == 596049920.0);
+	/* 2 · 28 · 8 · 128 · 2 bytes */
+	CHECK(m && arch_kv_bytes_per_token(&m->arch) == 114688.0);
+	if (!m)
+		return;
+	/* the arch object writes both and reads back the same model */
+	o = arch_to_json(&m->arch);
+	CHECK(json_integer_value(json_object_get(o, "head_dim")) == 128);
+	CHECK(json_is_true(json_object_get(o, "qk_norm")));
+	json_decref(o);
+	CHECK(load_job(&j, &e, NULL,
+		       "\"actor\": {\"arch\": {\"layers\": 28, \"hidden\": 1024, \"heads\": 16, "
+		       "\"kv_heads\": 8, \"ffn\": 3072, \"vocab\": 151936, \"head_dim\": 128, "
+		       "\"qk_norm\": true, \"tied_embeddings\": true}, \"stages\": "
+		       "[\"generation\"]}, " CRITIC, BATCH, NULL) == NR_OK);
+	CHECK(arch_params(&job_model(&j, "actor")->arch) == 596049920.0);
+	/* head_dim equal to hidden / heads is the same model as none */
+	{
+		struct arch a = m->arch, b = m->arch;
+
+		a.head_dim = 0;
+		a.hidden = 2048;
+		b.hidden = 2048;
+		b.head_dim = 128;
+		CHECK(arch_compare("job", &a, &b, "store", &e) == NR_OK);
+		b.head_dim = 64;
+		CHECK(arch_compare("job", &a, &b, "store", &e) == NR_EINPUT);
+		CHECK(same(e.msg, "job has head_dim 128, but store has 64"));
+		b = a;
+		b.qk_norm = false;
+		CHECK(arch_compare("job", &a, &b, "store", &e) == NR_EINPUT);
+		CHECK(same(e.msg, "job has q/k norms, but store has no q/k norms"));
+	}
+	/* Llama's documents are what they were: neither field written */
+	o = arch_to_json(&(struct arch){ .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 4,
+					 .ffn = 128, .vocab = 100, .dtype = "bf16" });
+	CHECK(!json_object_get(o, "head_dim") && !json_object_get(o, "qk_norm"));
+	json_decref(o);
+	/* heads that need not divide hidden once head_dim is given */
+	CHECK(load_job(&j, &e, NULL,
+		       "\"actor\": {\"arch\": {\"layers\": 2, \"hidden\": 96, \"heads\": 5, "
+		       "\"ffn\": 64, \"vocab\": 100, \"head_dim\": 16}, \"stages\": "
+		       "[\"generation\"]}, " CRITIC, BATCH, NULL) == NR_OK);
+	CHECK(job_rejects("models.actor.arch.head_dim: 65536 heads of 32 is wider than Nereus "
+			  "supports (1048576)", NULL,
+			  "\"actor\": {\"arch\": {\"layers\": 2, \"hidden\": 64, \"heads\": 65536, "
+			  "\"ffn\": 64, \"vocab\": 100, \"head_dim\": 32}, \"stages\": "
+			  "[\"generation\"]}, " CRITIC, BATCH, NULL));
+	/* what Nereus does not compute is refused, not ignored */
+	put("hf/window.json",
+	    "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, "
+	    "\"num_hidden_layers\": 2, \"vocab_size\": 1000, \"model_type\": \"qwen3\", "
+	    "\"use_sliding_window\": true}");
+	CHECK(load_job(&j, &e, NULL,
+		       "\"actor\": {\"hf_config\": \"hf/window.json\", \"stages\": "
+		       "[\"generation\"]}, " CRITIC, BATCH, NULL) == NR_EINPUT);
+	CHECK(strstr(e.msg, "window.json: use_sliding_window: sliding-window attention is not "
+		     "supported") != NULL);
+	put("hf/wide.json",
+	    "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, "
+	    "\"num_hidden_layers\": 2, \"vocab_size\": 1000, \"head_dim\": 0}");
+	CHECK(load_job(&j, &e, NULL,
+		       "\"actor\": {\"hf_config\": \"hf/wide.json\", \"stages\": "
+		       "[\"generation\"]}, " CRITIC, BATCH, NULL) == NR_EINPUT);
+	CHECK(strstr(e.msg, "wide.json: head_dim: expected an integer from 1 to 65536") != NULL);
+}
+
 static void test_hf_config_errors(void)
 {
 	struct job j;
@@ -571,8 +674,8 @@ static void test_job_errors_model(void)
 static void test_job_errors_arch(void)
 {
 	CHECK(job_rejects("models.actor.arch.hidden_size: unknown field (expected one of: "
-			  "layers, hidden, heads, kv_heads, ffn, vocab, tied_embeddings, "
-			  "attention_bias, score_head, rope_theta, norm_eps, rope_scaling, "
+			  "layers, hidden, heads, kv_heads, ffn, vocab, head_dim, tied_embeddings, "
+			  "attention_bias, qk_norm, score_head, rope_theta, norm_eps, rope_scaling, "
 			  "max_position_embeddings, dtype)",
 			  NULL, A_ACTOR("{\"layers\": 2, \"hidden_size\": 64}"), BATCH, NULL));
 	CHECK(job_rejects("models.actor.arch: missing required field \"layers\"", NULL,
@@ -612,7 +715,8 @@ static void test_job_errors_arch(void)
 	CHECK(job_rejects("models.actor.arch.kv_heads: 5 does not divide heads (32)", NULL,
 			  A_ACTOR("{\"layers\": 2, \"hidden\": 4096, \"heads\": 32, "
 				  "\"kv_heads\": 5, \"ffn\": 8, \"vocab\": 8}"), BATCH, NULL));
-	CHECK(job_rejects("models.actor.arch.heads: 30 does not divide hidden (4096)", NULL,
+	CHECK(job_rejects("models.actor.arch.heads: 30 does not divide hidden (4096); give "
+			  "head_dim when the heads are not hidden / heads wide", NULL,
 			  A_ACTOR("{\"layers\": 2, \"hidden\": 4096, \"heads\": 30, "
 				  "\"kv_heads\": 6, \"ffn\": 8, \"vocab\": 8}"), BATCH, NULL));
 }
@@ -1163,6 +1267,7 @@ int main(void)
 	RUN(test_hf_config);
 	RUN(test_hf_config_errors);
 	RUN(test_hf_config_math);
+	RUN(test_hf_config_qwen3);
 	RUN(test_arch_compare_all);
 	RUN(test_job_error_located);
 	RUN(test_job_errors_top);

@@ -28,6 +28,17 @@ static struct arch llama_small(void)
 	return arch_of(4, 64, 8, 2, 176, 1000, false);
 }
 
+/* Qwen3's proportions, shrunk: heads of 16 where hidden / heads is 8,
+ * per-head q/k norms, no biases, tied embeddings. */
+static struct arch qwen3_small(void)
+{
+	struct arch q = arch_of(4, 64, 8, 2, 176, 1000, true);
+
+	q.head_dim = 16;
+	q.qk_norm = true;
+	return q;
+}
+
 struct rank {
 	int tp, pp, dp;
 	struct piece *p;
@@ -285,7 +296,8 @@ static void test_tiles_gqa_tied(void)
 
 /* MHA with a vocabulary so small that TP ranks hold only padding, MQA,
  * more DP ranks than some tensors have elements in any dimension, and
- * Qwen2's biases and a critic's score head under TP, PP and DP. */
+ * Qwen2's biases, a critic's score head and Qwen3's head_dim and q/k
+ * norms under TP, PP and DP. */
 static void test_tiles_small_corners(void)
 {
 	struct arch mha = arch_of(2, 32, 4, 4, 64, 300, true);
@@ -302,6 +314,9 @@ static void test_tiles_small_corners(void)
 			{ mha, 1, 1, 40, true, NULL }, { mqa, 1, 2, 5, true, NULL },
 			{ qwen, 2, 2, 2, true, NULL }, { qwen, 2, 4, 1, false, NULL },
 			{ critic, 2, 2, 3, true, NULL }, { critic, 1, 1, 2, false, NULL },
+			{ qwen3_small(), 2, 2, 2, true, NULL },
+			{ qwen3_small(), 2, 4, 1, false, NULL },
+			{ qwen3_small(), 1, 2, 3, true, NULL },
 		};
 
 		for (c = cfgs; c < cfgs + sizeof cfgs / sizeof cfgs[0]; c++)
@@ -356,6 +371,36 @@ static void test_tensor_list(void)
 	CHECK(g[layout_tensor_index(&t, 1, LT_QKV_BIAS)].shape[1] == 48);
 	free(g);
 
+	/* Qwen3: heads of head_dim 16, not hidden / heads = 8, and q/k norms
+	 * [16] after the fused weight (and any bias) */
+	t = qwen3_small();
+	CHECK(layout_tensors(&t, &g, &n, &e) == NR_OK);
+	CHECK(n == 2 + 8 * 4 && layout_layer_tensors(&t) == 8);
+	CHECK(layout_tensor_index(&t, 1, LT_Q_NORM) == 1 + 8 + 2);
+	CHECK(layout_tensor_index(&t, 1, LT_K_NORM) == 1 + 8 + 3);
+	CHECK(layout_tensor_index(&t, 1, LT_PROJ) == 1 + 8 + 4);
+	CHECK(layout_tensor_index(&a, 1, LT_Q_NORM) == -1);
+	CHECK(strcmp(g[layout_tensor_index(&t, 1, LT_Q_NORM)].name,
+		     "decoder.layers.1.self_attention.q_layernorm.weight") == 0);
+	CHECK(strcmp(g[layout_tensor_index(&t, 1, LT_K_NORM)].name,
+		     "decoder.layers.1.self_attention.k_layernorm.weight") == 0);
+	CHECK(g[layout_tensor_index(&t, 1, LT_K_NORM)].ndim == 1);
+	CHECK(g[layout_tensor_index(&t, 1, LT_K_NORM)].shape[0] == 16);
+	/* 2 groups × (4 q + k + v) heads of 16 rows; linear_proj [64, 8 · 16] */
+	CHECK(g[layout_tensor_index(&t, 0, LT_QKV)].shape[1] == 96);
+	CHECK(g[layout_tensor_index(&t, 0, LT_PROJ)].shape[0] == 64);
+	CHECK(g[layout_tensor_index(&t, 0, LT_PROJ)].shape[1] == 128);
+	free(g);
+	t.attn_bias = true;
+	CHECK(layout_tensor_index(&t, 0, LT_Q_NORM) == layout_tensor_index(&t, 0, LT_QKV_BIAS) + 1);
+	CHECK(layout_layer_tensors(&t) == 9);
+	/* heads need not divide hidden once head_dim is given */
+	t = arch_of(2, 60, 8, 2, 64, 100, false);
+	CHECK(layout_tensors(&t, &g, &n, &e) == NR_EINPUT);
+	t.head_dim = 16;
+	CHECK(layout_tensors(&t, &g, &n, &e) == NR_OK);
+	free(g);
+
 	/* a critic's score head: [1, h] in the output layer's place */
 	t = a;
 	t.score_head = true;
@@ -367,12 +412,11 @@ static void test_tensor_list(void)
 }
 
 /* Megatron's rank-local tensors, row by row, against the pieces. */
-static void check_megatron_rows(int tp)
+static void check_megatron_rows(struct arch a, int tp)
 {
-	struct arch a = llama_small();
-	int64_t h = a.hidden, ng = a.kv_heads, d = a.hidden / a.heads, q = a.heads / a.kv_heads;
+	int64_t h = a.hidden, ng = a.kv_heads, d = arch_head_dim(&a), q = a.heads / a.kv_heads;
 	int64_t f = a.ffn, grp = (q + 2) * d, rows = (a.heads + 2 * ng) * d / tp;
-	int hf_q[64] = { 0 }, hf_k[16] = { 0 }, hf_v[16] = { 0 }, gate[176] = { 0 }, up[176] = { 0 };
+	int hf_q[128] = { 0 }, hf_k[32] = { 0 }, hf_v[32] = { 0 }, gate[176] = { 0 }, up[176] = { 0 };
 	struct layout lo;
 	struct err e = { 0 };
 
@@ -381,9 +425,17 @@ static void check_megatron_rows(int tp)
 		struct piece *p;
 		size_t n;
 		const struct piece *qkv = NULL, *fc1 = NULL, *emb = NULL, *proj = NULL, *fc2 = NULL;
+		int norms = 0;
 
 		CHECK(layout_pieces(&lo, KIND_WEIGHT, t, 0, 0, &p, &n, &e) == NR_OK);
 		for (size_t k = 0; k < n; k++) {
+			/* q/k norms [d] whole on every rank, owned by rank 0 */
+			if (p[k].tensor == layout_tensor_index(&a, 0, LT_Q_NORM) ||
+			    p[k].tensor == layout_tensor_index(&a, 0, LT_K_NORM)) {
+				CHECK(p[k].local_len == d && p[k].box.ext[0] == d);
+				CHECK(p[k].copy == (t > 0));
+				norms++;
+			}
 			if (p[k].tensor == layout_tensor_index(&a, 0, LT_QKV))
 				qkv = &p[k];
 			if (p[k].tensor == layout_tensor_index(&a, 0, LT_FC1))
@@ -396,12 +448,14 @@ static void check_megatron_rows(int tp)
 				emb = &p[k];
 		}
 		CHECK(qkv && fc1 && emb && proj && fc2);
+		CHECK(norms == (a.qk_norm ? 2 : 0));
 		if (!qkv || !fc1 || !emb || !proj || !fc2)
 			break;
 		/* The local tensors' sizes are Megatron's. */
 		CHECK(qkv->local_len == rows * h);
 		CHECK(fc1->local_len == 2 * f / tp * h);
-		CHECK(proj->local_len == h * a.heads * d / tp && proj->box.off[1] == t * h / tp);
+		CHECK(proj->local_len == h * a.heads * d / tp &&
+		      proj->box.off[1] == t * a.heads * d / tp);
 		CHECK(fc2->local_len == h * f / tp && fc2->box.off[1] == t * f / tp);
 		CHECK(emb->local_len == lo.vocab_padded / tp * h);
 
@@ -438,9 +492,9 @@ static void check_megatron_rows(int tp)
 		}
 		free(p);
 	}
-	for (int i = 0; i < 64; i++)
+	for (int i = 0; i < a.heads * d; i++)
 		CHECK(hf_q[i] == 1);
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < ng * d; i++)
 		CHECK(hf_k[i] == 1 && hf_v[i] == 1);
 	for (int i = 0; i < 176; i++)
 		CHECK(gate[i] == 1 && up[i] == 1);
@@ -449,8 +503,10 @@ static void check_megatron_rows(int tp)
 
 static void test_megatron_rows(void)
 {
-	check_megatron_rows(1);
-	check_megatron_rows(2);
+	check_megatron_rows(llama_small(), 1);
+	check_megatron_rows(llama_small(), 2);
+	check_megatron_rows(qwen3_small(), 1);
+	check_megatron_rows(qwen3_small(), 2);
 }
 
 static void test_vocab_padding(void)
@@ -633,6 +689,10 @@ static void test_reshard_bit_exact(void)
 	t.tied = true;
 	reshard(&t, &tp2pp2, &tp4dp2, KIND_MASTER);
 	reshard(&t, &tp4dp2, &tp2uneven, KIND_WEIGHT);
+	t = qwen3_small();
+	t.kv_heads = 4;
+	reshard(&t, &tp2pp2, &tp4dp2, KIND_WEIGHT);
+	reshard(&t, &tp4dp2, &tp1pp4dp3, KIND_ADAM_M);
 }
 
 /* Qwen2's proportions, shrunk: attention biases, 6 query heads per group. */

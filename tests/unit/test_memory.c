@@ -201,6 +201,28 @@ static void test_layer_activations(void)
 	CHECK(mem_layer_act(&f32, 5120, 1, 2, RC_NONE) == 2 * 356515840.0 + 327680);
 }
 
+/* Qwen3-0.6B (h 1024, a 16 heads of d 128, so a·d = 2048 is not h; g 8,
+ * F 3072, tied, per-head q/k norms).  A layer keeps 2h + 2ad + 2gd of
+ * attention, ad + gd more for the q/k norms' inputs, and 2h + 3F of MLP:
+ * 2048 + 4096 + 2048 + 3072 + 2048 + 9216 = 22,528 elements, 45,056 bf16
+ * bytes a token; s 4096, b 1, t 1: 184,549,376.  Its parameters, the
+ * vocabulary 151,936 already a multiple of 128: 596,049,920, 2 · 128 of
+ * them a layer's q/k norms. */
+static void test_head_dim_and_qk_norm(void)
+{
+	struct arch q3 = { .layers = 28, .hidden = 1024, .heads = 16, .kv_heads = 8,
+			   .head_dim = 128, .ffn = 3072, .vocab = 151936, .tied = true,
+			   .qk_norm = true, .dtype_bytes = 2, .dtype = "bf16" };
+	struct arch plain = q3;
+
+	CHECK(mem_layer_act(&q3, 4096, 1, 1, RC_SELECTIVE) == 184549376.0);
+	CHECK(mem_stage_params(&q3, 1, 1) == 596049920.0);
+	plain.qk_norm = false;
+	CHECK(mem_stage_params(&q3, 1, 1) - mem_stage_params(&plain, 1, 1) == 28 * 256.0);
+	CHECK(mem_layer_act(&q3, 4096, 1, 1, RC_SELECTIVE) -
+	      mem_layer_act(&plain, 4096, 1, 1, RC_SELECTIVE) == 4096 * 3072 * 2.0);
+}
+
 /* FlashAttention keeps no s × s scores: without recompute a layer's
  * activations grow linearly with the sequence, not with its square. */
 static void test_no_recompute_keeps_no_scores(void)
@@ -820,6 +842,7 @@ int main(void)
 	RUN(test_stage_params);
 	RUN(test_bias_and_score_head);
 	RUN(test_layer_activations);
+	RUN(test_head_dim_and_qk_norm);
 	RUN(test_no_recompute_keeps_no_scores);
 	RUN(test_logits);
 	RUN(test_8b_actor_default_plan);

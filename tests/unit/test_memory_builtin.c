@@ -21,10 +21,20 @@ static struct arch small_arch(int heads, int kv, bool tied, bool bias, bool scor
 			      .rope_theta = 10000, .norm_eps = 1e-5 };
 }
 
+/* Qwen3's: heads of 16 where hidden / heads is 12, per-head q/k norms. */
+static struct arch qwen3_arch(bool tied, bool score)
+{
+	struct arch a = small_arch(4, 2, tied, false, score);
+
+	a.head_dim = 16;
+	a.qk_norm = true;
+	return a;
+}
+
 /* Floats the engine may pad: each buffer starts on 64 bytes. */
 static double padding(const struct arch *a)
 {
-	return 16.0 * (12 * a->layers + 32);
+	return 16.0 * (14 * a->layers + 33);
 }
 
 static void head_chunk_is_the_engines(void)
@@ -37,7 +47,8 @@ static void activations_are_the_engines(void)
 {
 	const struct arch archs[] = { small_arch(4, 2, false, false, false),
 				      small_arch(6, 6, true, true, false),
-				      small_arch(4, 1, false, true, true) };
+				      small_arch(4, 1, false, true, true),
+				      qwen3_arch(true, false), qwen3_arch(false, true) };
 	const int tokens[] = { 1, 37, 300 }, lens[] = { 5, 64 };
 
 	for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
@@ -65,9 +76,8 @@ static void activations_are_the_engines(void)
 
 /* What a generator holds is mem_builtin_gen's activations, logits and KV
  * cache, to the padding. */
-static void generation_is_the_engines(void)
+static void generation_holds(struct arch a)
 {
-	struct arch a = small_arch(4, 2, false, false, false);
 	struct job job = { .nmodels = 1, .prompts_per_step = 3, .samples_per_prompt = 4,
 			   .prompt_len = 6, .response = { 10, 14, 20 }, .mini_batches = 1 };
 	struct layout lo;
@@ -90,6 +100,12 @@ static void generation_is_the_engines(void)
 	generator_free(&g);
 	model_free(&m);
 	layout_free(&lo);
+}
+
+static void generation_is_the_engines(void)
+{
+	generation_holds(small_arch(4, 2, false, false, false));
+	generation_holds(qwen3_arch(false, false));
 }
 
 /* A PPO job with an actor, a critic and a reference on the repeat task;
