@@ -51,9 +51,7 @@ static int resume_records(const struct args *a, const struct inputs *in, struct 
 	return run_resume(r, rs, a->records, e);
 }
 
-/* MPI for a run over ranks: the world and the engine's ranks over it. */
-static int start_ranks(struct builtin *bi, struct comm *world, struct builtin_ranks *ranks,
-		       int *rank, struct err *e)
+int start_ranks(struct comm *world, struct builtin_ranks *ranks, int *rank, struct err *e)
 {
 	int argc = 0, size, rc;
 	char **argv = NULL;
@@ -63,7 +61,6 @@ static int start_ranks(struct builtin *bi, struct comm *world, struct builtin_ra
 	if ((rc = mpi_world(world, e)))
 		return rc;
 	*ranks = mpi_builtin_ranks(world);
-	builtin_use_ranks(bi, ranks);
 	return NR_OK;
 }
 
@@ -89,8 +86,10 @@ static int run_one(const struct args *a, struct inputs *in)
 		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
 		if (a->resume)
 			builtin_resume(&bi);
-		if (mpi && (rc = start_ranks(&bi, &world, &ranks, &o.rank, &e)))
+		if (mpi && (rc = start_ranks(&world, &ranks, &o.rank, &e)))
 			return report(&e);
+		if (mpi)
+			builtin_use_ranks(&bi, &ranks);
 		eng = builtin_engine(&bi);
 		o.bi = &bi;
 		o.sv = &sv;

@@ -101,6 +101,9 @@ int saves_resume(struct saves *sv, const struct args *a, struct records *rs, str
 
 /* compare's policies side by side, the options parsed. */
 int compare_policies(const struct args *a, struct inputs *in);
+/* MPI for a run over ranks (run.c): the world, this process's rank in it,
+ * and the built-in engine's ranks over it. */
+int start_ranks(struct comm *world, struct builtin_ranks *ranks, int *rank, struct err *e);
 
 /* The subcommands' mains, each given argv from its name on (the run's
  * from the program's); run.c's. */
