@@ -142,7 +142,8 @@ demo: deps
 	@NEREUS_BUILD=$(CURDIR)/$(O) examples/demo.sh
 
 bench: all $(BENCHES)
-	@NEREUS_BUILD=$(CURDIR)/$(O) scripts/run-bench.sh $(BENCHES) tests/bench/bench_ranks.sh
+	@NEREUS_BUILD=$(CURDIR)/$(O) scripts/run-bench.sh $(BENCHES) tests/bench/bench_ranks.sh \
+		tests/bench/bench_compare.sh
 
 # Man pages are written in scdoc; the generated roff is committed so a build
 # needs no converter. `make man` regenerates it.
