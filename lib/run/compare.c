@@ -8,7 +8,6 @@
 
 #include "common/out.h"
 #include "run/now.h"
-#include "run/sim.h"
 
 const struct cmp_row cmp_rows[CMP_NROWS] = {
 	{ "adaptive", LAYOUT_ADAPTIVE, CMP_KIND_POLICY },
@@ -67,7 +66,6 @@ double cmp_ratio(const struct cmp_result *adaptive, const struct cmp_result *row
 /* Where a row's records go as it runs, and its tokens. */
 struct row_out {
 	FILE *f;             /* NULL: nowhere */
-	const char *name;
 	double tokens;
 };
 
@@ -86,66 +84,68 @@ static int row_emit(void *arg, const struct step_record *r, struct err *e)
 static int run_row(struct compare *c, size_t i, const struct engine *eng, const char *file,
 		   struct cmp_result *res, struct err *e)
 {
-	static struct controller ctl;
-	static struct run r;
+	struct controller *ctl = &c->ctl;
+	struct run *r = &c->run;
 	const struct cmp_row *row = &cmp_rows[i];
-	struct row_out o = { NULL, file, 0 };
+	struct row_out o = { NULL, 0 };
 	struct outfile of;
 	struct err le = { 0 };
 	int rc;
 
-	ctl_init(&ctl, row->policy, c->o.min_gain, c->o.k);
-	ctl.price_graph = c->o.price_graph;
-	ctl.label = row->name;
+	ctl_init(ctl, row->policy, c->o.min_gain, c->o.k);
+	ctl->price_graph = c->o.price_graph;
+	ctl->label = row->name;
 	if (row->kind == CMP_KIND_FIXED_BEST) {
-		memcpy(&ctl.ref, &c->ref, sizeof ctl.ref);
-		ctl.have_ref = true;
+		memcpy(&ctl->ref, &c->ref, sizeof ctl->ref);
+		ctl->have_ref = true;
 	}
-	run_init(&r);
-	r.eng = eng;
-	r.ctl = &ctl;
+	run_init(r);
+	r->eng = eng;
+	r->ctl = ctl;
 	if (row->kind == CMP_KIND_ORACLE)
-		ctl.script = c->follow; /* it knows the truth: no refit */
+		ctl->script = c->follow; /* it knows the truth: no refit */
 	else
-		run_refit_hook(&r);
-	r.steps = c->o.steps;
-	r.every = c->o.every;
-	r.emit = row_emit;
-	r.arg = &o;
+		run_refit_hook(r);
+	r->steps = c->o.steps;
+	r->every = c->o.every;
+	r->emit = row_emit;
+	r->arg = &o;
 	if (!file || (rc = out_open_file(&of, file, &o.f, &le)) == NR_OK) {
-		rc = run_go(&r, &le);
+		rc = run_go(r, &le);
 		if (file && rc == NR_OK)
 			rc = out_commit_file(&of, o.f, &le);
 		else if (file)
 			out_abort_file(&of, o.f);
 	}
 	memset(res, 0, sizeof *res);
-	if (rc == NR_EINPUT && i != CMP_ADAPTIVE) {
+	if (rc == NR_EINPUT && i != CMP_ADAPTIVE && r->log.n == 0) {
 		snprintf(res->why, sizeof res->why, "%s", le.msg);
+		rc = NR_OK;
+	} else if (rc == NR_EINPUT && i != CMP_ADAPTIVE) {
+		snprintf(res->why, sizeof res->why, "after %ld steps: %s", r->log.n, le.msg);
 		rc = NR_OK;
 	} else if (rc) {
 		*e = le;
 	} else {
 		res->ran = true;
-		run_summarize(&r, &res->s);
-		res->doc = run_summary_json(&r, &res->s);
+		run_summarize(r, &res->s);
+		res->doc = run_summary_json(r, &res->s);
 		res->tokens = o.tokens;
 		res->tokens_s = res->s.total_s > 0 ? o.tokens / res->s.total_s : NAN;
 	}
-	ctl_free(&ctl);
-	run_free(&r);
+	ctl_free(ctl);
+	run_free(r);
 	return rc;
 }
 
 /* Row i on the simulator, what it runs kept for the oracle. */
 static int predict_row(struct compare *c, size_t i, const char *file, struct err *e)
 {
-	static struct sim sim;
-	static struct engine sim_eng, eng;
+	struct engine sim_eng, eng;
 	struct ran *ran = &c->ran[i];
 
-	sim_init(&sim, c->o.job, c->o.cl, c->o.k, c->o.ev, c->o.seed, c->o.noise);
-	sim_eng = sim_engine(&sim);
+	sim_init(&c->sim, c->o.job, c->o.cl, c->o.k, c->o.ev, c->o.seed, c->o.noise);
+	sim_eng = sim_engine(&c->sim);
 	ran_free(ran);
 	ran_init(ran, &sim_eng, c->o.steps);
 	eng = ran_engine(ran);

@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "run/oracle.h"
 #include "run/run.h"
+#include "run/sim.h"
 
 enum cmp_kind { CMP_KIND_POLICY, CMP_KIND_FIXED_BEST, CMP_KIND_ORACLE };
 
@@ -37,7 +38,7 @@ extern const struct cmp_row cmp_rows[CMP_NROWS];
 /* How a row came out, as the simulator predicted it or as it was measured. */
 struct cmp_result {
 	bool ran;            /* false: skipped, for the reason in why */
-	char why[1024];
+	char why[1100];      /* the refusal, after how many steps when some ran */
 	struct run_summary s;
 	double tokens;       /* prompt and response tokens of the steps that ran */
 	double tokens_s;     /* over the run's total time */
@@ -76,6 +77,10 @@ struct compare {
 	double fixed_s, oracle_s;    /* predicted runs */
 	struct cmp_result pred[CMP_NROWS];
 	struct cmp_result meas[CMP_NROWS];
+	/* the row running */
+	struct controller ctl;
+	struct run run;
+	struct sim sim;
 };
 
 /* Set up c (large: allocate it statically or on the heap) and find what
