@@ -143,7 +143,8 @@ demo: deps
 
 bench: all $(BENCHES)
 	@NEREUS_BUILD=$(CURDIR)/$(O) scripts/run-bench.sh $(BENCHES) tests/bench/bench_ranks.sh \
-	  tests/bench/bench_refit.sh
+	  tests/bench/bench_refit.sh \
+	  tests/bench/bench_compare.sh
 
 # Man pages are written in scdoc; the generated roff is committed so a build
 # needs no converter. `make man` regenerates it.

@@ -126,12 +126,16 @@ zsh_offers() {
 	run bash_offers nereus-run generate --prompts ''
 	assert_output 'docs prompts.jsonl'
 	run bash_offers nereus-run compare --
-	assert_output '--charge --cluster --cost --events --every --help --job --min-gain --noise --out-dir --seed --steps --version'
+	assert_output '--charge --cluster --cost --engine --events --every --help --job --min-gain --noise --out-dir --seed --state --steps --version'
 	run bash_offers nereus-run --policy ''
 	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run bash_offers nereus-run compare --charge ''
 	assert_output 'bound graph'
 	run bash_offers nereus-run compare --out-dir ''
+	assert_output 'docs'
+	run bash_offers nereus-run compare --engine ''
+	assert_output 'builtin sim'
+	run bash_offers nereus-run compare --engine builtin --state ''
 	assert_output 'docs'
 }
 
@@ -156,12 +160,16 @@ zsh_offers() {
 	run zsh_offers nereus-run generate --prompts ''
 	assert_output 'docs prompts.jsonl'
 	run zsh_offers nereus-run compare --
-	assert_output '--charge --cluster --cost --events --every --help --job --min-gain --noise --out-dir --seed --steps --version'
+	assert_output '--charge --cluster --cost --engine --events --every --help --job --min-gain --noise --out-dir --seed --state --steps --version'
 	run zsh_offers nereus-run --policy ''
 	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run zsh_offers nereus-run compare --charge ''
 	assert_output 'bound graph'
 	run zsh_offers nereus-run compare --out-dir ''
+	assert_output 'docs'
+	run zsh_offers nereus-run compare --engine ''
+	assert_output 'builtin sim'
+	run zsh_offers nereus-run compare --engine builtin --state ''
 	assert_output 'docs'
 }
 

@@ -41,11 +41,16 @@ json() {
 		fi
 		[ "$status" -eq 0 ] || fail "$block exits $status: $(cat "$block") $stderr"
 	done
-	[ "$n" -eq 11 ]
+	[ "$n" -eq 12 ]
 	# the run over 4 ranks: rank 3 down for steps 4 to 6
 	[ "$(json <(python3 -c 'import json
 print(json.dumps([json.loads(l)["gpus_up"] for l in open("ranks.jsonl")]))') 'd')" = \
 		"[4, 4, 4, 4, 3, 3, 3, 4, 4, 4]" ]
+	# compare measured: each row the built-in engine runs, records and summary
+	[ "$(ls measured | paste -sd ' ')" = "$(printf '%s ' adaptive-summary.json adaptive.jsonl \
+		fixed-best-summary.json fixed-best.jsonl fixed-summary.json fixed.jsonl \
+		oracle-summary.json oracle.jsonl verl-megatron-summary.json verl-megatron.jsonl |
+		sed 's/ $//')" ]
 	# the plan, the decision it branched on, the hardware record
 	[ "$(json plan.json 'd["kind"]')" = plan ]
 	[ "$(json hardware.json 'sorted(d)')" = "['hardware', 'kind', 'nereus']" ]

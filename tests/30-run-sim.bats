@@ -40,7 +40,7 @@ event() {
 	run --separate-stderr nereus-run --help
 	assert_success
 	assert_output --partial 'usage: nereus-run [--engine sim] --job FILE --cluster FILE'
-	assert_output --partial 'nereus-run compare --job FILE'
+	assert_output --partial 'nereus-run compare [--engine builtin --state STORE] --job FILE'
 	[ -z "$stderr" ]
 	run nereus-run -V
 	assert_success
@@ -255,7 +255,7 @@ JSON
 		n=$((n + 1))
 		run_example "$ex"
 	done
-	[ "$n" -eq 26 ]
+	[ "$n" -eq 28 ]
 	[ -s steps.jsonl ] && [ -s summary.json ] && [ "$(head -c 4 run.svg)" = '<svg' ]
 	holds refit.jsonl refit.json 'all("predicted_step_s" in r for r in recs)' \
 		's["prediction_error"]["refits"] > 0'
@@ -270,6 +270,9 @@ JSON
 	python3 -c 'import json
 r = [json.loads(l) for l in open("ranks.jsonl")]
 assert [x["gpus_up"] for x in r] == [4] * 4 + [3] * 3 + [4] * 3, r'
+	# compare measured: the records and summary of each row the built-in
+	# engine runs (the four that pin FSDP skipped)
+	[ "$(ls measured | wc -l)" -eq 10 ]
 }
 
 @test "a trace with events past --steps: a warning, and the run without them" {

@@ -17,9 +17,10 @@ static const char usage[] =
 	"                  [--resume [--adopt]] [the options above but --seed and --noise]\n"
 	"       nereus-run init --job FILE [--seed S] -o STORE\n"
 	"       nereus-run generate|score --state STORE --prompts FILE [...]\n"
-	"       nereus-run compare --job FILE --cluster FILE [--events FILE]\n"
-	"                  --steps N [--seed S] [--noise F] [--every K] [--min-gain F]\n"
-	"                  [--cost FILE] [--charge graph|bound] [--out-dir DIR]\n"
+	"       nereus-run compare [--engine builtin --state STORE] --job FILE\n"
+	"                  --cluster FILE [--events FILE] --steps N [--seed S]\n"
+	"                  [--noise F] [--every K] [--min-gain F] [--cost FILE]\n"
+	"                  [--charge HOW] [--out-dir DIR]\n"
 	"\n"
 	"  --engine E          sim (the default): the simulator; builtin: train the job\n"
 	"                      for real on this process\n"
@@ -224,6 +225,9 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 		return usage_error("--log-every follows one run: compare takes none");
 	if (a->compare && a->tensorboard)
 		return usage_error("--tensorboard follows one run: compare takes none");
+	if (a->compare && a->save)
+		return usage_error("compare trains every row from --state STORE and saves none: "
+				   "it takes no --save");
 	if (!a->compare && a->out_dir)
 		return usage_error("--out-dir is for 'nereus-run compare'");
 	if (a->engine == ENGINE_BUILTIN && !a->state)
@@ -231,8 +235,6 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 				   "(nereus-run init makes one)");
 	if (a->engine != ENGINE_BUILTIN && (a->state || a->save || a->save_every))
 		return usage_error("--state, --save and --save-every are for --engine builtin");
-	if (a->compare && a->engine == ENGINE_BUILTIN)
-		return usage_error("compare runs the simulator: it takes no --engine builtin");
 	if (a->save_every && !a->save)
 		return usage_error("--save-every saves into --save DIR");
 	if (a->engine == ENGINE_BUILTIN && a->noise > 0)

@@ -1,40 +1,18 @@
-/* nereus-run compare: every policy on one trace, side by side, with
- * fixed-best and the oracle that knows the trace; adaptive's gap to the
- * oracle is the controller's score. */
+/* nereus-run compare: every policy on one trace, side by side (the
+ * experiment is run/compare.h's); with --engine builtin each row trained
+ * for real, over MPI ranks when mpirun started it, the simulator's
+ * prediction beside. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/json.h"
 #include "subcommands.h"
+#include "mpi/groups.h"
+#include "mpi/start.h"
+#include "run/compare.h"
 #include "run/now.h"
-#include "run/oracle.h"
-#include "run/sim.h"
-
-/* The rows: the policies, then fixed-best and the oracle, which know the
- * trace (run/oracle.h). */
-enum row_kind { ROW_POLICY, ROW_FIXED_BEST, ROW_ORACLE };
-
-static const struct row {
-	const char *name;
-	enum plan_layout policy;
-	enum row_kind kind;
-} rows[] = {
-	{ "adaptive", LAYOUT_ADAPTIVE, ROW_POLICY },
-	{ "fixed", LAYOUT_FIXED, ROW_POLICY },
-	{ "fixed-best", LAYOUT_FIXED, ROW_FIXED_BEST },
-	{ "verl", LAYOUT_VERL, ROW_POLICY },
-	{ "verl-tuned", LAYOUT_VERL_TUNED, ROW_POLICY },
-	{ "verl-megatron", LAYOUT_VERL_MEGATRON, ROW_POLICY },
-	{ "openrlhf", LAYOUT_OPENRLHF, ROW_POLICY },
-	{ "openrlhf-hybrid", LAYOUT_OPENRLHF_HYBRID, ROW_POLICY },
-	{ "oracle", LAYOUT_ADAPTIVE, ROW_ORACLE },
-};
-#define NROWS (sizeof rows / sizeof rows[0])
-enum { R_ADAPTIVE, R_FIXED, R_VERL = 3, R_OPENRLHF = 6, R_ORACLE = NROWS - 1 };
 
 /* A number, or "-" where there is none (no step ran). */
 static void cell(double x, int width, int prec, const char *unit)
@@ -45,14 +23,11 @@ static void cell(double x, int width, int prec, const char *unit)
 		printf(" %*s", width + (int)strlen(unit), "-");
 }
 
-static double oracle_gap(const struct run_summary *s, const struct run_summary *oracle)
+static void print_row(const char *name, const struct cmp_result *r,
+		      const struct cmp_result *res)
 {
-	return s->done && oracle->total_s > 0 ? s->total_s / oracle->total_s - 1 : NAN;
-}
+	const struct run_summary *s = &r->s, *ad = &res[CMP_ADAPTIVE].s;
 
-static void print_row(const char *name, const struct run_summary *s,
-		      const struct run_summary *adaptive, const struct run_summary *oracle)
-{
 	printf("%-15s %6ld %6ld %4ld", name, s->ok, s->paused, s->oom);
 	cell(s->mean_s, 10, 3, "");
 	cell(s->p50_s, 10, 3, "");
@@ -61,199 +36,187 @@ static void print_row(const char *name, const struct run_summary *s,
 	printf(" %6ld", s->transitions);
 	cell(100 * s->transition_share, 8, 4, "%");
 	cell(s->ok ? s->seq_per_s : NAN, 10, 3, "");
-	cell(s->ok && adaptive->ok ? adaptive->seq_per_s / s->seq_per_s : NAN, 7, 2, "x");
-	cell(100 * oracle_gap(s, oracle), 7, 2, "%");
+	cell(s->ok && ad->ok ? ad->seq_per_s / s->seq_per_s : NAN, 7, 2, "x");
+	cell(100 * cmp_oracle_gap(r, &res[CMP_ORACLE]), 7, 2, "%");
 	putchar('\n');
 }
 
-/* What knowing the trace gives fixed-best and the oracle. */
-struct hind {
-	struct hindsight h;
-	struct plan ref;           /* fixed-best's plan */
-	struct ran ran[NROWS];     /* what each row ran */
-	struct ctl_script script;  /* the oracle's dynamic programme */
-	const struct plan **plans;
-	const struct ctl_script *follow; /* the oracle row's: the shortest */
-	double fixed_s, oracle_s;  /* predicted runs */
-};
-
-/* The oracle's schedule: the dynamic programme's over every plan a row
- * ran as well as the segments' best, or a row's own where that runs
- * shorter (a switch between segments cannot copy a row that switched
- * inside one, or paused where a plan fitted), so that the oracle row is no
- * longer than any. */
-static int foresee(const struct args *a, struct inputs *in, struct hind *hd,
-		   const struct run_summary *s, struct err *e)
+/* The rows skipped, and those that paused, each on a line of its own. */
+static void print_notes(const struct cmp_result *res)
 {
-	const struct ctl_script *scripts[NROWS];
-	double known[NROWS] = { INFINITY };
-	struct replay rp = { &in->ev, (uint64_t)a->seed, a->noise, a->every, !a->bound };
-	struct charge ch;
-	int rc, n = 1, pick;
-
-	for (size_t i = 0; i < NROWS; i++)
-		if (i != R_ORACLE && (rc = hindsight_add(&hd->h, &hd->ran[i], e)))
-			return rc;
-	charge_init(&ch, !a->bound);
-	rc = hindsight_oracle(&hd->h, &ch, &hd->script, &hd->plans, &hd->oracle_s, e);
-	charge_free(&ch);
-	if (rc)
-		return rc;
-	scripts[0] = &hd->script;
-	for (size_t i = 0; i < NROWS; i++) {
-		if (i == R_ORACLE)
-			continue;
-		known[n] = s[i].total_s;
-		if ((rc = ran_script(&hd->ran[i], &scripts[n++], e)))
-			return rc;
-	}
-	if ((rc = hindsight_shortest(&hd->h, &rp, scripts, known, n, &pick, &hd->oracle_s, e)))
-		return rc;
-	hd->follow = scripts[pick];
-	return NR_OK;
+	for (size_t i = 0; i < CMP_NROWS; i++)
+		if (!res[i].ran)
+			printf("%s: skipped: %s\n", cmp_rows[i].name, res[i].why);
+	for (size_t i = 1; i < CMP_NROWS; i++)
+		if (res[i].ran && res[i].s.paused)
+			printf("%s: paused %ld of %ld steps: nothing of its layout fit; a paused "
+			       "step costs as long as its last step that ran\n", cmp_rows[i].name,
+			       res[i].s.paused, res[i].s.steps);
 }
 
-/* Run one row: its records into out_dir (or nowhere), its summary into
- * *s, and its summary document kept in *doc. */
-static int run_row(const struct args *a, struct inputs *in, const struct row *row,
-		   struct hind *hd, struct run_summary *s, json_t **doc, struct err *e)
+/* Adaptive's throughput over row i's, or why there is none. */
+static const char *ratio_text(const struct cmp_result *res, size_t i, char *buf, size_t n)
 {
-	static struct sim sim;
-	static struct controller ctl;
-	static struct run r;
-	static struct engine eng, sim_eng;
-	struct ran *ran = &hd->ran[row - rows];
-	struct args quiet = *a;
-	struct out o = { .a = &quiet, .in = in, .saved = -1 };
-	struct outfile of;
-	char path[4096];
-	int rc;
+	double x = cmp_ratio(&res[CMP_ADAPTIVE], &res[i]);
 
-	quiet.quiet = true;
-	sim_init(&sim, &in->job, &in->cl, &in->k, &in->ev, (uint64_t)a->seed, a->noise);
-	sim_eng = sim_engine(&sim);
-	ran_free(ran);
-	ran_init(ran, &sim_eng, a->steps);
-	eng = ran_engine(ran);
-	ctl_init(&ctl, row->policy, a->min_gain, &in->k);
-	ctl.price_graph = !a->bound;
-	ctl.label = row->name;
-	if (row->kind == ROW_FIXED_BEST) {
-		memcpy(&ctl.ref, &hd->ref, sizeof ctl.ref);
-		ctl.have_ref = true;
-	}
-	run_init(&r);
-	r.eng = &eng;
-	r.ctl = &ctl;
-	if (row->kind == ROW_ORACLE)
-		ctl.script = hd->follow; /* it knows the truth: no refit */
+	if (isfinite(x))
+		snprintf(buf, n, "%.2fx", x);
 	else
-		run_refit_hook(&r);
-	r.steps = a->steps;
-	r.every = a->every;
-	r.emit = emit;
-	r.arg = &o;
-	snprintf(path, sizeof path, "%s/%s.jsonl", a->out_dir ? a->out_dir : "", row->name);
-	/* records only with --out-dir, each file whole or not at all (nothing
-	 * follows them as they grow); without, emit writes nothing */
-	o.name = path;
-	if (!a->out_dir || (rc = out_open_file(&of, path, &o.f, e)) == NR_OK) {
-		rc = run_go(&r, e);
-		if (a->out_dir && rc == NR_OK)
-			rc = out_commit_file(&of, o.f, e);
-		else if (a->out_dir)
-			out_abort_file(&of, o.f);
-	}
-	if (!rc) {
-		run_summarize(&r, s);
-		*doc = run_summary_json(&r, s);
-	}
-	ctl_free(&ctl);
-	run_free(&r);
-	return rc;
-}
-
-static int write_summary(const struct args *a, const struct row *row, json_t *doc,
-			 const struct run_summary *s, const struct run_summary *oracle,
-			 struct err *e)
-{
-	char name[64];
-	double gap = oracle_gap(s, oracle);
-
-	json_object_set_new(doc, "oracle", json_pack("{s:f,s:o}", "total_s", oracle->total_s,
-						     "gap", isfinite(gap) ? json_real(gap) :
-						     json_null()));
-	snprintf(name, sizeof name, "%s-summary.json", row->name);
-	return now_write_doc(doc, a->out_dir, name, e);
+		snprintf(buf, n, "- (%s)", res[i].ran ? "no step ran" : "skipped");
+	return buf;
 }
 
 /* Ours beside the figures DESIGN.md cites, for context: the score is the
- * gap to the oracle. */
-static void print_published(const struct run_summary *s)
+ * gap to the oracle.  prec: the decimals of the totals. */
+static void print_published(const struct cmp_result *res, const char *what, int prec)
 {
-	const struct run_summary *ad = &s[R_ADAPTIVE], *fx = &s[R_FIXED];
+	const struct run_summary *ad = &res[CMP_ADAPTIVE].s, *fx = &res[CMP_FIXED].s;
+	char verl[32], orl[32];
 
-	printf("adaptive: %+.2f%% of the oracle's total (%.1f s against %.1f s): the "
-	       "controller's score\n", 100 * oracle_gap(ad, &s[R_ORACLE]), ad->total_s,
-	       s[R_ORACLE].total_s);
+	printf("adaptive: %+.2f%% of the oracle's total (%.*f s against %.*f s): the "
+	       "controller's score\n", 100 * cmp_oracle_gap(&res[CMP_ADAPTIVE], &res[CMP_ORACLE]),
+	       prec, ad->total_s, prec, res[CMP_ORACLE].s.total_s);
 	printf("published, 8B PPO (DESIGN.md): mean step latency 27.7%% lower than fixed TP/PP; "
 	       "6 switches in 1,000 steps to 1,024 GPUs, 0.079%% of the run; throughput "
 	       "1.10-1.47x verl's, 2.14-7.27x OpenRLHF's\n");
-	printf("this run: mean step latency %.1f%% lower than fixed TP/PP; %ld switches, %.3f%% "
-	       "of the run; throughput %.2fx verl's, %.2fx OpenRLHF's\n",
-	       100 * (1 - ad->mean_s / fx->mean_s), ad->transitions,
-	       100 * ad->transition_share, ad->seq_per_s / s[R_VERL].seq_per_s,
-	       ad->seq_per_s / s[R_OPENRLHF].seq_per_s);
+	printf("%s: mean step latency %.1f%% %s than fixed TP/PP; %ld switches, %.3f%% "
+	       "of the run; throughput %s verl's, %s OpenRLHF's\n", what,
+	       100 * fabs(1 - ad->mean_s / fx->mean_s), ad->mean_s > fx->mean_s ? "higher" : "lower",
+	       ad->transitions, 100 * ad->transition_share,
+	       ratio_text(res, CMP_VERL, verl, sizeof verl),
+	       ratio_text(res, CMP_OPENRLHF, orl, sizeof orl));
+}
+
+static void print_predicted(const struct compare *c)
+{
+	const struct cmp_result *res = c->pred;
+
+	printf("%-15s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s %8s\n", "policy", "ok",
+	       "paused", "oom", "mean s", "p50 s", "p99 s", "total s", "moves", "move %",
+	       "seq/s", "adaptive", "oracle");
+	for (size_t i = 0; i < CMP_NROWS; i++)
+		if (res[i].ran)
+			print_row(cmp_rows[i].name, &res[i], res);
+	print_notes(res);
+	print_published(res, "this run", 1);
+}
+
+/* Measured and predicted: mean step time, throughput, adaptive's over it. */
+static void print_measured(const struct compare *c, int ranks)
+{
+	const struct cmp_result *m = c->meas, *p = c->pred;
+
+	printf("%-15s %6s %6s %6s | %-30s | %s\n", "", "", "", "", "measured (built-in engine)",
+	       "predicted (simulator)");
+	printf("%-15s %6s %6s %6s | %9s %10s %9s | %9s %10s %9s\n", "policy", "ok", "paused",
+	       "moves", "mean s", "tokens/s", "adaptive", "mean s", "tokens/s", "adaptive");
+	for (size_t i = 0; i < CMP_NROWS; i++) {
+		if (!m[i].ran)
+			continue;
+		printf("%-15s %6ld %6ld %6ld |", cmp_rows[i].name, m[i].s.ok, m[i].s.paused,
+		       m[i].s.transitions);
+		cell(m[i].s.mean_s, 9, 4, "");
+		cell(m[i].tokens_s, 10, 1, "");
+		cell(cmp_ratio(&m[CMP_ADAPTIVE], &m[i]), 8, 2, "x");
+		printf(" |");
+		cell(p[i].ran ? p[i].s.mean_s : NAN, 9, 4, "");
+		cell(p[i].ran ? p[i].tokens_s : NAN, 10, 1, "");
+		cell(cmp_ratio(&p[CMP_ADAPTIVE], &p[i]), 8, 2, "x");
+		putchar('\n');
+	}
+	print_notes(m);
+	printf("measured on %d rank%s, %ld steps, each row from the same store\n", ranks,
+	       ranks == 1 ? "" : "s", c->o.steps);
+	print_published(m, "measured", 3);
+}
+
+/* --engine builtin: a fresh engine for each row, from the same store. */
+struct row_engine {
+	const struct args *a;
+	struct inputs *in;
+	const struct builtin_ranks *ranks; /* NULL: this process alone */
+	struct builtin bi;
+};
+
+static int open_builtin(void *arg, struct engine *eng, struct err *e)
+{
+	struct row_engine *x = arg;
+
+	(void)e;
+	builtin_init(&x->bi, &x->in->job, &x->in->cl, &x->in->k, &x->in->ev, x->a->state,
+		     x->a->steps);
+	if (x->ranks)
+		builtin_use_ranks(&x->bi, x->ranks);
+	*eng = builtin_engine(&x->bi);
+	return NR_OK;
+}
+
+static void close_builtin(void *arg)
+{
+	builtin_free(&((struct row_engine *)arg)->bi);
+}
+
+/* --out-dir DIR made when missing, and a folder documents can go into. */
+static int make_out_dir(const char *dir, struct err *e)
+{
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+		return err_set(e, NR_EIO, "cannot create '%s': %s", dir, strerror(errno));
+	return now_check_dir(dir, e);
+}
+
+/* Every row predicted and, with the built-in engine, measured; printed by
+ * the process that writes. */
+static int experiment(struct compare *c, const struct args *a, struct row_engine *x,
+		      int ranks, struct err *e)
+{
+	struct cmp_engine ce = { x, open_builtin, close_builtin };
+	int rc;
+
+	if ((rc = cmp_predict(c, e)) ||
+	    (a->engine == ENGINE_BUILTIN && (rc = cmp_measure(c, &ce, e))) ||
+	    (rc = cmp_write_summaries(c, e)))
+		return rc;
+	if (!c->o.writes)
+		return NR_OK;
+	if (a->engine == ENGINE_BUILTIN)
+		print_measured(c, ranks);
+	else
+		print_predicted(c);
+	return NR_OK;
 }
 
 int compare_policies(const struct args *a, struct inputs *in)
 {
-	static struct hind hd;
-	struct run_summary s[NROWS];
-	json_t *doc[NROWS] = { NULL };
+	static struct compare c;
+	static struct row_engine x;
+	static struct comm world;
+	static struct builtin_ranks br;
+	bool mpi = a->engine == ENGINE_BUILTIN && mpi_launched();
+	struct cmp_opts o = { &in->job, &in->cl, &in->k, &in->ev, a->steps, a->every,
+			      (uint64_t)a->seed, a->noise, a->min_gain, !a->bound, a->out_dir,
+			      true, a->engine == ENGINE_BUILTIN };
 	struct err e = { 0 };
-	int rc;
+	int rc = NR_OK, rank = 0, size = 1;
 
-	if (a->out_dir && mkdir(a->out_dir, 0777) != 0 && errno != EEXIST) {
-		warnx_("cannot create '%s': %s", a->out_dir, strerror(errno));
-		return NR_EIO;
-	}
-	if (a->out_dir && (rc = now_check_dir(a->out_dir, &e)))
+	x.a = a;
+	x.in = in;
+	if (mpi && (rc = start_ranks(&in->cl, &world, &br, &rank, &e)))
 		return report(&e);
-	if ((rc = hindsight_init(&hd.h, &in->job, &in->cl, &in->k, &in->ev, a->steps, &e)) ||
-	    (rc = hindsight_fixed_best(&hd.h, &hd.ref, &hd.fixed_s, &e)))
-		goto out;
-	/* the oracle last: it knows what every row ran */
-	for (size_t i = 0; i < NROWS; i++)
-		if (i != R_ORACLE && (rc = run_row(a, in, &rows[i], &hd, &s[i], &doc[i], &e)))
-			goto out;
-	if ((rc = foresee(a, in, &hd, s, &e)) ||
-	    (rc = run_row(a, in, &rows[R_ORACLE], &hd, &s[R_ORACLE], &doc[R_ORACLE], &e)))
-		goto out;
-	printf("%-15s %6s %6s %4s %10s %10s %10s %12s %6s %9s %10s %8s %8s\n", "policy", "ok",
-	       "paused", "oom", "mean s", "p50 s", "p99 s", "total s", "moves", "move %",
-	       "seq/s", "adaptive", "oracle");
-	for (size_t i = 0; i < NROWS; i++) {
-		if (a->out_dir && (rc = write_summary(a, &rows[i], doc[i], &s[i], &s[R_ORACLE], &e)))
-			goto out;
-		print_row(rows[i].name, &s[i], &s[0], &s[R_ORACLE]);
-		fflush(stdout);
+	if (mpi) {
+		x.ranks = &br;
+		o.writes = rank == 0;
+		size = world.size;
 	}
-	for (size_t i = 1; i < NROWS; i++)
-		if (s[i].paused)
-			printf("%s: paused %ld of %ld steps: nothing of its layout fit; a paused "
-			       "step costs as long as its last step that ran\n", rows[i].name,
-			       s[i].paused, s[i].steps);
-	print_published(s);
-out:
-	for (size_t i = 0; i < NROWS; i++)
-		json_decref(doc[i]);
-	free(hd.plans);
-	hindsight_free(&hd.h);
-	for (size_t i = 0; i < NROWS; i++)
-		ran_free(&hd.ran[i]);
-	if (rc)
-		return report(&e);
-	return NR_OK;
+	if (o.writes && a->out_dir)
+		rc = make_out_dir(a->out_dir, &e);
+	if (mpi)
+		rc = world.agree(world.ctx, rc, &e);
+	if (rc == NR_OK && (rc = cmp_init(&c, &o, &e)) == NR_OK)
+		rc = experiment(&c, a, &x, size, &e);
+	cmp_free(&c);
+	if (mpi) {
+		mpi_world_free(&world);
+		mpi_end();
+	}
+	return rc ? report(&e) : NR_OK;
 }
-

@@ -52,10 +52,8 @@ static int resume_records(const struct args *a, const struct inputs *in, struct 
 	return run_resume(r, rs, a->records, e);
 }
 
-/* MPI for a run over ranks: the world and the engine's ranks over it, once
- * the ranks are found on the hosts the cluster document says. */
-static int start_ranks(struct builtin *bi, const struct cluster *cl, struct comm *world,
-		       struct builtin_ranks *ranks, int *rank, struct err *e)
+int start_ranks(const struct cluster *cl, struct comm *world, struct builtin_ranks *ranks,
+		int *rank, struct err *e)
 {
 	int argc = 0, size, rc;
 	char **argv = NULL;
@@ -69,7 +67,6 @@ static int start_ranks(struct builtin *bi, const struct cluster *cl, struct comm
 	if ((rc = mpi_world(world, e)))
 		return rc;
 	*ranks = mpi_builtin_ranks(world);
-	builtin_use_ranks(bi, ranks);
 	return NR_OK;
 }
 
@@ -111,8 +108,10 @@ static int run_one(const struct args *a, struct inputs *in)
 		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
 		if (a->resume)
 			builtin_resume(&bi);
-		if (mpi && (rc = start_ranks(&bi, &in->cl, &world, &ranks, &o.rank, &e)))
+		if (mpi && (rc = start_ranks(&in->cl, &world, &ranks, &o.rank, &e)))
 			return report(&e);
+		if (mpi)
+			builtin_use_ranks(&bi, &ranks);
 		eng = builtin_engine(&bi);
 		o.bi = &bi;
 		o.sv = &sv;
