@@ -240,7 +240,8 @@ static void paused(const struct builtin *b, long step, struct step_record *r)
 }
 
 /* Over ranks, each model-stage's time and peak and the step's time are
- * the most of any rank's, so that every rank keeps the same records. */
+ * the most of any rank's (a rank out of a model-stage's pool gives zeros), so
+ * that every rank keeps the same records. */
 static int slowest(const struct builtin *b, struct trainer_stats *st, double *step_s,
 		   struct err *e)
 {
@@ -328,7 +329,7 @@ static int builtin_agree(void *self, void *buf, size_t n)
 	struct builtin *b = self;
 	struct err e;
 
-	return b->ranks->world->bcast(b->ranks->world->ctx, buf, n, &e);
+	return b->ranks->world->bcast(b->ranks->world->ctx, 0, buf, n, &e);
 }
 
 struct engine builtin_engine(struct builtin *b)

@@ -14,9 +14,10 @@
  * plan that asks for more is refused by name.  Over ranks (builtin_ranks)
  * each rank holds its part of every layout it is in; a switch moves the
  * state to the new plan's layouts in memory and splits the new groups;
- * each model-stage's time and peak in a record are the most of any
- * rank's, so every rank keeps the same records and its controller takes
- * the same decisions.  Saving writes the state
+ * the plan's pools run each stage at once (trainer.h); each model-stage's
+ * time and peak in a record are the most of its ranks', and the step's
+ * time the most of any rank's, so every rank keeps the same records and
+ * its controller takes the same decisions.  Saving writes the state
  * with the run object the run continues from: the next step and every
  * optimizer's step count (over ranks, gathered to rank 0, which writes). */
 #ifndef NEREUS_ENGINE_BUILTIN_H

@@ -34,13 +34,13 @@ static int self_agree(void *ctx, int rc, struct err *e)
 	return rc;
 }
 
-static int self_bcast(void *ctx, void *buf, size_t n, struct err *e)
+static int self_bcast(void *ctx, int root, void *buf, size_t n, struct err *e)
 {
 	(void)ctx;
 	(void)buf;
 	(void)n;
-	(void)e;
-	return NR_OK;
+	return root == 0 ? NR_OK : err_set(e, NR_EIO, "broadcast from rank %d: a one-process "
+					   "group has no peer", root);
 }
 
 static const struct comm self = {

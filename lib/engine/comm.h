@@ -27,8 +27,8 @@ struct comm {
 	 * member takes the code and message of the lowest member that failed
 	 * (into e) and returns the code. */
 	int (*agree)(void *ctx, int rc, struct err *e);
-	/* n bytes of buf as group rank 0 holds them, on every member. */
-	int (*bcast)(void *ctx, void *buf, size_t n, struct err *e);
+	/* n bytes of buf as group rank root holds them, on every member. */
+	int (*bcast)(void *ctx, int root, void *buf, size_t n, struct err *e);
 };
 
 /* The group of this process alone. */

@@ -9,14 +9,19 @@
  *
  * Every rank runs every step alike (SPMD): the step's prompts, scores,
  * advantages and statistics are computed on every rank from the same
- * numbers, and what only some ranks compute is pooled over the world.  A
+ * numbers.  The plan's pools run each stage at once: a model-stage runs
+ * on its model's ranks alone, whose sums stay in the model's groups, and
+ * the rest go on with their own pool's model-stages; what a model's ranks
+ * computed reaches the others at the stage's end (tr_hand_off), where
+ * the world meets.  The order of the work on a rank, and every sum, are
+ * those of pools taking turns, so that both give the same bits.  A
  * model's DP replica d takes the d-th block of the sequences; inside it,
  * micro-batches go through the pipeline stages (forward only, or 1F1B for
  * training), each stage's TP group running the stage's layers (model.h
  * calls the TP all-reduces).  What the last stage computes per position
- * is pooled by an all-reduce in which one rank per replica (its TP rank
- * 0) gives its sequences' values and every other rank zeros, so the sums
- * are exact.  Gradients are summed over DP (and, for tied embeddings split
+ * is pooled over the model's ranks by an all-reduce in which one rank per
+ * replica (its TP rank 0) gives its sequences' values and every other rank
+ * zeros, so the sums are exact.  Gradients are summed over DP (and, for tied embeddings split
  * over stages, over the first and last stage), the norm over the model's
  * ranks; with a distributed optimizer each DP rank updates its block of
  * the master and the weights are summed back over DP.  The generation
@@ -101,23 +106,40 @@ int64_t tr_stage_end(struct trainer *t, int mi)
 	return b;
 }
 
-void tr_add_ms(struct trainer_stats *st, int model, enum stage stage, double t0,
-	       int64_t peak)
+/* Model-stage (model, stage)'s entry in st, made empty if it has none. */
+static struct trainer_ms *ms_entry(struct trainer_stats *st, int model, enum stage stage)
 {
 	struct trainer_ms *ms;
 
 	for (int i = 0; i < st->nms; i++)
-		if (st->ms[i].model == model && st->ms[i].stage == stage) {
-			st->ms[i].time_s += tr_now() - t0;
-			if (peak > st->ms[i].peak_bytes)
-				st->ms[i].peak_bytes = peak;
-			return;
-		}
+		if (st->ms[i].model == model && st->ms[i].stage == stage)
+			return &st->ms[i];
 	ms = &st->ms[st->nms++];
-	ms->model = model;
-	ms->stage = stage;
-	ms->time_s = tr_now() - t0;
-	ms->peak_bytes = peak;
+	*ms = (struct trainer_ms){ .model = model, .stage = stage };
+	return ms;
+}
+
+void tr_add_ms(struct trainer_stats *st, int model, enum stage stage, double t0,
+	       int64_t peak)
+{
+	struct trainer_ms *ms = ms_entry(st, model, stage);
+
+	ms->time_s += tr_now() - t0;
+	if (peak > ms->peak_bytes)
+		ms->peak_bytes = peak;
+}
+
+void tr_idle_ms(struct trainer_stats *st, int model, enum stage stage)
+{
+	ms_entry(st, model, stage);
+}
+
+void tr_end_ms(struct trainer *t, struct trainer_stats *st, int mi, enum stage stage, double t0)
+{
+	if (t->part[mi].held)
+		tr_add_ms(st, mi, stage, t0, tr_stage_end(t, mi));
+	else
+		tr_idle_ms(st, mi, stage);
 }
 
 /* --- opening ------------------------------------------------------------------------- */

@@ -170,7 +170,10 @@ int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct 
 int trainer_grads(struct trainer *t, int mi, int k, struct rl_stats *st, struct err *e);
 /* Model mi's optimizer step on those gradients: clipped to the optimizer's
  * grad_clip (*norm: the norm before), AdamW on the master, the weights
- * from it.  s names the step in errors. */
+ * from it.  s names the step in errors.  trainer_grads and trainer_apply
+ * work on the model's ranks; the others return at once (trainer_apply
+ * counting the optimizer's step, *norm 0), as a pool that does not hold
+ * the model goes on with its own. */
 int trainer_apply(struct trainer *t, int mi, long s, double *norm, struct err *e);
 
 /* The optimizers' step counts from a store's run object (NULL: none). */

@@ -27,6 +27,13 @@ int tr_hidden(const struct trainer *t);
 int64_t tr_stage_end(struct trainer *t, int mi);
 void tr_add_ms(struct trainer_stats *st, int model, enum stage stage, double t0,
 	       int64_t peak);
+/* A model-stage this rank does not run: an entry of no time and no
+ * bytes, so that every rank lists the step's model-stages alike and
+ * their figures are the most of any rank's. */
+void tr_idle_ms(struct trainer_stats *st, int model, enum stage stage);
+/* The end of model mi's stage begun at t0: on its ranks, its time and
+ * peak added to st (tr_add_ms at tr_stage_end); elsewhere tr_idle_ms. */
+void tr_end_ms(struct trainer *t, struct trainer_stats *st, int mi, enum stage stage, double t0);
 int tr_find_role(const struct job *job, enum role r);
 
 /* --- trainer_pipe.c: the ranks ---------------------------------------------------------- */
@@ -36,6 +43,13 @@ int tr_find_role(const struct job *job, enum role r);
 int tr_pool(const struct trainer *t, float *buf, size_t n, struct err *e);
 /* Every rank's rc agreed: the lowest failing rank's code and message. */
 int tr_agree(const struct trainer *t, int rc, struct err *e);
+/* Part pt's ranks agreed on rc: the lowest failing one's code and
+ * message.  A rank out of its pool keeps its own rc. */
+int tr_part_agree(const struct part *pt, int rc, struct err *e);
+/* What model mi's ranks computed (n bytes at buf, alike on each of them)
+ * handed to every rank of the world at the end of a stage: collective
+ * over the world. */
+int tr_hand_off(const struct trainer *t, int mi, void *buf, size_t n, struct err *e);
 /* Whether this rank gives what part pt's last stage computes: one rank
  * per DP replica. */
 bool tr_gives(const struct part *pt);
@@ -53,11 +67,13 @@ void tr_pack_sequences(struct trainer *t, long s, int P, int n);
 
 /* --- trainer_pipe.c: forward and backward through the stages ------------------------- */
 
-/* Model mi's forward over every sequence, pooled to every rank. */
+/* Model mi's forward over every sequence, on its ranks, pooled to each
+ * of them. */
 int tr_forward_all(struct trainer *t, int mi, float temp, struct err *e);
 /* Part to's weights made part from's.  Every rank of the world calls it. */
 int tr_copy_weights(struct trainer *t, int from, int to, struct err *e);
-/* The gradients of sequences [s0, s1)'s loss (head h) for model mi. */
+/* The gradients of sequences [s0, s1)'s loss (head h) for model mi, on
+ * its ranks. */
 int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,
 	     struct rl_stats *st, struct err *e);
 

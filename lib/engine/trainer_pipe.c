@@ -24,6 +24,36 @@ int tr_agree(const struct trainer *t, int rc, struct err *e)
 	return t->g->world.agree(t->g->world.ctx, rc, e);
 }
 
+/* Part pt's ranks agreed on rc: the lowest failing one's code and
+ * message.  A rank out of its pool keeps its own rc. */
+int tr_part_agree(const struct part *pt, int rc, struct err *e)
+{
+	const struct comm *c = pt->c[GROUP_POOL];
+
+	return pt->held ? c->agree(c->ctx, rc, e) : rc;
+}
+
+/* The sum over part pt's ranks of n floats (a rank in its pool only). */
+static int part_pool(const struct part *pt, float *buf, size_t n, struct err *e)
+{
+	const struct comm *c = pt->c[GROUP_POOL];
+
+	return n ? c->allreduce_sum(c->ctx, buf, n, e) : NR_OK;
+}
+
+/* What model mi's ranks computed (n bytes at buf, alike on each of them)
+ * handed to every rank of the world: broadcast from the model's first
+ * rank, unless its ranks are the world already. */
+int tr_hand_off(const struct trainer *t, int mi, void *buf, size_t n, struct err *e)
+{
+	const struct rank_role *ro = t->part[mi].ro;
+	const struct comm *w = &t->g->world;
+
+	if (n == 0 || ro->nranks == w->size)
+		return NR_OK;
+	return w->bcast(w->ctx, ro->world[0], buf, n, e);
+}
+
 /* Whether this rank gives what part pt's last stage computes: one rank
  * per DP replica. */
 bool tr_gives(const struct part *pt)
@@ -233,36 +263,35 @@ static int stage_backward(struct trainer *t, struct part *pt, const struct mbatc
 	return rc;
 }
 
-/* Model mi's forward over every sequence: each DP replica its block in
- * micro-batches through its stages; the last stages' figures pooled, so
- * every rank has p_logp and p_ent (a language model) or p_val (a score
- * head) of every position. */
+/* Model mi's forward over every sequence, on the model's ranks (the rest
+ * return at once): each DP replica its block in micro-batches through its
+ * stages; the last stages' figures pooled, so every rank of the model has
+ * p_logp and p_ent (a language model) or p_val (a score head) of every
+ * position. */
 int tr_forward_all(struct trainer *t, int mi, float temp, struct err *e)
 {
 	struct part *pt = &t->part[mi];
 	struct mbatch mb = { .rel = t->rel[0] }, *m = &mb;
 	size_t T = (size_t)t->start[t->B];
 	bool values = t->job->models[mi].arch.score_head;
-	int rc = NR_OK;
+	int rc = NR_OK, b0, b1;
 
+	if (!pt->held)
+		return NR_OK;
 	memset(values ? t->p_val : t->p_logp, 0, T * sizeof(float));
 	if (!values)
 		memset(t->p_ent, 0, T * sizeof(float));
-	if (rc == NR_OK && pt->held) {
-		int b0, b1;
-
-		tr_replica_share(0, t->B, pt->ro->dp_rank, pt->ro->conf.dp, &b0, &b1);
-		rc = stage_begin(t, pt, t->mb[mi], b1 - b0, 1, false, e);
-		for (int s = b0; s < b1 && rc == NR_OK; s += t->mb[mi]) {
-			mbatch_make(t, s, s + t->mb[mi] < b1 ? s + t->mb[mi] : b1, temp, m);
-			rc = stage_forward(t, pt, m, 0, false, e);
-		}
+	tr_replica_share(0, t->B, pt->ro->dp_rank, pt->ro->conf.dp, &b0, &b1);
+	rc = stage_begin(t, pt, t->mb[mi], b1 - b0, 1, false, e);
+	for (int s = b0; s < b1 && rc == NR_OK; s += t->mb[mi]) {
+		mbatch_make(t, s, s + t->mb[mi] < b1 ? s + t->mb[mi] : b1, temp, m);
+		rc = stage_forward(t, pt, m, 0, false, e);
 	}
-	rc = tr_agree(t, rc, e);
+	rc = tr_part_agree(pt, rc, e);
 	if (rc == NR_OK && values)
-		rc = tr_pool(t, t->p_val, T, e);
-	if (rc == NR_OK && !values && (rc = tr_pool(t, t->p_logp, T, e)) == NR_OK)
-		rc = tr_pool(t, t->p_ent, T, e);
+		rc = part_pool(pt, t->p_val, T, e);
+	if (rc == NR_OK && !values && (rc = part_pool(pt, t->p_logp, T, e)) == NR_OK)
+		rc = part_pool(pt, t->p_ent, T, e);
 	return rc;
 }
 
@@ -284,9 +313,9 @@ static int sum_embedding(struct part *pt, struct err *e)
 	return rc;
 }
 
-/* The losses' statistics of every replica summed over the world (ranks
- * that computed none give zeros). */
-static int pool_stats(const struct trainer *t, struct rl_stats *s, struct err *e)
+/* The losses' statistics of every replica summed over part pt's ranks
+ * (those that computed none give zeros). */
+static int pool_stats(const struct part *pt, struct rl_stats *s, struct err *e)
 {
 	double *f[] = { &s->pg_loss, &s->pg_clipfrac, &s->pg_clipfrac_lower, &s->ppo_kl,
 			&s->kl_loss, &s->entropy, &s->vf_loss, &s->vf_clipfrac };
@@ -295,7 +324,7 @@ static int pool_stats(const struct trainer *t, struct rl_stats *s, struct err *e
 
 	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
 		v[i] = (float)*f[i];
-	rc = tr_pool(t, v, sizeof f / sizeof *f, e);
+	rc = part_pool(pt, v, sizeof f / sizeof *f, e);
 	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
 		*f[i] = v[i];
 	return rc;
@@ -399,12 +428,13 @@ static void head_grads(struct trainer *t, enum head h, const struct mbatch *m, d
 }
 
 /* The gradients of sequences [s0, s1)'s loss (head h) for model mi, left
- * in every rank's gradient buffer: each DP replica its block, in
- * micro-batches through its stages by 1F1B (PipeDream-Flush: a stage p of
- * pp runs min(pp − p − 1, M) forwards ahead, then one forward and one
- * backward in turn, then the backwards left), then summed over DP and
- * over the stages that hold the embedding.  The losses' statistics,
- * pooled over the world, are added to st. */
+ * in the gradient buffer of every rank of the model (the rest return at
+ * once): each DP replica its block, in micro-batches through its stages
+ * by 1F1B (PipeDream-Flush: a stage p of pp runs min(pp − p − 1, M)
+ * forwards ahead, then one forward and one backward in turn, then the
+ * backwards left), then summed over DP and over the stages that hold the
+ * embedding.  The losses' statistics, pooled over the model's ranks, are
+ * added to st. */
 int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,
 	     struct rl_stats *st, struct err *e)
 {
@@ -412,56 +442,54 @@ int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,
 	double denom = (double)(t->off[s1] - t->off[s0]);
 	struct rl_stats mine = { 0 }, other = { 0 };
 	struct mbatch m[TRAINER_MAX_SLOTS];
-	int rc = NR_OK;
+	const struct rank_role *ro = pt->ro;
+	int rc = NR_OK, b0, b1, M, warm, slots, mb = t->mb[mi];
+	bool last = ro->pp_rank == ro->conf.pp - 1;
+	struct model_dout d = { 0 };
 
-	if (pt->held) {
-		const struct rank_role *ro = pt->ro;
-		int b0, b1, M, warm, slots, mb = t->mb[mi];
-		bool last = ro->pp_rank == ro->conf.pp - 1;
-		struct model_dout d = { 0 };
-
-		tr_replica_share(s0, s1, ro->dp_rank, ro->conf.dp, &b0, &b1);
-		M = (b1 - b0 + mb - 1) / mb;
-		warm = ro->conf.pp - ro->pp_rank - 1 < M ? ro->conf.pp - ro->pp_rank - 1 : M;
-		slots = warm + 1;
-		if (slots > TRAINER_MAX_SLOTS)
-			rc = err_set(e, NR_EINPUT, "model '%s': %d pipeline stages keep more "
-				     "micro-batches in flight than the engine holds (%d)",
-				     pt->st->name, ro->conf.pp, TRAINER_MAX_SLOTS);
-		if (rc == NR_OK)
-			rc = stage_begin(t, pt, mb, b1 - b0, slots, true, e);
-		if (rc == NR_OK)
-			memset(pt->st->grad, 0, pt->st->len[KIND_WEIGHT] * sizeof *pt->st->grad);
-		for (int j = 0; j < M + warm && rc == NR_OK; j++) {
-			int f = j, b = j - warm;
-
-			if (f < M) {
-				int k = f % slots, x0 = b0 + f * mb;
-
-				m[k].rel = t->rel[k];
-				mbatch_make(t, x0, x0 + mb < b1 ? x0 + mb : b1, temp, &m[k]);
-				rc = stage_forward(t, pt, &m[k], k, true, e);
-			}
-			if (rc == NR_OK && b >= 0) {
-				int k = b % slots;
-
-				if (last)
-					head_grads(t, h, &m[k], denom, tr_gives(pt) ? &mine : &other, &d);
-				rc = stage_backward(t, pt, &m[k], k, &d, e);
-			}
-		}
-		/* summed over the replicas, and over the stages holding the
-		 * embedding (Megatron's embedding group) */
-		if (rc == NR_OK && ro->conf.dp > 1)
-			rc = pt->c[GROUP_DP]->allreduce_sum(pt->c[GROUP_DP]->ctx, pt->st->grad,
-							     pt->st->len[KIND_WEIGHT], e);
-		if (rc == NR_OK && ro->conf.pp > 1 && pt->st->lo.arch.tied &&
-		    ro->group_rank[GROUP_EMBED] >= 0)
-			rc = sum_embedding(pt, e);
-	}
-	rc = tr_agree(t, rc, e);
+	if (!pt->held)
+		return NR_OK;
+	tr_replica_share(s0, s1, ro->dp_rank, ro->conf.dp, &b0, &b1);
+	M = (b1 - b0 + mb - 1) / mb;
+	warm = ro->conf.pp - ro->pp_rank - 1 < M ? ro->conf.pp - ro->pp_rank - 1 : M;
+	slots = warm + 1;
+	if (slots > TRAINER_MAX_SLOTS)
+		rc = err_set(e, NR_EINPUT, "model '%s': %d pipeline stages keep more "
+			     "micro-batches in flight than the engine holds (%d)",
+			     pt->st->name, ro->conf.pp, TRAINER_MAX_SLOTS);
 	if (rc == NR_OK)
-		rc = pool_stats(t, &mine, e);
+		rc = stage_begin(t, pt, mb, b1 - b0, slots, true, e);
+	if (rc == NR_OK)
+		memset(pt->st->grad, 0, pt->st->len[KIND_WEIGHT] * sizeof *pt->st->grad);
+	for (int j = 0; j < M + warm && rc == NR_OK; j++) {
+		int f = j, b = j - warm;
+
+		if (f < M) {
+			int k = f % slots, x0 = b0 + f * mb;
+
+			m[k].rel = t->rel[k];
+			mbatch_make(t, x0, x0 + mb < b1 ? x0 + mb : b1, temp, &m[k]);
+			rc = stage_forward(t, pt, &m[k], k, true, e);
+		}
+		if (rc == NR_OK && b >= 0) {
+			int k = b % slots;
+
+			if (last)
+				head_grads(t, h, &m[k], denom, tr_gives(pt) ? &mine : &other, &d);
+			rc = stage_backward(t, pt, &m[k], k, &d, e);
+		}
+	}
+	/* summed over the replicas, and over the stages holding the
+	 * embedding (Megatron's embedding group) */
+	if (rc == NR_OK && ro->conf.dp > 1)
+		rc = pt->c[GROUP_DP]->allreduce_sum(pt->c[GROUP_DP]->ctx, pt->st->grad,
+						     pt->st->len[KIND_WEIGHT], e);
+	if (rc == NR_OK && ro->conf.pp > 1 && pt->st->lo.arch.tied &&
+	    ro->group_rank[GROUP_EMBED] >= 0)
+		rc = sum_embedding(pt, e);
+	rc = tr_part_agree(pt, rc, e);
+	if (rc == NR_OK)
+		rc = pool_stats(pt, &mine, e);
 	if (rc == NR_OK)
 		rl_stats_add(st, &mine);
 	return rc;

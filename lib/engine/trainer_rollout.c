@@ -23,79 +23,96 @@ static int check_finite(const float *x, size_t n, long s, const char *what, stru
 
 /* --- the rollout ----------------------------------------------------------------------- */
 
-/* Generation: each replica of the generation layout samples its block of
- * the sequences; the tokens, their log-probs and the lengths pooled.  The
- * KV cache and the engine's activations live for the stage; *peak gets
- * what the process held at its height. */
-static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
+/* Generation, on the generation layout's ranks: each replica samples its
+ * block of the sequences into share (tokens, log-probs, then lengths, as
+ * floats; one rank of the replica gives, the rest leave zeros).  The KV
+ * cache and the engine's activations live for the stage; *peak gets what
+ * the process held at its height.  Every rank of the world calls it: the
+ * copy of the actor's weights the layout generates with is brought up to
+ * date first. */
+static int generate(struct trainer *t, long s, struct part *gp, int64_t *peak, struct err *e)
 {
 	const struct job *job = t->job;
 	const struct rl_config *c = &job->rl;
-	struct part *gp = &t->part[t->gen_alias ? t->actor : t->gen];
+	const struct rank_role *ro = gp->ro;
 	struct gen_params gparams = {
 		.temperature = (float)c->temperature, .top_p = c->top_p < 1 ? (float)c->top_p : 0,
 		.top_k = c->top_k > 0 ? (int)c->top_k : 0, .max_new = (int)tr_max_new(t),
 		.vocab = t->tok.n, .seed = job->data.seed, .step = (uint64_t)s };
-	size_t N = (size_t)t->B * (size_t)tr_max_new(t);
+	size_t N = (size_t)t->B * (size_t)tr_max_new(t), nb;
 	float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
-	int rc = NR_OK;
+	int rc = NR_OK, b0, b1, *tok = NULL, *len = NULL, *start = t->rel[0];
+	uint64_t *ids = NULL;
+	float *lp = NULL;
 
 	stops_to_gen(&t->stops, &gparams);
 	*peak = trainer_bytes(t);
 	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
-	if (!t->gen_alias)
-		rc = tr_copy_weights(t, t->actor, t->gen, e);
-	if (rc == NR_OK && gp->held) {
-		const struct rank_role *ro = gp->ro;
-		int b0, b1, *tok = NULL, *len = NULL, *start = t->rel[0];
-		uint64_t *ids = NULL;
-		float *lp = NULL;
-		size_t nb;
+	if (!t->gen_alias && (rc = tr_copy_weights(t, t->actor, t->gen, e)))
+		return rc;
+	if (!gp->held)
+		return NR_OK;
+	tr_replica_share(0, t->B, ro->dp_rank, ro->conf.dp, &b0, &b1);
+	nb = (size_t)(b1 - b0);
+	tok = malloc((nb * (size_t)tr_max_new(t) + 1) * sizeof *tok);
+	lp = malloc((nb * (size_t)tr_max_new(t) + 1) * sizeof *lp);
+	len = malloc((nb + 1) * sizeof *len);
+	ids = malloc((nb + 1) * sizeof *ids);
+	if (!tok || !lp || !len || !ids)
+		rc = err_oom(e);
+	for (int b = b0; rc == NR_OK && b <= b1; b++)
+		start[b - b0] = t->start[b] - t->start[b0];
+	for (int b = b0; rc == NR_OK && b < b1; b++)
+		ids[b - b0] = (uint64_t)b; /* a sequence samples alike in any replica */
+	if (rc == NR_OK && nb > 0) {
+		/* prefill groups of the replica's share of the prompts */
+		int d = ro->conf.dp, P = (int)job->prompts_per_step;
 
-		tr_replica_share(0, t->B, ro->dp_rank, ro->conf.dp, &b0, &b1);
-		nb = (size_t)(b1 - b0);
-		tok = malloc((nb * (size_t)tr_max_new(t) + 1) * sizeof *tok);
-		lp = malloc((nb * (size_t)tr_max_new(t) + 1) * sizeof *lp);
-		len = malloc((nb + 1) * sizeof *len);
-		ids = malloc((nb + 1) * sizeof *ids);
-		if (!tok || !lp || !len || !ids)
-			rc = err_oom(e);
-		for (int b = b0; rc == NR_OK && b <= b1; b++)
-			start[b - b0] = t->start[b] - t->start[b0];
-		for (int b = b0; rc == NR_OK && b < b1; b++)
-			ids[b - b0] = (uint64_t)b; /* a sequence samples alike in any replica */
-		if (rc == NR_OK && nb > 0) {
-			/* prefill groups of the replica's share of the prompts */
-			int d = ro->conf.dp, P = (int)job->prompts_per_step;
-
-			rc = generator_init(&t->gen_run, &gp->dec, (int)nb, tr_max_len(t),
-					    (int)(((P + d - 1) / d) * job->prompt_len), e);
-			t->has_gen = rc == NR_OK;
-		}
-		if (rc == NR_OK && nb > 0)
-			rc = generator_run(&t->gen_run, &(struct gen_request){ (int)nb,
-				      t->tokens + t->start[b0], start, ids }, &gparams,
-				      &(struct gen_result){ tok, lp, len }, e);
-		if (t->has_gen) {
-			*peak = trainer_bytes(t);
-			generator_free(&t->gen_run);
-			t->has_gen = false;
-		}
-		/* one rank of the replica gives; token ids are exact as floats */
-		for (size_t b = 0; rc == NR_OK && ro->tp_rank == 0 && b < nb; b++) {
-			size_t row = ((size_t)b0 + b) * (size_t)tr_max_new(t);
-
-			flen[b0 + (int)b] = (float)len[b];
-			for (int j = 0; j < len[b]; j++) {
-				ftok[row + (size_t)j] = (float)tok[b * (size_t)tr_max_new(t) + (size_t)j];
-				flp[row + (size_t)j] = lp[b * (size_t)tr_max_new(t) + (size_t)j];
-			}
-		}
-		free(tok);
-		free(lp);
-		free(len);
-		free(ids);
+		rc = generator_init(&t->gen_run, &gp->dec, (int)nb, tr_max_len(t),
+				    (int)(((P + d - 1) / d) * job->prompt_len), e);
+		t->has_gen = rc == NR_OK;
 	}
+	if (rc == NR_OK && nb > 0)
+		rc = generator_run(&t->gen_run, &(struct gen_request){ (int)nb,
+			      t->tokens + t->start[b0], start, ids }, &gparams,
+			      &(struct gen_result){ tok, lp, len }, e);
+	if (t->has_gen) {
+		*peak = trainer_bytes(t);
+		generator_free(&t->gen_run);
+		t->has_gen = false;
+	}
+	/* one rank of the replica gives; token ids are exact as floats */
+	for (size_t b = 0; rc == NR_OK && ro->tp_rank == 0 && b < nb; b++) {
+		size_t row = ((size_t)b0 + b) * (size_t)tr_max_new(t);
+
+		flen[b0 + (int)b] = (float)len[b];
+		for (int j = 0; j < len[b]; j++) {
+			ftok[row + (size_t)j] = (float)tok[b * (size_t)tr_max_new(t) + (size_t)j];
+			flp[row + (size_t)j] = lp[b * (size_t)tr_max_new(t) + (size_t)j];
+		}
+	}
+	free(tok);
+	free(lp);
+	free(len);
+	free(ids);
+	return tr_part_agree(gp, rc, e);
+}
+
+/* The generation stage: the responses generated, and at its end handed
+ * to every rank (the replicas' shares summed over the world). */
+static int generation_stage(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+{
+	struct part *gp = &t->part[t->gen_alias ? t->actor : t->gen];
+	size_t N = (size_t)t->B * (size_t)tr_max_new(t);
+	const float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
+	double t0 = tr_now();
+	int64_t peak;
+	int rc = generate(t, s, gp, &peak, e);
+
+	if (gp->held)
+		tr_add_ms(st, t->actor, STAGE_GEN, t0, peak);
+	else
+		tr_idle_ms(st, t->actor, STAGE_GEN);
 	rc = tr_agree(t, rc, e);
 	if (rc == NR_OK)
 		rc = tr_pool(t, t->share, 2 * N + (size_t)t->B, e);
@@ -108,91 +125,128 @@ static int generate_all(struct trainer *t, long s, int64_t *peak, struct err *e)
 	return rc;
 }
 
+/* The rule's score of each decoded response, on every rank. */
+static int rule_scores(struct trainer *t, long s, struct err *e)
+{
+	const struct job *job = t->job;
+	int P = (int)job->prompts_per_step, n = (int)job->samples_per_prompt, rc = NR_OK;
+
+	for (int b = 0; b < t->B && rc == NR_OK; b++) {
+		const int32_t *g = t->gen_tok + (size_t)b * (size_t)tr_max_new(t);
+		size_t len = task_response_len(g, (size_t)t->gen_len[b], &t->stops), blen;
+		char *text = NULL;
+		double score = 0;
+
+		rc = tok_decode(&t->tok, g, len, &text, &blen, e);
+		if (rc == NR_OK)
+			rc = task_score(job->data.reward, tr_prompt_at(t, s * P + b / n), text, blen,
+					&score, e);
+		free(text);
+		t->scores[b] = (float)score;
+	}
+	return rc ? err_prefix(e, "step %ld", s) : NR_OK;
+}
+
+/* Model mi's inference forward on its ranks, its per-position figures
+ * gathered into out (the score at each sequence's last token, for the
+ * reward model); what names it in errors. */
+static int infer(struct trainer *t, int mi, float temp, long s, const char *what, float *out,
+		 struct trainer_stats *st, struct err *e)
+{
+	double t0 = tr_now();
+	int rc = tr_forward_all(t, mi, temp, e);
+
+	if (rc)
+		return err_prefix(e, "step %ld: %s", s, what);
+	if (t->part[mi].held && mi == t->reward) {
+		for (int b = 0; b < t->B; b++)
+			out[b] = t->p_val[t->start[b + 1] - 1];
+	} else if (t->part[mi].held) {
+		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off,
+			  t->job->models[mi].arch.score_head ? t->p_val : t->p_logp, out);
+	}
+	tr_end_ms(t, st, mi, STAGE_INF, t0);
+	return NR_OK;
+}
+
+/* The inference stage: the reward model's scores, the actor's, the
+ * reference's log-probs and the critic's values, each model on its own
+ * ranks, so that pools holding different ones run at once; at its end
+ * each model's figures handed to every rank. */
+static int inference_stage(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+{
+	const struct job *job = t->job;
+	float temp = (float)job->rl.temperature;
+	size_t N = t->off[t->B], B = (size_t)t->B;
+	bool actor = job->models[t->actor].stages[STAGE_INF];
+	int rc = NR_OK;
+
+	if (t->reward >= 0)
+		rc = infer(t, t->reward, 1, s, "reward model", t->scores, st, e);
+	if (rc == NR_OK && actor)
+		rc = infer(t, t->actor, temp, s, "actor", t->old_logp, st, e);
+	if (rc == NR_OK && t->ref >= 0)
+		rc = infer(t, t->ref, temp, s, "reference", t->ref_logp, st, e);
+	if (rc == NR_OK && t->critic >= 0)
+		rc = infer(t, t->critic, 1, s, "critic", t->values, st, e);
+	rc = tr_agree(t, rc, e);
+	if (rc == NR_OK && t->reward >= 0)
+		rc = tr_hand_off(t, t->reward, t->scores, B * sizeof(float), e);
+	if (rc == NR_OK && actor)
+		rc = tr_hand_off(t, t->actor, t->old_logp, N * sizeof(float), e);
+	if (rc == NR_OK && t->ref >= 0)
+		rc = tr_hand_off(t, t->ref, t->ref_logp, N * sizeof(float), e);
+	if (rc == NR_OK && t->critic >= 0)
+		rc = tr_hand_off(t, t->critic, t->values, N * sizeof(float), e);
+	return rc;
+}
+
 static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	const struct job *job = t->job;
-	const struct rl_config *c = &job->rl;
 	int P = (int)job->prompts_per_step, n = (int)job->samples_per_prompt;
-	double t0 = tr_now(), sum = 0;
-	int64_t peak;
+	size_t N;
+	double sum = 0;
 	int rc;
 
 	tr_pack_prompts(t, s, P, n);
-	if ((rc = generate_all(t, s, &peak, e)))
+	if ((rc = generation_stage(t, s, st, e)))
 		return err_prefix(e, "step %ld: generation", s);
-	tr_add_ms(st, t->actor, STAGE_GEN, t0, peak);
 	tr_pack_sequences(t, s, P, n);
-	/* scores: the rule on each decoded response, or the reward model */
-	t0 = tr_now();
-	if (t->reward >= 0) {
-		if ((rc = tr_forward_all(t, t->reward, 1, e)))
-			return err_prefix(e, "step %ld: reward model", s);
-		for (int b = 0; b < t->B; b++)
-			t->scores[b] = t->p_val[t->start[b + 1] - 1];
-		if ((rc = check_finite(t->scores, (size_t)t->B, s, "the reward model's scores", e)))
-			return rc;
-		tr_add_ms(st, t->reward, STAGE_INF, t0, tr_stage_end(t, t->reward));
-	} else {
-		for (int b = 0; b < t->B && rc == NR_OK; b++) {
-			const int32_t *g = t->gen_tok + (size_t)b * (size_t)tr_max_new(t);
-			size_t len = task_response_len(g, (size_t)t->gen_len[b], &t->stops), blen;
-			char *text = NULL;
-			double score = 0;
-
-			rc = tok_decode(&t->tok, g, len, &text, &blen, e);
-			if (rc == NR_OK)
-				rc = task_score(job->data.reward, tr_prompt_at(t, s * P + b / n), text,
-						blen, &score, e);
-			free(text);
-			t->scores[b] = (float)score;
-		}
-		if (rc)
-			return err_prefix(e, "step %ld", s);
-	}
+	N = t->off[t->B];
+	if (t->reward < 0 && (rc = rule_scores(t, s, e)))
+		return rc;
+	if ((rc = inference_stage(t, s, st, e)))
+		return rc;
+	if (t->reward >= 0 &&
+	    (rc = check_finite(t->scores, (size_t)t->B, s, "the reward model's scores", e)))
+		return rc;
 	for (int b = 0; b < t->B; b++)
 		sum += t->scores[b];
 	st->sequences = t->B;
 	st->reward_mean = sum / t->B;
-	st->response_tokens = (long)t->off[t->B];
-	st->response_len_mean = (double)t->off[t->B] / t->B;
+	st->response_tokens = (long)N;
+	st->response_len_mean = (double)N / t->B;
 	for (int b = 0; b < t->B; b++)
 		if (t->gen_len[b] > st->response_len_max)
 			st->response_len_max = t->gen_len[b];
-	/* the actor's log-probs, as its training forward takes them */
-	t0 = tr_now();
+	/* the actor's log-probs, as its training forward takes them, else
+	 * the sampler's */
 	if (job->models[t->actor].stages[STAGE_INF]) {
-		if ((rc = tr_forward_all(t, t->actor, (float)c->temperature, e)))
-			return err_prefix(e, "step %ld: actor", s);
-		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->old_logp);
-		if ((rc = check_finite(t->old_logp, t->off[t->B], s, "the actor's log-probs", e)))
+		if ((rc = check_finite(t->old_logp, N, s, "the actor's log-probs", e)))
 			return rc;
-		tr_add_ms(st, t->actor, STAGE_INF, t0, tr_stage_end(t, t->actor));
 	} else {
 		for (int b = 0; b < t->B; b++)
 			memcpy(t->old_logp + t->off[b], t->gen_lp + (size_t)b * (size_t)tr_max_new(t),
 			       (size_t)t->gen_len[b] * sizeof *t->old_logp);
 	}
-	if (t->ref >= 0) {
-		t0 = tr_now();
-		if ((rc = tr_forward_all(t, t->ref, (float)c->temperature, e)))
-			return err_prefix(e, "step %ld: reference", s);
-		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_logp, t->ref_logp);
-		if ((rc = check_finite(t->ref_logp, t->off[t->B], s, "the reference's log-probs",
-				       e)))
-			return rc;
-		tr_add_ms(st, t->ref, STAGE_INF, t0, tr_stage_end(t, t->ref));
-	} else {
-		memcpy(t->ref_logp, t->old_logp, t->off[t->B] * sizeof *t->ref_logp);
-	}
-	if (t->critic >= 0) {
-		t0 = tr_now();
-		if ((rc = tr_forward_all(t, t->critic, 1, e)))
-			return err_prefix(e, "step %ld: critic", s);
-		rl_gather((size_t)t->B, t->zstart, t->zplen, t->off, t->p_val, t->values);
-		if ((rc = check_finite(t->values, t->off[t->B], s, "the critic's values", e)))
-			return rc;
-		tr_add_ms(st, t->critic, STAGE_INF, t0, tr_stage_end(t, t->critic));
-	}
+	if (t->ref >= 0 &&
+	    (rc = check_finite(t->ref_logp, N, s, "the reference's log-probs", e)))
+		return rc;
+	if (t->ref < 0)
+		memcpy(t->ref_logp, t->old_logp, N * sizeof *t->ref_logp);
+	if (t->critic >= 0 && (rc = check_finite(t->values, N, s, "the critic's values", e)))
+		return rc;
 	return NR_OK;
 }
 

@@ -28,42 +28,37 @@ static void master_grads(const struct mstate *st, const struct piece *mp, size_t
 	}
 }
 
-/* Clip and apply model mi's gradients: the norm over the model's ranks
+/* Clip and apply model mi's gradients on its ranks: the norm over them
  * (each element once: copies left out), AdamW on the master (with a
  * distributed optimizer, the rank's DP block, whose weights are then
  * summed back over DP), the weights from it.  *norm gets the norm before
- * clipping; every rank of the world gets it. */
+ * clipping (0 on a rank out of the model's pool, which only counts the
+ * step). */
 static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, long s,
 		    double *norm, struct err *e)
 {
 	struct part *pt = &t->part[mi];
 	struct mstate *st = pt->st;
+	const struct rank_role *ro = pt->ro;
 	struct optim_span *sp = NULL;
 	struct piece *mp = NULL, *wp = NULL;
 	size_t n = 0, nm = 0, nw = 0;
 	float sq = 0, *gm = NULL;
-	double scale = 1;
-	int rc = NR_OK;
+	double scale = 1, lr = optim_lr_at(oc, t->opt_steps[mi]);
+	long step = t->opt_steps[mi] + 1;
+	int rc;
 
-	if (pt->held) {
-		const struct rank_role *ro = pt->ro;
-
-		rc = optim_spans(&st->lo, KIND_WEIGHT, ro->tp_rank, ro->pp_rank, ro->dp_rank, &sp,
-				 &n, e);
-		if (rc == NR_OK)
-			sq = (float)optim_sumsq(sp, n, st->grad);
-		if (rc == NR_OK && ro->nranks > 1)
-			rc = pt->c[GROUP_POOL]->allreduce_sum(pt->c[GROUP_POOL]->ctx, &sq, 1, e);
+	*norm = 0;
+	if (!pt->held) {
+		t->opt_steps[mi]++;
+		return NR_OK;
 	}
-	rc = tr_agree(t, rc, e);
-	/* the norm, for every rank of the world (the record says it) */
-	if (rc == NR_OK && t->g->world.size > 1) {
-		float v = tr_gives(pt) && pt->ro->dp_rank == 0 ? sq : 0;
-
-		rc = tr_pool(t, &v, 1, e);
-		sq = v;
-	}
-	if (rc)
+	rc = optim_spans(&st->lo, KIND_WEIGHT, ro->tp_rank, ro->pp_rank, ro->dp_rank, &sp, &n, e);
+	if (rc == NR_OK)
+		sq = (float)optim_sumsq(sp, n, st->grad);
+	if (rc == NR_OK && ro->nranks > 1)
+		rc = pt->c[GROUP_POOL]->allreduce_sum(pt->c[GROUP_POOL]->ctx, &sq, 1, e);
+	if ((rc = tr_part_agree(pt, rc, e)))
 		goto out;
 	scale = optim_clip_scale(sq, oc->grad_clip, norm);
 	if (!isfinite(*norm)) {
@@ -72,48 +67,42 @@ static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, lo
 			     t->job->models[mi].name, *norm);
 		goto out;
 	}
-	if (pt->held) {
-		const struct rank_role *ro = pt->ro;
-		double lr = optim_lr_at(oc, t->opt_steps[mi]);
-		long step = t->opt_steps[mi] + 1;
+	optim_scale(sp, n, st->grad, scale);
+	if (!st->zero) {
+		adamw_step(&oc->adamw, lr, step, sp, n, st->buf[KIND_MASTER],
+			   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], st->grad);
+		mstate_weights_from_master(st);
+	} else {
+		struct optim_span *msp = NULL;
+		size_t mn = 0;
 
-		optim_scale(sp, n, st->grad, scale);
-		if (!st->zero) {
-			adamw_step(&oc->adamw, lr, step, sp, n, st->buf[KIND_MASTER],
-				   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], st->grad);
+		rc = layout_pieces(&st->lo, KIND_MASTER, ro->tp_rank, ro->pp_rank, ro->dp_rank,
+				   &mp, &nm, e);
+		if (rc == NR_OK)
+			rc = layout_pieces(&st->lo, KIND_WEIGHT, ro->tp_rank, ro->pp_rank,
+					   ro->dp_rank, &wp, &nw, e);
+		if (rc == NR_OK)
+			rc = optim_spans(&st->lo, KIND_MASTER, ro->tp_rank, ro->pp_rank,
+					 ro->dp_rank, &msp, &mn, e);
+		if (rc == NR_OK && !(gm = calloc(st->len[KIND_MASTER] + 1, sizeof *gm)))
+			rc = err_oom(e);
+		if (rc == NR_OK) {
+			master_grads(st, mp, nm, wp, nw, gm);
+			adamw_step(&oc->adamw, lr, step, msp, mn, st->buf[KIND_MASTER],
+				   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], gm);
+			/* each DP rank writes its blocks of the weights; the sum
+			 * over DP is the whole */
+			for (size_t j = 0; j < nw; j++)
+				memset(st->buf[KIND_WEIGHT] + wp[j].local_off, 0,
+				       (size_t)wp[j].local_len * sizeof(float));
 			mstate_weights_from_master(st);
-		} else {
-			struct optim_span *msp = NULL;
-			size_t mn = 0;
-
-			rc = layout_pieces(&st->lo, KIND_MASTER, ro->tp_rank, ro->pp_rank, ro->dp_rank,
-					   &mp, &nm, e);
-			if (rc == NR_OK)
-				rc = layout_pieces(&st->lo, KIND_WEIGHT, ro->tp_rank, ro->pp_rank,
-						   ro->dp_rank, &wp, &nw, e);
-			if (rc == NR_OK)
-				rc = optim_spans(&st->lo, KIND_MASTER, ro->tp_rank, ro->pp_rank,
-						 ro->dp_rank, &msp, &mn, e);
-			if (rc == NR_OK && !(gm = calloc(st->len[KIND_MASTER] + 1, sizeof *gm)))
-				rc = err_oom(e);
-			if (rc == NR_OK) {
-				master_grads(st, mp, nm, wp, nw, gm);
-				adamw_step(&oc->adamw, lr, step, msp, mn, st->buf[KIND_MASTER],
-					   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], gm);
-				/* each DP rank writes its blocks of the weights; the sum
-				 * over DP is the whole */
-				for (size_t j = 0; j < nw; j++)
-					memset(st->buf[KIND_WEIGHT] + wp[j].local_off, 0,
-					       (size_t)wp[j].local_len * sizeof(float));
-				mstate_weights_from_master(st);
-				rc = pt->c[GROUP_DP]->allreduce_sum(pt->c[GROUP_DP]->ctx,
-								     st->buf[KIND_WEIGHT],
-								     st->len[KIND_WEIGHT], e);
-			}
-			free(msp);
+			rc = pt->c[GROUP_DP]->allreduce_sum(pt->c[GROUP_DP]->ctx,
+							     st->buf[KIND_WEIGHT],
+							     st->len[KIND_WEIGHT], e);
 		}
+		free(msp);
 	}
-	rc = tr_agree(t, rc, e);
+	rc = tr_part_agree(pt, rc, e);
 	t->opt_steps[mi]++;
 out:
 	free(sp);
@@ -168,37 +157,50 @@ static int update(struct trainer *t, int mi, int k, long s, struct rl_stats *st,
 	return trainer_apply(t, mi, s, norm, e);
 }
 
+/* What a trained model's ranks tell the rest at the end of the training
+ * stage: its losses' statistics and the sum of its gradient norms. */
+struct trained {
+	struct rl_stats st;
+	double norms;
+};
+
+/* The training stage: for each PPO epoch and mini-batch, the actor's
+ * update and the critic's, each on its own ranks, so that pools holding
+ * one and the other train at once; then their figures handed to every
+ * rank. */
 static int rl_updates(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	const struct job *job = t->job;
-	int M = job->mini_batches, rc = NR_OK;
-	struct rl_stats a = { 0 }, v = { 0 };
-	double norm, norms = 0;
-	int updates = 0;
+	int M = job->mini_batches, rc = NR_OK, updates = 0;
+	bool critic = t->critic >= 0 && job->models[t->critic].stages[STAGE_TRAIN];
+	struct trained a = { 0 }, v = { 0 };
+	double norm;
 
 	for (int ep = 0; ep < job->ppo_epochs && rc == NR_OK; ep++)
 		for (int k = 0; k < M && rc == NR_OK; k++) {
 			double t0 = tr_now();
 
-			rc = update(t, t->actor, k, s, &a, &norm, e);
-			norms += norm;
+			rc = update(t, t->actor, k, s, &a.st, &norm, e);
+			a.norms += norm;
 			updates++;
-			tr_add_ms(st, t->actor, STAGE_TRAIN, t0, tr_stage_end(t, t->actor));
-			if (rc == NR_OK && t->critic >= 0 && job->models[t->critic].stages[STAGE_TRAIN]) {
+			tr_end_ms(t, st, t->actor, STAGE_TRAIN, t0);
+			if (rc == NR_OK && critic) {
 				t0 = tr_now();
-				rc = update(t, t->critic, k, s, &v, &norm, e);
-				tr_add_ms(st, t->critic, STAGE_TRAIN, t0, tr_stage_end(t, t->critic));
+				rc = update(t, t->critic, k, s, &v.st, &norm, e);
+				tr_end_ms(t, st, t->critic, STAGE_TRAIN, t0);
 			}
 		}
-	if (rc)
+	if ((rc = tr_agree(t, rc, e)) ||
+	    (rc = tr_hand_off(t, t->actor, &a, sizeof a, e)) ||
+	    (critic && (rc = tr_hand_off(t, t->critic, &v, sizeof v, e))))
 		return rc;
-	st->policy_loss = a.pg_loss / updates;
-	st->clip_frac = a.pg_clipfrac / updates;
-	st->entropy = a.entropy / updates;
-	st->value_loss = v.vf_loss / updates;
-	st->grad_norm = norms / updates;
+	st->policy_loss = a.st.pg_loss / updates;
+	st->clip_frac = a.st.pg_clipfrac / updates;
+	st->entropy = a.st.entropy / updates;
+	st->value_loss = v.st.vf_loss / updates;
+	st->grad_norm = a.norms / updates;
 	if (job->rl.algorithm == RL_GRPO && t->ref >= 0 && job->rl.use_kl_loss)
-		st->kl = a.kl_loss / updates;
+		st->kl = a.st.kl_loss / updates;
 	return NR_OK;
 }
 
@@ -208,6 +210,7 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 {
 	int P = (int)t->job->prompts_per_step, at = 0, rc = NR_OK;
 	struct rl_stats sft = { 0 };
+	struct trained out;
 	double t0 = tr_now(), norm = 0;
 
 	t->B = P;
@@ -240,15 +243,18 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 		t->zplen[b] = b < P ? (size_t)t->plen[b] : 0;
 	}
 	rc = tr_grads(t, t->actor, HEAD_SFT, 0, P, 1, &sft, e);
-	st->sft_loss = sft.pg_loss;
-	if (rc == NR_OK && !isfinite(st->sft_loss))
+	if (rc == NR_OK && !isfinite(sft.pg_loss))
 		rc = err_set(e, NR_EIO, "step %ld: the warm-up's loss is %g, not finite; the "
-			     "actor was not updated", s, st->sft_loss);
+			     "actor was not updated", s, sft.pg_loss);
 	if (rc == NR_OK)
 		rc = opt_step(t, t->actor, &t->job->rl.sft_optim, s, &norm, e);
-	st->grad_norm = norm;
-	tr_add_ms(st, t->actor, STAGE_TRAIN, t0, tr_stage_end(t, t->actor));
-	return rc;
+	tr_end_ms(t, st, t->actor, STAGE_TRAIN, t0);
+	out = (struct trained){ sft, norm };
+	if ((rc = tr_agree(t, rc, e)) || (rc = tr_hand_off(t, t->actor, &out, sizeof out, e)))
+		return rc;
+	st->sft_loss = out.st.pg_loss;
+	st->grad_norm = out.norms;
+	return NR_OK;
 }
 
 int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e)

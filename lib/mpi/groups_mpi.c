@@ -285,17 +285,19 @@ static int m_agree(void *ctx, int rc, struct err *e)
 	return mpi_agree_on(c->comm, rc, e);
 }
 
-static int m_bcast(void *ctx, void *buf, size_t n, struct err *e)
+static int m_bcast(void *ctx, int root, void *buf, size_t n, struct err *e)
 {
 	struct mcomm *c = ctx;
 	int rc;
 
 	if (c->comm == MPI_COMM_NULL)
 		return not_member(c, e);
+	if (root < 0 || root >= c->size)
+		return err_set(e, NR_EIO, "%s: no rank %d to broadcast from", c->name, root);
 	for (size_t at = 0; at < n; at += INT_MAX / 2) {
 		size_t len = n - at < INT_MAX / 2 ? n - at : INT_MAX / 2;
 
-		if ((rc = MPI_Bcast((char *)buf + at, (int)len, MPI_BYTE, 0, c->comm)) != MPI_SUCCESS)
+		if ((rc = MPI_Bcast((char *)buf + at, (int)len, MPI_BYTE, root, c->comm)) != MPI_SUCCESS)
 			return mpi_fail(c, "MPI_Bcast", rc, e);
 	}
 	return NR_OK;

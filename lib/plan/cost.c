@@ -291,6 +291,11 @@ double cost_move(const struct env *v, const struct arch *a, const struct pconf *
 	return bytes / cost_link_bw(v, span);
 }
 
+double cost_handoff(const struct env *v, double bytes, int span)
+{
+	return bytes / cost_link_bw(v, span) + v->k->allreduce_lat_s;
+}
+
 double cost_offload(const struct env *v, double bytes)
 {
 	return 2.0 * bytes / cost_host_bw(v);

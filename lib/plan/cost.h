@@ -69,6 +69,10 @@ double move_bytes(const struct arch *a, const struct pconf *train, const struct 
 		  bool same_gpus);
 double cost_move(const struct env *v, const struct arch *a, const struct pconf *train,
 		 const struct pconf *gen, bool same_gpus);
+/* Seconds to hand bytes that one pool computed in a stage to the other
+ * pools at the stage's end, over the links of a job spanning span GPUs:
+ * one broadcast from the pool's first GPU (nereus-cost(5), HAND-OFFS). */
+double cost_handoff(const struct env *v, double bytes, int span);
 /* Seconds to move bytes per GPU to host memory and back. */
 double cost_offload(const struct env *v, double bytes);
 

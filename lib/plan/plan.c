@@ -225,12 +225,59 @@ bool plan_place(const struct cluster *cl, struct plan *p)
 
 /* --- evaluation --------------------------------------------------------- */
 
-static int pool_of_item(const struct plan *p, int item)
+static int pool_holding(const struct pool *pools, int npools, int item)
 {
-	for (int i = 0; i < p->npools; i++)
-		if (p->pools[i].items & (1u << item))
+	for (int i = 0; i < npools; i++)
+		if (pools[i].items & (1u << item))
 			return i;
 	return -1;
+}
+
+static int pool_of_item(const struct plan *p, int item)
+{
+	return pool_holding(p->pools, p->npools, item);
+}
+
+/* Whether pool i runs a model-stage of stage s. */
+static bool pool_runs(const struct env *v, const struct pool *pools, int i, enum stage s)
+{
+	for (int m = 0; m < v->job->nmodels; m++)
+		if ((pools[i].items & (1u << (1 + m))) && v->job->models[m].stages[s])
+			return true;
+	return false;
+}
+
+/* Whether a pool other than pool i runs a model-stage of a stage after s. */
+static bool others_need(const struct env *v, const struct pool *pools, int npools, int i,
+			enum stage s)
+{
+	for (int k = 0; k < npools; k++)
+		for (int x = s + 1; x < NSTAGES && k != i; x++)
+			if (pool_runs(v, pools, k, (enum stage)x))
+				return true;
+	return false;
+}
+
+double plan_handoffs(const struct env *v, const struct pool *pools, int npools, int span,
+		     enum stage s)
+{
+	const struct job *j = v->job;
+	double seqs = (double)job_sequences(j), t = 0;
+	int gi = pool_holding(pools, npools, ITEM_GEN);
+
+	if (npools < 2)
+		return 0;
+	if (s == STAGE_GEN)
+		return gi >= 0 && others_need(v, pools, npools, gi, s) ?
+		       cost_handoff(v, 4 * seqs * (j->prompt_len + j->response.mean), span) : 0;
+	for (int m = 0; s == STAGE_INF && m < j->nmodels; m++) {
+		int pi = pool_holding(pools, npools, 1 + m);
+		bool score = j->models[m].role == ROLE_REWARD;
+
+		if (pi >= 0 && j->models[m].stages[s] && others_need(v, pools, npools, pi, s))
+			t += cost_handoff(v, 4 * seqs * (score ? 1 : j->response.mean), span);
+	}
+	return t;
 }
 
 static void ms_name(const struct env *v, int m, enum stage s, char *out, size_t n)
@@ -269,7 +316,7 @@ void plan_evaluate(const struct env *v, struct plan *p)
 	double cap = cluster_gpu_bytes(v->cl);
 	double pool_t[MAX_ITEMS][NSTAGES] = { { 0 } };
 	struct mcost mc[MAX_MODELS];
-	int actor = job_actor(j), n = cluster_gpus(v->cl);
+	int actor = job_actor(j), n = cluster_gpus(v->cl), span = 0;
 
 	p->feasible = true;
 	p->why[0] = '\0';
@@ -352,10 +399,13 @@ void plan_evaluate(const struct env *v, struct plan *p)
 			shortfall(v, p, ms);
 	}
 	p->step_time = v->k->step_s;
+	for (int i = 0; i < p->npools; i++)
+		span += p->pools[i].ngpus;
 	for (int s = 0; s < NSTAGES; s++) {
 		p->stage_time[s] = 0;
 		for (int i = 0; i < p->npools; i++)
 			p->stage_time[s] = fmax(p->stage_time[s], pool_t[i][s]);
+		p->stage_time[s] += plan_handoffs(v, p->pools, p->npools, span, (enum stage)s);
 		p->step_time += p->stage_time[s];
 	}
 }

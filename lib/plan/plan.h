@@ -63,6 +63,18 @@ bool plan_place(const struct cluster *cl, struct plan *p);
  * feasibility (with the reason when it does not fit). */
 void plan_evaluate(const struct env *v, struct plan *p);
 
+/* Seconds of the hand-offs at the end of stage s between the npools
+ * pools (their items; span: the GPUs they hold together): what a pool
+ * computed in it, broadcast to the pools that run a later stage (none
+ * with one pool).  The rollouts after generation, every sequence's tokens
+ * at 4 bytes each; after inference, each model's figures: a log-prob or a
+ * value per response token, a score per sequence for the reward model.
+ * Each goes once from its pool to the rest at once, over the links of
+ * span GPUs (cost_handoff); a stage's time is its slowest pool's plus
+ * these. */
+double plan_handoffs(const struct env *v, const struct pool *pools, int npools, int span,
+		     enum stage s);
+
 /* One model in its home layout: stage times, and the memory it keeps
  * resident between stages and needs on top of that while it runs. */
 struct mcost {

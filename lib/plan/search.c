@@ -5,8 +5,11 @@
  * bounds (search_front.c), sharing search_impl.h.
  *
  * Why the fast search is exact.  A plan's step time is step_s plus, for
- * each stage, the longest of its pools' times in that stage, and a pool's
- * time in a stage is the sum of its items' times there.  A pool fits when
+ * each stage, the longest of its pools' times in that stage, plus the
+ * hand-offs between its pools (plan_handoffs: they depend on the partition
+ * and on whether its GPUs fit in a node, not on any configuration, so the
+ * bounds below leave them out and stay bounds), and a pool's time in a
+ * stage is the sum of its items' times there.  A pool fits when
  * its resident bytes R (summed over its models) plus the largest need T of
  * one of its model-stages on top of them fit a GPU, and its engines, if it
  * has them, find room next to R for one sequence at its longest (the
@@ -96,16 +99,19 @@ static void build(struct search *s, struct plan *p)
 
 static void leaf(struct search *s, const double *mx)
 {
-	int size[MAX_ITEMS];
+	int size[MAX_ITEMS], span = 0;
 	double obj = s->v->k->step_s;
 
+	for (int i = 0; i < s->npools; i++) {
+		size[i] = s->sizes[s->zi[i]];
+		span += size[i];
+	}
+	obj += s->handoff[span > s->v->cl->gpus_per_node];
 	for (int st = 0; st < NSTAGES; st++)
 		obj += mx[st];
 	s->st->leaves++;
 	if (obj > s->best * (1 + EPS))
 		return;
-	for (int i = 0; i < s->npools; i++)
-		size[i] = s->sizes[s->zi[i]];
 	if (!se_sizes_fit(s, size, s->npools))
 		return;
 	if (s->found && obj >= s->best * (1 - EPS)) {
@@ -250,6 +256,24 @@ static void walk(struct search *s, int i, int left, const double *mx)
 	}
 }
 
+/* The hand-offs between the pools of the partition walked, a step
+ * (plan_handoffs): on GPUs of one node, and across nodes.  They do not
+ * depend on the pools' configurations, so every bound stays a bound. */
+static void partition_handoffs(struct search *s)
+{
+	struct pool p[MAX_ITEMS];
+
+	for (int i = 0; i < s->npools; i++)
+		p[i] = (struct pool){ s->pools[i], 0 };
+	for (int k = 0; k < 2; k++) {
+		int span = k ? s->v->cl->gpus_per_node + 1 : 1;
+
+		s->handoff[k] = 0;
+		for (int st = 0; st < NSTAGES; st++)
+			s->handoff[k] += plan_handoffs(s->v, p, s->npools, span, (enum stage)st);
+	}
+}
+
 /* Partitions of the items into want pools, as restricted growth strings. */
 static void partitions(struct search *s, int item, int *block, int nblocks, int want, int up)
 {
@@ -264,6 +288,7 @@ static void partitions(struct search *s, int item, int *block, int nblocks, int 
 			s->pools[block[i]] |= 1u << i;
 		if (!target_places(s->v->job, s->sp->target, s->pools, nblocks))
 			return;
+		partition_handoffs(s);
 		s->st->partitions++;
 		walk(s, 0, up, zero);
 		return;
@@ -282,6 +307,7 @@ static void pass(struct search *s, int *block, bool fewest)
 	if (s->sp->npools) {
 		s->npools = s->sp->npools;
 		memcpy(s->pools, s->sp->pool_items, sizeof s->pools);
+		partition_handoffs(s);
 		s->st->partitions++;
 		walk(s, 0, cluster_gpus_up(cl), (const double[NSTAGES]){ 0 });
 		return;

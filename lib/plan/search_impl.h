@@ -125,6 +125,7 @@ struct search {
 	/* the walk */
 	int npools;
 	unsigned pools[MAX_ITEMS];
+	double handoff[2];     /* the partition's hand-offs, a step: within a node, across */
 	int zi[MAX_ITEMS];
 	const struct entry *pick[MAX_ITEMS];
 	/* the best */

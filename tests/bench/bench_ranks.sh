@@ -13,7 +13,13 @@
 #   the loop: on 4 ranks with a rank down for a third of the run, the
 #     controller (adaptive) against the fixed policy (TP and PP kept, DP
 #     scaled with the GPUs up): mean step latency and its ratio, switches
-#     and their share of run time, beside DESIGN.md's published figures.
+#     and their share of run time, beside DESIGN.md's published figures;
+#   pools: bench_realrun's models as a PPO job (actor, critic, reference,
+#     reward) on 2 ranks, the actor, the reward model and the engines on
+#     GPU 0, the critic and the reference on GPU 1: each step's time
+#     against the sum of its model-stages' times (pools that run at once
+#     take less than the sum; goal <= 0.8 with a core per rank), beside
+#     the plan's predicted ratio.
 #
 # Needs mpirun; prints what it skips otherwise.
 set -u
@@ -23,7 +29,7 @@ PATH="$B:$PATH"
 command -v mpirun > /dev/null || { echo "bench_ranks: mpirun not found: skipped"; exit 0; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bench_ranks.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
-cp examples/tasks/repeat.jsonl "$dir/"
+cp examples/tasks/repeat.jsonl tests/bench/realrun-job.json tests/bench/realrun-cluster.json "$dir/"
 cd "$dir" || exit 1
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cores=$(nproc)
@@ -180,4 +186,56 @@ print("  fixed:    %d of %d steps ran, mean step latency %.3f s (a paused step w
       "as the last step took)" % (ran(f), len(f), lf))
 print("  adaptive against fixed: %+.1f%% mean step latency (published: -27.7%%, and switches "
       "0.079%% of a 1,000-step run)" % (100 * (la / lf - 1)))
+EOF
+
+# Pools at once: a step against the sum of its model-stages
+echo
+echo "pools on 2 ranks: bench_realrun's models as PPO, actor, reward and engines on GPU 0,"
+echo "critic and reference on GPU 1: a step against the sum of its model-stages"
+/usr/bin/python3 - <<'EOF' || exit 1
+import json
+j = json.load(open("realrun-job.json"))
+a = j["models"]["actor"]["arch"]
+j["name"], j["algorithm"] = "bench-pools", "ppo"
+j["models"]["critic"] = {"arch": a, "stages": ["inference", "training"]}
+j["models"]["reward"] = {"arch": a, "stages": ["inference"]}
+j["rl"] = {"actor_optim": {"lr": 1e-3}, "critic_optim": {"lr": 1e-3}}
+j["data"] = {"prompts": "repeat.jsonl", "reward": "model", "seed": 1}
+json.dump(j, open("pools-job.json", "w"))
+c = json.load(open("realrun-cluster.json"))
+c["name"], c["gpus_per_node"], c["links"] = "cpu-2", 2, {"intra_node_gbps": 10}
+json.dump(c, open("pools-cluster.json", "w"))
+conf = {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 8, "zero": 0, "offload": False}
+json.dump({"nereus": 1, "kind": "plan", "layout": "pinned",
+           "pools": [{"gpus": "0", "count": 1, "items": ["generation", "actor", "reward"]},
+                     {"gpus": "1", "count": 1, "items": ["reference", "critic"]}],
+           "models": {m: dict(conf, pool=0 if m in ("actor", "reward") else 1)
+                      for m in j["models"]},
+           "generation": {"tp": 1, "dp": 1, "pool": 0}}, open("pools-plan.json", "w"))
+EOF
+nereus-run init --job pools-job.json -o pools-st || exit 1
+nereus-plan --job pools-job.json --cluster pools-cluster.json --current pools-plan.json \
+	--layout fixed -o pools-eval.json 2> /dev/null
+[ -s pools-eval.json ] || exit 1
+mpirun --oversubscribe -np 2 nereus-run --engine builtin --job pools-job.json \
+	--cluster pools-cluster.json --state pools-st --steps 8 --plan pools-plan.json \
+	--records pools.jsonl -q || exit 1
+/usr/bin/python3 - <<'EOF'
+import json, statistics
+p = json.load(open("pools-eval.json"))
+pred = p["step_time_s"] / sum(m["time_s"] for m in p["model_stages"])
+rows = []
+for l in open("pools.jsonl"):
+    r = json.loads(l)
+    if r["step"] == 0:  # the first step warms up
+        continue
+    s = sum(m["time_s"] for m in r["model_stages"])
+    rows.append((r["step"], r["step_time_s"], s, r["step_time_s"] / s))
+for step, t, s, q in rows:
+    print("  step %d: %.3f s, its model-stages' sum %.3f s: %.2f" % (step, t, s, q))
+q = [x[3] for x in rows]
+print("  step time / sum of model-stages: median %.2f (%.2f-%.2f over %d steps; goal <= 0.8: "
+      "%s); the plan predicts %.2f (%.3f s a step)" %
+      (statistics.median(q), min(q), max(q), len(q),
+       "met" if statistics.median(q) <= 0.8 else "NOT met", pred, p["step_time_s"]))
 EOF

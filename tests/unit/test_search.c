@@ -123,6 +123,68 @@ static void test_ppo_pinned_fast_equals_exhaustive(void)
 	}
 }
 
+/* The longest pool's time in stage st of plan p (no model offloaded). */
+static double slowest_pool(const struct plan *p, enum stage st)
+{
+	double sum[MAX_ITEMS] = { 0 }, most = 0;
+
+	for (int i = 0; i < p->nms; i++)
+		if (p->ms[i].stage == st)
+			sum[p->ms[i].pool] += p->ms[i].time.total;
+	for (int i = 0; i < p->npools; i++)
+		most = sum[i] > most ? sum[i] : most;
+	return most;
+}
+
+/* Pools run a stage at once; it ends when the slowest is done and what
+ * each computed has reached the pools that go on with it: after
+ * generation, the rollouts' tokens; after inference, each model's
+ * figures, a float per response token (a score per sequence, the reward
+ * model's), each broadcast once over the node's links.  One pool hands
+ * nothing over. */
+static void test_pools_hand_off_at_stage_ends(void)
+{
+	static struct plan p;
+	const char *const pins[] = { "actor@training=nooffload", "critic@training=nooffload",
+				     "reference@inference=nooffload", "reward@inference=nooffload" };
+	struct search_stats st;
+	struct space sp;
+	struct err e;
+	double seqs, bw, lat, want[NSTAGES];
+	int span;
+
+	load("examples/jobs/ppo-llama3-8b.json");
+	h100(2, 8);
+	seqs = 512.0 * 1;
+	lat = k.allreduce_lat_s;
+	for (int shape = 0; shape < 2; shape++) {
+		space_init(&sp);
+		sp.npools = shape ? 1 + job.nmodels : 1;
+		for (int i = 0; i < sp.npools; i++)
+			sp.pool_items[i] = shape ? 1u << i : (1u << (1 + job.nmodels)) - 1;
+		for (size_t i = 0; i < sizeof pins / sizeof *pins; i++)
+			CHECK(search_pin_parse(&job, pins[i], &sp, &e) == NR_OK);
+		if (plan_search(&v, &sp, false, NULL, &p, &st, &e)) {
+			printf("#   %s\n", e.msg);
+			unit_failed = 1;
+			return;
+		}
+		CHECK(p.npools == sp.npools);
+		span = 0;
+		for (int i = 0; i < p.npools; i++)
+			span += p.pools[i].ngpus;
+		bw = span > 8 ? 48e9 * k.inter_eff : 450e9 * k.intra_eff;
+		want[STAGE_GEN] = 4 * seqs * (1024 + 1024) / bw + lat;
+		/* actor, critic and reference per token; reward per sequence:
+		 * each pool has another that trains */
+		want[STAGE_INF] = 3 * (4 * seqs * 1024 / bw + lat) + 4 * seqs / bw + lat;
+		want[STAGE_TRAIN] = 0;
+		for (int s = 0; s < NSTAGES; s++)
+			CHECK_NEAR(p.stage_time[s] - slowest_pool(&p, (enum stage)s),
+				   shape ? want[s] : 0, 1e-6);
+	}
+}
+
 /* The search without a pin, and with each of pins: none is faster. */
 static void no_pin_beats(const char *const pins[], struct plan *best)
 {
@@ -301,6 +363,7 @@ int main(void)
 	RUN(test_pin_is_respected);
 	RUN(test_impossible_pin_is_infeasible);
 	RUN(test_bad_pins_are_rejected);
+	RUN(test_pools_hand_off_at_stage_ends);
 	RUN(test_baselines_not_faster);
 	RUN(test_decision);
 	return UNIT_END();
