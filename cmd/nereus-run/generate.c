@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "common/out.h"
-#include "common/utf8.h"
 #include "engine/batches.h"
 #include "subcommands.h"
 
@@ -133,19 +132,16 @@ static int put_generated(void *arg, size_t i, const int *o, const float *lp, int
 	json_object_set_new(line, "tokens", t);
 	json_object_set_new(line, "logprobs", l);
 	if (k->tok) {
-		size_t n = task_response_len(o, (size_t)len, k->stops), blen;
-		char *text, *shown;
-		int rc = tok_decode(k->tok, o, n, &text, &blen, e);
+		size_t n;
+		char *text;
+		int rc = batches_text(k->tok, k->stops, o, len, &text, &n, e);
 
 		if (rc) {
 			json_decref(line);
 			return rc;
 		}
-		/* a character a generation cut in two shows as U+FFFD */
-		shown = utf8_replace(text, blen, &blen);
-		json_object_set_new(line, "text", shown ? json_stringn(shown, blen) : NULL);
+		json_object_set_new(line, "text", json_stringn(text, n));
 		free(text);
-		free(shown);
 	}
 	return put_line(k, line, e);
 }
@@ -185,14 +181,14 @@ static int generate_or_score(int argc, char **argv, bool score)
 	struct stops stops;
 	struct prompts ps = { 0 };
 	struct lm m = { 0 };
-	struct model md = { 0 };
+	struct model md;
 	struct err e = { 0 };
 	bool have_tok = false, opened = false;
 	struct outfile of;
 	FILE *f = stdout;
 	const char *name;
+	struct prompt_limits lim;
 	int rc = parse(argc, argv, score, &a), mi = 0;
-	long ctx;
 
 	if (rc == OPTIONS_DONE)
 		return NR_OK;
@@ -200,22 +196,13 @@ static int generate_or_score(int argc, char **argv, bool score)
 		return rc;
 	name = a.out && strcmp(a.out, "-") ? a.out : "<stdout>";
 	if ((rc = store_reader_open(&r, a.state, &e)) ||
-	    (rc = batches_model(r, a.model, a.state, &mi, &e)) ||
+	    (rc = batches_model(store_reader_manifest(r), a.model, a.state, score, &mi, &md,
+				&e)) ||
 	    (rc = batches_tokenizer(r, a.tokenizer, &tok, &stops, &have_tok, &e)))
 		goto out;
-	md.arch = store_reader_manifest(r)->models[mi].lo.arch;
-	snprintf(md.name, sizeof md.name, "%s", store_reader_manifest(r)->models[mi].lo.name);
-	if (!score && md.arch.score_head) {
-		rc = err_set(&e, NR_EINPUT, "model '%s' has a score head, not a language model's: "
-			     "it scores (nereus-run score), it does not generate", md.name);
-		goto out;
-	}
-	/* a prompt to continue leaves room for one token at least */
-	ctx = md.arch.max_pos ? md.arch.max_pos : 1L << 20;
-	if ((rc = prompts_load_chat(&ps, a.prompts,
-				    &(struct prompt_limits){ md.arch.vocab,
-							     (size_t)(score ? ctx : ctx - 1), false },
-				    have_tok ? &tok : NULL, a.tokenizer, &e)))
+	lim = batches_limits(&md, score);
+	if ((rc = prompts_load_chat(&ps, a.prompts, &lim, have_tok ? &tok : NULL, a.tokenizer,
+				    &e)))
 		goto out;
 	if ((rc = lm_open(&m, &md, 0, false, r, mi, 0, &e)))
 		goto out;
@@ -226,7 +213,7 @@ static int generate_or_score(int argc, char **argv, bool score)
 		goto out;
 	rc = score ? batches_score(&m, &ps, put_scored,
 				   &(struct sink){ f, name, m.st.lo.arch.score_head, NULL, NULL }, &e) :
-		     run_generate(&m, &ps, &a, ctx,
+		     run_generate(&m, &ps, &a, batches_positions(&md),
 				  &(struct sink){ f, name, false, have_tok ? &tok : NULL, &stops },
 				  &e);
 	if (a.out && rc == NR_OK)

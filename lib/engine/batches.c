@@ -1,27 +1,45 @@
 /* A store's model and tokenizer, and prompts through the model in
  * batches of BATCHES_PROMPTS, packed. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "engine/batches.h"
 
 #define BATCH BATCHES_PROMPTS
 
-int batches_model(struct store_reader *r, const char *name, const char *store, int *index,
-		  struct err *e)
+int batches_model(const struct manifest *m, const char *name, const char *store, bool score,
+		  int *index, struct model *md, struct err *e)
 {
-	const struct manifest *m = store_reader_manifest(r);
-
 	for (int i = 0; i < m->nmodels; i++)
 		if ((name && strcmp(m->models[i].lo.name, name) == 0) ||
 		    (!name && (m->nmodels == 1 || strcmp(m->models[i].lo.name, "actor") == 0))) {
 			*index = i;
+			*md = (struct model){ .arch = m->models[i].lo.arch };
+			snprintf(md->name, sizeof md->name, "%s", m->models[i].lo.name);
+			if (!score && md->arch.score_head)
+				return err_set(e, NR_EINPUT, "model '%s' has a score head, not a "
+					       "language model's: it scores (nereus-run score), it "
+					       "does not generate", md->name);
 			return NR_OK;
 		}
 	return err_set(e, NR_EINPUT, name ? "store '%s' has no model '%s'" :
 			       "store '%s' has several models and none is called actor: name one "
 			       "with --model", store, name);
+}
+
+long batches_positions(const struct model *md)
+{
+	return md->arch.max_pos ? md->arch.max_pos : 1L << 20;
+}
+
+struct prompt_limits batches_limits(const struct model *md, bool score)
+{
+	long ctx = batches_positions(md);
+
+	return (struct prompt_limits){ md->arch.vocab, (size_t)(score ? ctx : ctx - 1), false };
 }
 
 int batches_tokenizer(struct store_reader *r, const char *file, struct tokenizer *tok,
@@ -45,6 +63,20 @@ int batches_tokenizer(struct store_reader *r, const char *file, struct tokenizer
 		rc = stops_add_checkpoint(stops, tok, dir, e);
 	}
 	return rc;
+}
+
+int batches_text(const struct tokenizer *tok, const struct stops *s, const int *tokens,
+		 int len, char **text, size_t *n, struct err *e)
+{
+	size_t upto = task_response_len(tokens, (size_t)len, s), blen;
+	char *raw;
+	int rc = tok_decode(tok, tokens, upto, &raw, &blen, e);
+
+	if (rc)
+		return rc;
+	*text = utf8_replace(raw, blen, n);
+	free(raw);
+	return *text ? NR_OK : err_oom(e);
 }
 
 /* The longest prompt and the tokens of all. */

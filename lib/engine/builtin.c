@@ -52,10 +52,8 @@ void builtin_free(struct builtin *b)
 static unsigned builtin_observe(void *self, long step, const struct cond **now)
 {
 	struct builtin *b = self;
-	unsigned changed = 0;
+	unsigned changed = cond_replay(&b->c, b->ev, &b->next_ev, step);
 
-	while (b->ev && b->next_ev < b->ev->n && b->ev->v[b->next_ev].step <= step)
-		changed |= cond_apply(&b->c, &b->ev->v[b->next_ev++]);
 	*now = &b->c;
 	return changed;
 }

@@ -39,6 +39,15 @@ unsigned cond_apply(struct cond *c, const struct event *ev)
 	}
 }
 
+unsigned cond_replay(struct cond *c, const struct events *ev, size_t *next, long step)
+{
+	unsigned changed = 0;
+
+	while (ev && *next < ev->n && ev->v[*next].step <= step)
+		changed |= cond_apply(c, &ev->v[(*next)++]);
+	return changed;
+}
+
 void cond_pool_slowdown(const struct cond *c, const struct plan *p, double *factor)
 {
 	for (int i = 0; i < p->npools; i++)

@@ -21,6 +21,12 @@ struct cond {
 void cond_init(struct cond *c, const struct job *job, const struct cluster *cl);
 /* Apply one event; returns the COND_* bit it touched. */
 unsigned cond_apply(struct cond *c, const struct event *ev);
+/* Bring c up to the boundary before step runs: apply, in order, each event
+ * of ev from *next on whose step is at or before step, leaving *next at the
+ * first one not applied, so that each event is applied once however the
+ * steps are walked.  ev may be NULL (nothing happens).  Returns the COND_*
+ * bits the events touched. */
+unsigned cond_replay(struct cond *c, const struct events *ev, size_t *next, long step);
 
 /* A pool runs at the pace of its slowest GPU: the factor each pool of p is
  * slowed by (1 when none of its GPUs is slow). */

@@ -18,10 +18,8 @@ void sim_init(struct sim *s, const struct job *job, const struct cluster *cl,
 static unsigned sim_observe(void *self, long step, const struct cond **now)
 {
 	struct sim *s = self;
-	unsigned changed = 0;
+	unsigned changed = cond_replay(&s->c, s->ev, &s->next_ev, step);
 
-	while (s->ev && s->next_ev < s->ev->n && s->ev->v[s->next_ev].step <= step)
-		changed |= cond_apply(&s->c, &s->ev->v[s->next_ev++]);
 	*now = &s->c;
 	return changed;
 }

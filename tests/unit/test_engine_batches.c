@@ -1,7 +1,10 @@
-/* A file's prompts in batches (engine/batches.h): more prompts than a
+/* A file's prompts in batches (engine/batches.h): the model a store runs
+ * is the one named, the only one or the actor, and only a language model
+ * generates; a continuation's text ends at its stop; more prompts than a
  * batch holds come out in their order, each prompt's continuation and
  * scores the same as when it runs alone, and a callback's error ends the
  * run at once. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,8 +153,72 @@ static void test_score_values(void)
 	test_score(true);
 }
 
+/* The model to run: the one named, else the only one or the actor; a
+ * model with a score head scores and never generates; a prompt to
+ * continue leaves one position for the continuation. */
+static void test_model(void)
+{
+	static struct manifest mf;
+	struct model md;
+	struct err e = { 0 };
+	int i = -1;
+
+	mf.nmodels = 2;
+	snprintf(mf.models[0].lo.name, sizeof mf.models[0].lo.name, "critic");
+	mf.models[0].lo.arch = tiny_arch(2, 16, 4, 2, 24, 37, false, true, true);
+	snprintf(mf.models[1].lo.name, sizeof mf.models[1].lo.name, "actor");
+	mf.models[1].lo.arch = tiny_arch(2, 16, 4, 2, 24, 37, false, true, false);
+	mf.models[1].lo.arch.max_pos = 32;
+	CHECK(batches_model(&mf, NULL, "s", false, &i, &md, &e) == NR_OK);
+	CHECK(i == 1 && strcmp(md.name, "actor") == 0 && md.arch.max_pos == 32);
+	CHECK(batches_positions(&md) == 32);
+	CHECK(batches_limits(&md, false).max_len == 31 && batches_limits(&md, true).max_len == 32);
+	CHECK(batches_limits(&md, false).vocab == 37);
+	CHECK(batches_model(&mf, "critic", "s", true, &i, &md, &e) == NR_OK);
+	CHECK(i == 0 && md.arch.score_head);
+	/* no max_pos: 2^20 positions */
+	CHECK(batches_positions(&md) == 1L << 20);
+	CHECK(batches_model(&mf, "critic", "s", false, &i, &md, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "model 'critic' has a score head") != NULL);
+	CHECK(batches_model(&mf, "ref", "s", false, &i, &md, &e) == NR_EINPUT);
+	CHECK(strcmp(e.msg, "store 's' has no model 'ref'") == 0);
+	snprintf(mf.models[1].lo.name, sizeof mf.models[1].lo.name, "policy");
+	CHECK(batches_model(&mf, NULL, "s", true, &i, &md, &e) == NR_EINPUT);
+	CHECK(strstr(e.msg, "none is called actor") != NULL);
+	/* one model: that one, whatever its name */
+	mf.nmodels = 1;
+	CHECK(batches_model(&mf, NULL, "s", true, &i, &md, &e) == NR_OK && i == 0);
+}
+
+/* A continuation's text ends at its first stop token, and a character it
+ * cuts in two shows as U+FFFD. */
+static void test_text(void)
+{
+	struct tokenizer tok;
+	struct stops st;
+	struct err e = { 0 };
+	char *t = NULL;
+	size_t n = 0;
+
+	CHECK(tok_bytes(&tok, &e) == NR_OK);
+	stops_init(&st, &tok);
+	CHECK(batches_text(&tok, &st, (int[]){ 'h', 'i', tok.eos, 'x' }, 4, &t, &n, &e) == NR_OK);
+	CHECK(t && n == 2 && memcmp(t, "hi", 2) == 0);
+	free(t);
+	/* "é" is C3 A9: the continuation stops after C3 */
+	CHECK(batches_text(&tok, &st, (int[]){ 'h', 0xC3 }, 2, &t, &n, &e) == NR_OK);
+	CHECK(t && n == 4 && memcmp(t, "h\xEF\xBF\xBD", 4) == 0);
+	free(t);
+	CHECK(batches_text(&tok, &st, (int[]){ 0xC3, 0xA9 }, 2, &t, &n, &e) == NR_OK);
+	CHECK(t && n == 2 && memcmp(t, "\xC3\xA9", 2) == 0);
+	free(t);
+	tok_free(&tok);
+}
+
 int main(void)
 {
+	RUN(test_model);
+	RUN(test_text);
 	RUN(test_generate);
 	RUN(test_score_logprobs);
 	RUN(test_score_values);

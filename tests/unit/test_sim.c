@@ -141,6 +141,55 @@ static void events_past_the_run(void)
 	    "nodes[0]: expected a node id from 0 to 1");
 }
 
+/* Replaying events against the step counter applies each event once, at
+ * the boundary before its step, in trace order, whether the steps are
+ * walked one by one, observed twice, or jumped over. */
+static void events_replayed_once(void)
+{
+	static struct cond walked, jumped, none;
+	struct events ev;
+	struct err e = { 0 };
+	size_t next = 0, jnext = 0, nnext = 0;
+	unsigned bits[10], all = 0;
+
+	setup("examples/jobs/ppo-llama3-8b.json", 2);
+	CHECK(load_events("{\"nereus\": 1, \"kind\": \"down\", \"step\": 2, \"gpus\": [1]}\n"
+			  "{\"nereus\": 1, \"kind\": \"response\", \"step\": 2, \"mean\": 300, "
+			  "\"p90\": 400, \"max\": 512}\n"
+			  "{\"nereus\": 1, \"kind\": \"up\", \"step\": 5, \"gpus\": [1]}\n"
+			  "{\"nereus\": 1, \"kind\": \"down\", \"step\": 5, \"gpus\": [3]}\n"
+			  "{\"nereus\": 1, \"kind\": \"headroom\", \"step\": 7, \"headroom\": 0.2}\n",
+			  10, &ev, &e) == NR_OK);
+	cond_init(&walked, &job, &cl);
+	cond_init(&jumped, &job, &cl);
+	cond_init(&none, &job, &cl);
+	for (long s = 0; s < 10; s++) {
+		bits[s] = cond_replay(&walked, &ev, &next, s);
+		all |= bits[s];
+		/* observed again at the same step: nothing left to apply */
+		CHECK(cond_replay(&walked, &ev, &next, s) == 0);
+		if (s == 1)
+			CHECK(next == 0 && walked.cl.up[1]);
+		if (s == 4)
+			CHECK(next == 2 && !walked.cl.up[1] && walked.cl.up[3] &&
+			      walked.job.response.max == 512);
+	}
+	CHECK(bits[0] == 0 && bits[1] == 0 && bits[3] == 0 && bits[4] == 0 && bits[6] == 0);
+	CHECK(bits[2] == (COND_GPUS | COND_RESPONSE));
+	CHECK(bits[5] == COND_GPUS && walked.cl.up[1] && !walked.cl.up[3]);
+	CHECK(bits[7] == COND_HEADROOM && walked.cl.headroom == 0.2);
+	CHECK(next == ev.n);
+	/* one jump to the last step lands where the walk did */
+	CHECK(cond_replay(&jumped, &ev, &jnext, 9) == all && jnext == ev.n);
+	CHECK(memcmp(jumped.cl.up, walked.cl.up, sizeof jumped.cl.up) == 0);
+	CHECK(jumped.cl.headroom == walked.cl.headroom);
+	CHECK(jumped.job.response.mean == walked.job.response.mean);
+	/* no trace: nothing happens */
+	CHECK(cond_replay(&none, NULL, &nnext, 9) == 0 && nnext == 0);
+	CHECK(memcmp(none.cl.up, cl.up, sizeof none.cl.up) == 0);
+	events_free(&ev);
+}
+
 /* The step time the run charges is the plan's, stage by stage, and a slow
  * GPU paces its pool. */
 static void step_time_is_the_models(void)
@@ -362,6 +411,7 @@ int main(void)
 	RUN(events_read);
 	RUN(events_refused);
 	RUN(events_past_the_run);
+	RUN(events_replayed_once);
 	RUN(step_time_is_the_models);
 	RUN(no_step_runs_a_plan_that_does_not_fit);
 	RUN(pause_when_nothing_fits);
