@@ -129,7 +129,7 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		case OPT_SPACE:
 			/* "any" is the default, not a choice */
-			if ((rc = parse_choice("space", optarg, target_names + 1, &k)))
+			if ((rc = parse_choice("space", optarg, engines_names + 1, &k)))
 				return rc;
 			a->space = (enum target)(k + 1);
 			break;
@@ -161,7 +161,7 @@ static enum target format_target(const struct args *a, const struct job *job,
 		return TARGET_ANY;
 	if (a->space == TARGET_VERL_FSDP || a->space == TARGET_VERL_MEGATRON)
 		return a->space;
-	return target_verl_workers(job, p);
+	return engines_verl_workers(job, p);
 }
 
 /* NR_OK when engine t runs plan p; else exit 3 with every reason, one a
@@ -170,10 +170,10 @@ static int engine_runs(const struct env *v, const struct plan *p, enum target t)
 {
 	struct target_reasons r;
 
-	if (target_check(v, p, t, &r))
+	if (engines_check(v, p, t, &r))
 		return NR_OK;
 	for (int i = 0; i < r.n; i++)
-		fprintf(stderr, "%s: %s: %s\n", progname, target_names[t], r.line[i]);
+		fprintf(stderr, "%s: %s: %s\n", progname, engines_names[t], r.line[i]);
 	return NR_EINFEASIBLE;
 }
 
@@ -195,7 +195,7 @@ static int run(const struct args *a)
 
 	if ((rc = job_load(&job, a->job, &e)) || (rc = cluster_load(&cl, a->cluster, &e)))
 		return report(&e);
-	coef_defaults_for(&k, cl.engine);
+	cost_coef_defaults_for(&k, cl.engine);
 	if (a->cost && (rc = cost_load(&k, a->cost, &e)))
 		return report(&e);
 	if (a->current && (rc = plan_load(&v, &cur, a->current, &e)))
@@ -203,7 +203,7 @@ static int run(const struct args *a)
 	/* both outputs or neither: one that cannot be written fails first */
 	if ((a->svg && (rc = out_check(a->svg, &e))) || (rc = out_check(a->out, &e)))
 		return report(&e);
-	space_init(&sp);
+	search_space_init(&sp);
 	sp.target = a->space;
 	if ((rc = layout_space(&v, (enum plan_layout)a->layout, a->current ? &cur : NULL, &sp, &e)))
 		return report(&e);
@@ -211,7 +211,7 @@ static int run(const struct args *a)
 		if ((rc = layout_pin(&job, (enum plan_layout)a->layout, a->pins[i], &sp, &e)))
 			return report(&e);
 	snprintf(best.layout, sizeof best.layout, "%s",
-		 a->space != TARGET_ANY ? target_names[a->space] :
+		 a->space != TARGET_ANY ? engines_names[a->space] :
 		 a->npins && a->layout == LAYOUT_ADAPTIVE ? "pinned" : layout_names[a->layout]);
 	rc = plan_search(&v, &sp, a->exhaustive, a->current ? &cur : NULL, &best, &st, &e);
 	if (a->stats)
@@ -242,15 +242,15 @@ static int run(const struct args *a)
 		return report(&e);
 	if (a->format != FORMAT_JSON) {
 		char *text = a->format == FORMAT_TABLE ? plan_table(&v, out, a->current ? &d : NULL) :
-			     target_settings(&v, out, t);
+			     engines_settings(&v, out, t);
 		if (!text)
 			return report(&(struct err){ NR_EIO, "out of memory" });
-		rc = write_file_atomic(a->out, text, strlen(text), &e);
+		rc = out_write_file_atomic(a->out, text, strlen(text), &e);
 		free(text);
 	} else {
 		doc = plan_to_json(&v, out);
 		if (a->current)
-			json_object_set_new(doc, "decision", decision_to_json(&d));
+			json_object_set_new(doc, "decision", plan_decision_to_json(&d));
 		rc = jdoc_write(doc, a->out,
 				JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10), &e);
 		json_decref(doc);

@@ -171,7 +171,7 @@ static json_t *fit_document(const struct fit_args *a, const struct fit_result *r
 	json_object_set_new(fit, "prior", a->prior ? json_string(a->prior) : json_null());
 	json_object_set_new(doc, "nereus", json_integer(NR_FORMAT));
 	json_object_set_new(doc, "kind", json_string("cost"));
-	json_object_set_new(doc, "coefficients", coef_to_json(&res->k));
+	json_object_set_new(doc, "coefficients", cost_coef_to_json(&res->k));
 	if (hw)
 		json_object_set_new(doc, "hardware", hw);
 	json_object_set_new(doc, "fit", fit);
@@ -205,7 +205,7 @@ int cmd_fit(int argc, char **argv)
 	fit_prior_defaults(&prior);
 	if ((rc = job_load(job, a.job, &e)) || (rc = cluster_load(cl, a.cluster, &e)))
 		goto fail;
-	coef_defaults_for(&prior.k, cl->engine);
+	cost_coef_defaults_for(&prior.k, cl->engine);
 	if ((a.prior && (rc = fit_prior_load(&prior, a.prior, &e))) ||
 	    (rc = out_check(a.out, &e)) || (rc = fit_new(&f, job, cl, &prior, &e)))
 		goto fail;
@@ -224,19 +224,19 @@ int cmd_fit(int argc, char **argv)
 		goto fail;
 	for (int j = 0; j < COEF_FIELDS; j++)
 		if (!res->c[j].fitted)
-			warnx_("keeping %s = %g from the prior: %s", coef_names[j], res->c[j].value,
+			warnx_("keeping %s = %g from the prior: %s", cost_coef_names[j], res->c[j].value,
 			       res->c[j].why);
 	for (int j = 0; j < COEF_FIELDS; j++)
 		if (*res->c[j].absorbs)
 			warnx_("%s = %g takes up the part of %s, kept at its prior: read them "
-			       "together (its standard error includes that prior's)", coef_names[j],
+			       "together (its standard error includes that prior's)", cost_coef_names[j],
 			       res->c[j].value, res->c[j].absorbs);
 	for (int j = 0; j < COEF_FIELDS; j++)
 		if (res->c[j].apart > FIT_CONFLICT)
 			warnx_("%s = %g is held by its prior %g (standard error %g), which the "
 			       "records contradict: alone they give %g (standard error %g), %.1f "
 			       "standard errors apart",
-			       coef_names[j], res->c[j].value, res->c[j].prior, res->c[j].prior_se,
+			       cost_coef_names[j], res->c[j].value, res->c[j].prior, res->c[j].prior_se,
 			       res->c[j].data, res->c[j].data_se, res->c[j].apart);
 	if (!(doc = fit_document(&a, res, rd.lines, rd.skipped_lines, &e))) {
 		rc = e.code ? e.code : err_oom(&e);

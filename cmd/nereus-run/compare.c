@@ -37,7 +37,7 @@ static void print_row(const char *name, const struct cmp_result *r,
 	cell(100 * s->transition_share, 8, 4, "%");
 	cell(s->ok ? s->seq_per_s : NAN, 10, 3, "");
 	cell(s->ok && ad->ok ? ad->seq_per_s / s->seq_per_s : NAN, 7, 2, "x");
-	cell(100 * cmp_oracle_gap(r, &res[CMP_ORACLE]), 7, 2, "%");
+	cell(100 * compare_oracle_gap(r, &res[CMP_ORACLE]), 7, 2, "%");
 	putchar('\n');
 }
 
@@ -46,18 +46,18 @@ static void print_notes(const struct cmp_result *res)
 {
 	for (size_t i = 0; i < CMP_NROWS; i++)
 		if (!res[i].ran)
-			printf("%s: skipped: %s\n", cmp_rows[i].name, res[i].why);
+			printf("%s: skipped: %s\n", compare_rows[i].name, res[i].why);
 	for (size_t i = 1; i < CMP_NROWS; i++)
 		if (res[i].ran && res[i].s.paused)
 			printf("%s: paused %ld of %ld steps: nothing of its layout fit; a paused "
-			       "step costs as long as its last step that ran\n", cmp_rows[i].name,
+			       "step costs as long as its last step that ran\n", compare_rows[i].name,
 			       res[i].s.paused, res[i].s.steps);
 }
 
 /* Adaptive's throughput over row i's, or why there is none. */
 static const char *ratio_text(const struct cmp_result *res, size_t i, char *buf, size_t n)
 {
-	double x = cmp_ratio(&res[CMP_ADAPTIVE], &res[i]);
+	double x = compare_ratio(&res[CMP_ADAPTIVE], &res[i]);
 
 	if (isfinite(x))
 		snprintf(buf, n, "%.2fx", x);
@@ -74,7 +74,7 @@ static void print_published(const struct cmp_result *res, const char *what, int 
 	char verl[32], orl[32];
 
 	printf("adaptive: %+.2f%% of the oracle's total (%.*f s against %.*f s): the "
-	       "controller's score\n", 100 * cmp_oracle_gap(&res[CMP_ADAPTIVE], &res[CMP_ORACLE]),
+	       "controller's score\n", 100 * compare_oracle_gap(&res[CMP_ADAPTIVE], &res[CMP_ORACLE]),
 	       prec, ad->total_s, prec, res[CMP_ORACLE].s.total_s);
 	printf("published, 8B PPO (DESIGN.md): mean step latency 27.7%% lower than fixed TP/PP; "
 	       "6 switches in 1,000 steps to 1,024 GPUs, 0.079%% of the run; throughput "
@@ -96,7 +96,7 @@ static void print_predicted(const struct compare *c)
 	       "seq/s", "adaptive", "oracle");
 	for (size_t i = 0; i < CMP_NROWS; i++)
 		if (res[i].ran)
-			print_row(cmp_rows[i].name, &res[i], res);
+			print_row(compare_rows[i].name, &res[i], res);
 	print_notes(res);
 	print_published(res, "this run", 1);
 }
@@ -113,15 +113,15 @@ static void print_measured(const struct compare *c, int ranks)
 	for (size_t i = 0; i < CMP_NROWS; i++) {
 		if (!m[i].ran)
 			continue;
-		printf("%-15s %6ld %6ld %6ld |", cmp_rows[i].name, m[i].s.ok, m[i].s.paused,
+		printf("%-15s %6ld %6ld %6ld |", compare_rows[i].name, m[i].s.ok, m[i].s.paused,
 		       m[i].s.transitions);
 		cell(m[i].s.mean_s, 9, 4, "");
 		cell(m[i].tokens_s, 10, 1, "");
-		cell(cmp_ratio(&m[CMP_ADAPTIVE], &m[i]), 8, 2, "x");
+		cell(compare_ratio(&m[CMP_ADAPTIVE], &m[i]), 8, 2, "x");
 		printf(" |");
 		cell(p[i].ran ? p[i].s.mean_s : NAN, 9, 4, "");
 		cell(p[i].ran ? p[i].tokens_s : NAN, 10, 1, "");
-		cell(cmp_ratio(&p[CMP_ADAPTIVE], &p[i]), 8, 2, "x");
+		cell(compare_ratio(&p[CMP_ADAPTIVE], &p[i]), 8, 2, "x");
 		putchar('\n');
 	}
 	print_notes(m);
@@ -172,9 +172,9 @@ static int experiment(struct compare *c, const struct args *a, struct row_engine
 	struct cmp_engine ce = { x, open_builtin, close_builtin };
 	int rc;
 
-	if ((rc = cmp_predict(c, e)) ||
-	    (a->engine == ENGINE_BUILTIN && (rc = cmp_measure(c, &ce, e))) ||
-	    (rc = cmp_write_summaries(c, e)))
+	if ((rc = compare_predict(c, e)) ||
+	    (a->engine == ENGINE_BUILTIN && (rc = compare_measure(c, &ce, e))) ||
+	    (rc = compare_write_summaries(c, e)))
 		return rc;
 	if (!c->o.writes)
 		return NR_OK;
@@ -211,9 +211,9 @@ int compare_policies(const struct args *a, struct inputs *in)
 		rc = make_out_dir(a->out_dir, &e);
 	if (mpi)
 		rc = world.agree(world.ctx, rc, &e);
-	if (rc == NR_OK && (rc = cmp_init(&c, &o, &e)) == NR_OK)
+	if (rc == NR_OK && (rc = compare_init(&c, &o, &e)) == NR_OK)
 		rc = experiment(&c, a, &x, size, &e);
-	cmp_free(&c);
+	compare_free(&c);
 	if (mpi) {
 		mpi_world_free(&world);
 		mpi_end();

@@ -21,7 +21,7 @@ int load_inputs(const struct args *a, struct inputs *in, struct err *e)
 		return rc;
 	if (a->engine == ENGINE_BUILTIN)
 		in->cl.engine = CLUSTER_ENGINE_BUILTIN;
-	coef_defaults_for(&in->k, in->cl.engine);
+	cost_coef_defaults_for(&in->k, in->cl.engine);
 	if (a->cost && (rc = cost_load(&in->k, a->cost, e)))
 		return rc;
 	if (a->events && (rc = events_load(&in->ev, a->events, &in->cl, a->steps, e)))

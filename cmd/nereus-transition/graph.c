@@ -100,7 +100,7 @@ static int graph_run(const struct graph_args *a)
 	struct err e = { 0 };
 	int rc;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if ((rc = job_load(&job, a->job, &e)) || (rc = cluster_load(&cl, a->cluster, &e)) ||
 	    (a->cost && (rc = cost_load(&k, a->cost, &e))) ||
 	    (rc = plan_load(&v, &from, a->from, &e)) || (rc = plan_load(&v, &to, a->to, &e)) ||
@@ -112,7 +112,7 @@ static int graph_run(const struct graph_args *a)
 	if (!rc && a->table) {
 		char *text = tgraph_table(&v, &from, &to, &g);
 
-		rc = text ? write_file_atomic(a->out, text, strlen(text), &e) :
+		rc = text ? out_write_file_atomic(a->out, text, strlen(text), &e) :
 			    err_oom(&e);
 		free(text);
 	} else if (!rc) {

@@ -103,7 +103,7 @@ static int live_run(const struct live_args *a, int *argc, char ***argv)
 		warnx_("cannot start MPI");
 		return rc;
 	}
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (!(rc = job_load(&job, a->job, &e)) && !(rc = cluster_load(&cl, a->cluster, &e)) &&
 	    !(rc = plan_load(&v, &from, a->from, &e)) && !(rc = plan_load(&v, &to, a->to, &e))) {
 #ifdef NEREUS_NCCL

@@ -71,7 +71,7 @@ int plan_layouts(const char *jobf, const char *clf, const char *planf, struct jo
 	struct env v = { job, cl, &k };
 	int rc;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if ((rc = job_load(job, jobf, e)) || (rc = cluster_load(cl, clf, e)) ||
 	    (rc = plan_load(&v, p, planf, e)))
 		return rc;

@@ -40,7 +40,7 @@ static int fill(int fd, char *buf, size_t cap, size_t *n, bool *eof)
 	return 0;
 }
 
-int read_file(const char *file, char **buf, size_t *len, struct err *e)
+int in_read_file(const char *file, char **buf, size_t *len, struct err *e)
 {
 	bool std = strcmp(file, "-") == 0, eof = false;
 	int fd = std ? STDIN_FILENO : open(file, O_RDONLY | O_CLOEXEC);
@@ -90,7 +90,7 @@ int read_file(const char *file, char **buf, size_t *len, struct err *e)
 
 /* --- lines ----------------------------------------------------------------- */
 
-int lines_open(struct lines *l, const char *file, struct err *e)
+int in_lines_open(struct lines *l, const char *file, struct err *e)
 {
 	memset(l, 0, sizeof *l);
 	l->fd = strcmp(file, "-") == 0 ? STDIN_FILENO : open(file, O_RDONLY | O_CLOEXEC);
@@ -101,13 +101,13 @@ int lines_open(struct lines *l, const char *file, struct err *e)
 	l->name = strdup(shown(file));
 	l->buf = malloc(l->cap + 1);
 	if (!l->name || !l->buf) {
-		lines_close(l);
+		in_lines_close(l);
 		return err_oom(e);
 	}
 	return NR_OK;
 }
 
-int lines_next(struct lines *l, char **line, size_t *len, bool *complete, struct err *e)
+int in_lines_next(struct lines *l, char **line, size_t *len, bool *complete, struct err *e)
 {
 	size_t scanned = 0; /* bytes after start known to hold no newline */
 
@@ -145,7 +145,7 @@ int lines_next(struct lines *l, char **line, size_t *len, bool *complete, struct
 	}
 }
 
-void lines_close(struct lines *l)
+void in_lines_close(struct lines *l)
 {
 	if (l->own_fd && l->fd >= 0)
 		close(l->fd);

@@ -22,7 +22,7 @@
 
 /* Read a whole document ("-" = stdin) into a NUL-terminated buffer; the
  * byte-order mark, if any, is kept (jdoc_loadb passes over it). */
-int read_file(const char *file, char **buf, size_t *len, struct err *e);
+int in_read_file(const char *file, char **buf, size_t *len, struct err *e);
 
 /* The number of bytes of a UTF-8 byte-order mark at buf: 3 or 0. */
 size_t utf8_bom(const char *buf, size_t len);
@@ -39,13 +39,13 @@ struct lines {
 	uint64_t offset;   /* bytes of the file up to the end of that line */
 };
 
-int lines_open(struct lines *l, const char *file, struct err *e);
+int in_lines_open(struct lines *l, const char *file, struct err *e);
 /* The next line, NUL-terminated, without its newline, in *line (good
  * until the next call) with its length; *line NULL at the end of the
  * file.  *complete (may be NULL) says whether a newline ended it: only the
  * last line of a file can lack one.  A line longer than NR_LINE_MAX is
  * NR_EINPUT, "FILE:LINE: ...". */
-int lines_next(struct lines *l, char **line, size_t *len, bool *complete, struct err *e);
-void lines_close(struct lines *l);
+int in_lines_next(struct lines *l, char **line, size_t *len, bool *complete, struct err *e);
+void in_lines_close(struct lines *l);
 
 #endif

@@ -262,7 +262,7 @@ int jdoc_load(struct jdoc *d, const char *file, const char *kind, struct err *e)
 {
 	char *buf;
 	size_t len;
-	int rc = read_file(file, &buf, &len, e);
+	int rc = in_read_file(file, &buf, &len, e);
 
 	if (rc)
 		return rc;
@@ -510,7 +510,7 @@ int jdoc_write(json_t *doc, const char *file, size_t flags, struct err *e)
 		return err_oom(e);
 	n = strlen(s);
 	s[n] = '\n'; /* json_dumps leaves room: replace NUL with a newline */
-	rc = write_file_atomic(file, s, n + 1, e);
+	rc = out_write_file_atomic(file, s, n + 1, e);
 	free(s);
 	return rc;
 }

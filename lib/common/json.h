@@ -31,7 +31,7 @@ struct jdoc {
 };
 
 /* Load FILE ("-" = standard input; at most NR_DOC_MAX bytes, as
- * read_file reads it) and check "nereus" and "kind".  kind NULL accepts
+ * in_read_file reads it) and check "nereus" and "kind".  kind NULL accepts
  * any kind. */
 int jdoc_load(struct jdoc *d, const char *file, const char *kind, struct err *e);
 /* The same from a buffer already in memory; name is used in messages.  A

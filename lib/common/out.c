@@ -415,7 +415,7 @@ int out_open_stream(const char *name, bool append, FILE **f, struct err *e)
 	return NR_OK;
 }
 
-int write_file_atomic(const char *name, const void *buf, size_t len, struct err *e)
+int out_write_file_atomic(const char *name, const void *buf, size_t len, struct err *e)
 {
 	struct outfile o;
 	int rc = out_open(&o, name, e);
@@ -471,16 +471,16 @@ void out_abort_file(struct outfile *o, FILE *f)
 
 /* --- moves that replace nothing ------------------------------------------ */
 
-int move_noreplace(const char *from, const char *to)
+int out_move_noreplace(const char *from, const char *to)
 {
 	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
 		return 0;
 	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
 		return -1;
-	return move_noreplace_compat(from, to);
+	return out_move_noreplace_compat(from, to);
 }
 
-int move_noreplace_compat(const char *from, const char *to)
+int out_move_noreplace_compat(const char *from, const char *to)
 {
 	struct stat st;
 	int fd, saved;

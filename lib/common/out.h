@@ -19,7 +19,7 @@
  *
  * Messages name the output as the caller gave it, never the temporary.
  * Outputs that must not exist at all (state stores, checkpoints) are made
- * elsewhere and put in place with move_noreplace. */
+ * elsewhere and put in place with out_move_noreplace. */
 #ifndef NEREUS_OUT_H
 #define NEREUS_OUT_H
 
@@ -70,7 +70,7 @@ int out_open_stream(const char *name, bool append, FILE **f, struct err *e);
 int out_check_stream(const char *name, struct err *e);
 
 /* out_open, out_write, out_commit: buf as the whole of name. */
-int write_file_atomic(const char *name, const void *buf, size_t len, struct err *e);
+int out_write_file_atomic(const char *name, const void *buf, size_t len, struct err *e);
 
 /* out_open with a stdio stream *f on it, for an output written as it goes
  * but seen whole or not at all (generate's lines, compare's records): *f
@@ -82,13 +82,13 @@ int out_commit_file(struct outfile *o, FILE *f, struct err *e);
 void out_abort_file(struct outfile *o, FILE *f);
 
 /* Rename from to to unless to exists: renameat2's RENAME_NOREPLACE, and
- * where the file system lacks it, move_noreplace_compat.  0, or -1 with
+ * where the file system lacks it, out_move_noreplace_compat.  0, or -1 with
  * errno (EEXIST: something is at to; from is left as it was). */
-int move_noreplace(const char *from, const char *to);
+int out_move_noreplace(const char *from, const char *to);
 /* The same without renameat2: a file by link and unlink (or, where hard
  * links are not supported, by claiming to with an empty file first), a
  * directory by claiming to with mkdir and renaming over that empty
  * directory.  What a claim puts at to is removed again on failure. */
-int move_noreplace_compat(const char *from, const char *to);
+int out_move_noreplace_compat(const char *from, const char *to);
 
 #endif

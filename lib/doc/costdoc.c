@@ -8,7 +8,7 @@
 
 #include "common/json.h"
 
-const char *const coef_names[COEF_FIELDS + 1] = {
+const char *const cost_coef_names[COEF_FIELDS + 1] = {
 	"train_eff", "infer_eff", "prefill_eff", "decode_eff", "intra_eff", "inter_eff",
 	"host_eff", "allreduce_lat_s", "microbatch_s", "decode_step_s", "stage_s", "step_s",
 	"act_factor", "workspace_gib", "frag", "comm_init_s", "comm_group_s", "engine_init_s",
@@ -36,17 +36,17 @@ static const double minima[COEF_FIELDS] = { 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 
 static const double maxima[COEF_FIELDS] = { 1, 1, 1, 1, 1, 1, 1, 10, 10, 10, 3600, 3600, 10,
 					    1024, 1, 3600, 600, 3600, 1e5 };
 
-double *coef_field(struct coef *c, int i)
+double *cost_coef_field(struct coef *c, int i)
 {
 	return (double *)((char *)c + offsets[i]);
 }
 
-double coef_get(const struct coef *c, int i)
+double cost_coef_get(const struct coef *c, int i)
 {
 	return *(const double *)((const char *)c + offsets[i]);
 }
 
-void coef_defaults(struct coef *c)
+void cost_coef_defaults(struct coef *c)
 {
 	/* Training MFU of 40–55% is what Megatron-class trainers report; decode
 	 * reaches about 60% of HBM bandwidth; links about 80% of nominal. */
@@ -76,9 +76,9 @@ void coef_defaults(struct coef *c)
 	c->store_gbps = 10;
 }
 
-void coef_defaults_for(struct coef *c, enum cluster_engine engine)
+void cost_coef_defaults_for(struct coef *c, enum cluster_engine engine)
 {
-	coef_defaults(c);
+	cost_coef_defaults(c);
 	if (engine != CLUSTER_ENGINE_BUILTIN)
 		return;
 	/* the engine's passes reach about three quarters of OpenBLAS's sgemm
@@ -116,7 +116,7 @@ int cost_load(struct coef *c, const char *file, struct err *e)
 	json_t *co, *other;
 	int rc;
 
-	coef_defaults(c);
+	cost_coef_defaults(c);
 	if ((rc = jdoc_load(&d, file, "cost", e)))
 		return rc;
 	if ((rc = jdoc_check_keys(&d, d.root, "", keys, e)) ||
@@ -124,22 +124,22 @@ int cost_load(struct coef *c, const char *file, struct err *e)
 	    (rc = jget_obj(&d, d.root, "", "hardware", false, &other, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "fit", false, &other, e)))
 		goto out;
-	if (co && (rc = jdoc_check_keys(&d, co, "coefficients", coef_names, e)))
+	if (co && (rc = jdoc_check_keys(&d, co, "coefficients", cost_coef_names, e)))
 		goto out;
 	for (int i = 0; co && i < COEF_FIELDS; i++)
-		if ((rc = jget_num(&d, co, "coefficients", coef_names[i], false, minima[i],
-				   maxima[i], coef_field(c, i), e)))
+		if ((rc = jget_num(&d, co, "coefficients", cost_coef_names[i], false, minima[i],
+				   maxima[i], cost_coef_field(c, i), e)))
 			goto out;
 out:
 	jdoc_free(&d);
 	return rc;
 }
 
-json_t *coef_to_json(const struct coef *c)
+json_t *cost_coef_to_json(const struct coef *c)
 {
 	json_t *o = json_object();
 
 	for (int i = 0; i < COEF_FIELDS; i++)
-		json_object_set_new(o, coef_names[i], json_real(coef_get(c, i)));
+		json_object_set_new(o, cost_coef_names[i], json_real(cost_coef_get(c, i)));
 	return o;
 }

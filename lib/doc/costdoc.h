@@ -37,21 +37,21 @@ struct coef {
 #define COEF_FIELDS 19
 
 /* Names in document order, NULL-terminated, and the matching offsets. */
-extern const char *const coef_names[COEF_FIELDS + 1];
-double *coef_field(struct coef *c, int i);
-double coef_get(const struct coef *c, int i);
+extern const char *const cost_coef_names[COEF_FIELDS + 1];
+double *cost_coef_field(struct coef *c, int i);
+double cost_coef_get(const struct coef *c, int i);
 
-void coef_defaults(struct coef *c);
-/* The priors for a cluster's engine: coef_defaults' for GPU frameworks;
+void cost_coef_defaults(struct coef *c);
+/* The priors for a cluster's engine: cost_coef_defaults' for GPU frameworks;
  * for the built-in engine (one C process on CPU cores, nereus-cost(5)),
  * the efficiencies its passes reach against OpenBLAS's sgemm and memcpy,
  * fixed costs of a C process's function calls and allocations instead of
  * a GPU framework's launches and synchronisations, and no workspace or
  * fragmentation. */
-void coef_defaults_for(struct coef *c, enum cluster_engine engine);
+void cost_coef_defaults_for(struct coef *c, enum cluster_engine engine);
 /* Load the coefficients of a cost document; absent ones keep defaults. */
 int cost_load(struct coef *c, const char *file, struct err *e);
 /* {"train_eff": ..., ...} */
-json_t *coef_to_json(const struct coef *c);
+json_t *cost_coef_to_json(const struct coef *c);
 
 #endif

@@ -8,8 +8,8 @@
 
 #include "common/json.h"
 
-const char *const stage_names[NSTAGES + 1] = { "generation", "inference", "training", NULL };
-const char *const role_names[NROLES + 1] = { "actor", "critic", "reference", "reward", NULL };
+const char *const job_stage_names[NSTAGES + 1] = { "generation", "inference", "training", NULL };
+const char *const job_role_names[NROLES + 1] = { "actor", "critic", "reference", "reward", NULL };
 
 const struct model *job_model(const struct job *job, const char *name)
 {
@@ -52,7 +52,7 @@ static int load_hf_config(const struct jdoc *jd, const char *path, const char *j
 		snprintf(file, sizeof file, "%.*s/%s", (int)(slash - job_file), job_file, cfg);
 	else
 		snprintf(file, sizeof file, "%s", cfg);
-	if ((rc = read_file(file, &buf, &len, e)))
+	if ((rc = in_read_file(file, &buf, &len, e)))
 		return jdoc_fail(jd, path, e, "%s", e->msg);
 	root = json_loadb(buf + utf8_bom(buf, len), len - utf8_bom(buf, len), 0, &je);
 	free(buf);
@@ -81,10 +81,10 @@ static int load_model(const struct jdoc *d, const char *file, json_t *o, const c
 				 sizeof m->name - 1);
 	snprintf(m->name, sizeof m->name, "%s", name);
 	for (int r = 0; r < NROLES; r++)
-		if (strcmp(name, role_names[r]) == 0)
+		if (strcmp(name, job_role_names[r]) == 0)
 			role = r;
 	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
-	    (rc = jget_enum(d, o, path, "role", role < 0, role_names, &role, e)) ||
+	    (rc = jget_enum(d, o, path, "role", role < 0, job_role_names, &role, e)) ||
 	    (rc = jget_obj(d, o, path, "arch", false, &arch, e)) ||
 	    (rc = jget_str(d, o, path, "hf_config", false, cfg, sizeof cfg, e)) ||
 	    (rc = jget_arr(d, o, path, "stages", true, &stages, e)))
@@ -112,7 +112,7 @@ static int load_model(const struct jdoc *d, const char *file, json_t *o, const c
 		int st = -1;
 		jdoc_path_idx(sp, sizeof sp, p, i);
 		for (int k = 0; json_is_string(s) && k < NSTAGES; k++)
-			if (strcmp(json_string_value(s), stage_names[k]) == 0)
+			if (strcmp(json_string_value(s), job_stage_names[k]) == 0)
 				st = k;
 		if (st < 0) {
 			char got[64];
@@ -122,15 +122,15 @@ static int load_model(const struct jdoc *d, const char *file, json_t *o, const c
 					 got);
 		}
 		if (m->stages[st])
-			return jdoc_fail(d, sp, e, "stage \"%s\" listed twice", stage_names[st]);
+			return jdoc_fail(d, sp, e, "stage \"%s\" listed twice", job_stage_names[st]);
 		m->stages[st] = true;
 	}
 	if (m->stages[STAGE_GEN] && m->role != ROLE_ACTOR)
 		return jdoc_fail(d, p, e, "only the actor generates; a %s cannot take part in "
-				 "generation", role_names[m->role]);
+				 "generation", job_role_names[m->role]);
 	if (m->stages[STAGE_TRAIN] && (m->role == ROLE_REFERENCE || m->role == ROLE_REWARD))
 		return jdoc_fail(d, p, e, "a %s model is frozen and cannot train",
-				 role_names[m->role]);
+				 job_role_names[m->role]);
 	return NR_OK;
 }
 
@@ -242,9 +242,9 @@ int job_load(struct job *job, const char *file, struct err *e)
 	job->ppo_epochs = (int)epochs;
 	job->mini_batches = (int)minib;
 	if ((rc = jget_obj(&d, d.root, "", "rl", false, &rl, e)) ||
-	    (rc = rl_config_load(&d, rl, "rl", algo == 1 ? RL_GRPO : RL_PPO, &job->rl, e)) ||
+	    (rc = rlconf_load(&d, rl, "rl", algo == 1 ? RL_GRPO : RL_PPO, &job->rl, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "data", false, &data, e)) ||
-	    (rc = data_config_load(&d, data, "data", file, &job->data, e)))
+	    (rc = rlconf_data_load(&d, data, "data", file, &job->data, e)))
 		goto out;
 	if (job->data.reward == TASK_REWARD_MODEL) {
 		bool has = false;

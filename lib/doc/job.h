@@ -18,8 +18,8 @@ enum role { ROLE_ACTOR, ROLE_CRITIC, ROLE_REFERENCE, ROLE_REWARD, NROLES };
 #define MAX_ITEMS (MAX_MODELS + 1) /* a plan's items: the generation engines, the models */
 #define NAME_MAX_LEN 64
 
-extern const char *const stage_names[NSTAGES + 1]; /* "generation", ... */
-extern const char *const role_names[NROLES + 1];   /* "actor", ... */
+extern const char *const job_stage_names[NSTAGES + 1]; /* "generation", ... */
+extern const char *const job_role_names[NROLES + 1];   /* "actor", ... */
 
 
 struct model {

@@ -4,5 +4,5 @@
 
 #include <stddef.h>
 
-const char *const recompute_names[NRECOMPUTE + 1] = { "none", "selective", "full", NULL };
-const char *const zero_names[NZERO_STAGES + 1] = { "zero0", "zero1", "zero2", "zero3", NULL };
+const char *const pconf_recompute_names[NRECOMPUTE + 1] = { "none", "selective", "full", NULL };
+const char *const pconf_zero_names[NZERO_STAGES + 1] = { "zero0", "zero1", "zero2", "zero3", NULL };

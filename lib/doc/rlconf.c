@@ -6,11 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const task_reward_names[] = { "exact_match", "char_match", "model", NULL };
+const char *const rlconf_reward_names[] = { "exact_match", "char_match", "model", NULL };
 
-const char *const lr_style_names[] = { "constant", "cosine", NULL };
+const char *const rlconf_lr_style_names[] = { "constant", "cosine", NULL };
 
-void optim_config_defaults(struct optim_config *c, double lr)
+void rlconf_optim_defaults(struct optim_config *c, double lr)
 {
 	memset(c, 0, sizeof *c);
 	c->adamw.lr = lr;
@@ -22,7 +22,7 @@ void optim_config_defaults(struct optim_config *c, double lr)
 	c->grad_clip = 1.0;
 }
 
-int optim_config_check(const struct optim_config *c, struct err *e)
+int rlconf_optim_check(const struct optim_config *c, struct err *e)
 {
 	const struct adamw_config *a = &c->adamw;
 	const struct lr_schedule *s = &c->sched;
@@ -51,10 +51,10 @@ int optim_config_check(const struct optim_config *c, struct err *e)
 	return NR_OK;
 }
 
-const char *const rl_algorithm_names[] = { "ppo", "grpo", NULL };
-const char *const rl_kl_names[] = { "k1", "low_var_kl", NULL };
+const char *const rlconf_algorithm_names[] = { "ppo", "grpo", NULL };
+const char *const rlconf_kl_names[] = { "k1", "low_var_kl", NULL };
 
-int rl_kl_parse(const char *name, enum rl_kl *out)
+int rlconf_kl_parse(const char *name, enum rl_kl *out)
 {
 	if (!strcmp(name, "kl") || !strcmp(name, "k1"))
 		*out = RL_KL_K1;
@@ -65,7 +65,7 @@ int rl_kl_parse(const char *name, enum rl_kl *out)
 	return NR_OK;
 }
 
-void rl_config_defaults(struct rl_config *c, enum rl_algorithm a)
+void rlconf_defaults(struct rl_config *c, enum rl_algorithm a)
 {
 	memset(c, 0, sizeof *c);
 	c->algorithm = a;
@@ -83,8 +83,8 @@ void rl_config_defaults(struct rl_config *c, enum rl_algorithm a)
 	c->clip_ratio_c = 3.0;
 	c->cliprange_value = 0.5;
 	c->entropy_coeff = 0;
-	optim_config_defaults(&c->actor_optim, 1e-6);
-	optim_config_defaults(&c->critic_optim, 1e-5);
+	rlconf_optim_defaults(&c->actor_optim, 1e-6);
+	rlconf_optim_defaults(&c->critic_optim, 1e-5);
 	c->sft_optim = c->actor_optim;
 	c->temperature = 1.0;
 	c->top_p = 1.0;
@@ -101,7 +101,7 @@ static int in_range(const char *key, double v, double lo, double hi, struct err 
 	return err_set(e, NR_EINPUT, "\"%s\" must lie in [%g, %g], not %g", key, lo, hi, v);
 }
 
-int rl_config_check(const struct rl_config *c, struct err *e)
+int rlconf_check(const struct rl_config *c, struct err *e)
 {
 	int rc;
 
@@ -130,11 +130,11 @@ int rl_config_check(const struct rl_config *c, struct err *e)
 	if ((unsigned)c->kl_penalty > RL_KL_K3 || (unsigned)c->kl_loss_type > RL_KL_K3)
 		return err_set(e, NR_EINPUT, "\"kl_penalty\" and \"kl_loss_type\" must be k1 or "
 			       "low_var_kl");
-	if ((rc = optim_config_check(&c->actor_optim, e)))
+	if ((rc = rlconf_optim_check(&c->actor_optim, e)))
 		return err_prefix(e, "actor_optim");
-	if ((rc = optim_config_check(&c->critic_optim, e)))
+	if ((rc = rlconf_optim_check(&c->critic_optim, e)))
 		return err_prefix(e, "critic_optim");
-	if ((rc = optim_config_check(&c->sft_optim, e)))
+	if ((rc = rlconf_optim_check(&c->sft_optim, e)))
 		return err_prefix(e, "sft_optim");
 	return NR_OK;
 }
@@ -158,7 +158,7 @@ static int optim_load(const struct jdoc *d, json_t *o, const char *path, struct 
 	    (rc = jget_num(d, o, path, "weight_decay", false, 0, 10, &c->adamw.weight_decay, e)) ||
 	    (rc = jget_int(d, o, path, "lr_warmup_steps", false, 0, 1L << 40,
 			   &c->sched.warmup_steps, e)) ||
-	    (rc = jget_enum(d, o, path, "warmup_style", false, lr_style_names, &style, e)) ||
+	    (rc = jget_enum(d, o, path, "warmup_style", false, rlconf_lr_style_names, &style, e)) ||
 	    (rc = jget_num(d, o, path, "min_lr_ratio", false, 0, 1, &c->sched.min_lr_ratio, e)) ||
 	    (rc = jget_num(d, o, path, "grad_clip", false, 0, HUGE_VAL, &c->grad_clip, e)))
 		return rc;
@@ -171,7 +171,7 @@ static int optim_load(const struct jdoc *d, json_t *o, const char *path, struct 
 			return jdoc_fail(d, p, e, "expected two numbers [beta1, beta2]");
 		c->adamw.beta1 = json_number_value(json_array_get(betas, 0));
 		c->adamw.beta2 = json_number_value(json_array_get(betas, 1));
-		if (optim_config_check(c, e))
+		if (rlconf_optim_check(c, e))
 			return jdoc_fail(d, p, e, "%s", e->msg);
 	}
 	return NR_OK;
@@ -185,13 +185,13 @@ static int kl_load(const struct jdoc *d, json_t *o, const char *path, const char
 	if (jget_str(d, o, path, key, false, name, sizeof name, e))
 		return e->code;
 	jdoc_path(p, sizeof p, path, key);
-	if (name[0] && rl_kl_parse(name, out))
+	if (name[0] && rlconf_kl_parse(name, out))
 		return jdoc_fail(d, p, e, "expected \"kl\" (k1) or \"low_var_kl\" (k3), got "
 				 "\"%s\"", name);
 	return NR_OK;
 }
 
-int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_algorithm a,
+int rlconf_load(const struct jdoc *d, json_t *o, const char *path, enum rl_algorithm a,
 		   struct rl_config *c, struct err *e)
 {
 	static const char *const keys[] = {
@@ -204,7 +204,7 @@ int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_al
 	char p[512];
 	int rc;
 
-	rl_config_defaults(c, a);
+	rlconf_defaults(c, a);
 	if (!o)
 		return NR_OK;
 	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
@@ -303,7 +303,7 @@ static int stop_tokens_load(const struct jdoc *d, json_t *arr, const char *path,
 	return NR_OK;
 }
 
-int data_config_load(const struct jdoc *d, json_t *o, const char *path, const char *job_file,
+int rlconf_data_load(const struct jdoc *d, json_t *o, const char *path, const char *job_file,
 		     struct data_config *c, struct err *e)
 {
 	static const char *const keys[] = { "prompts", "tokenizer", "reward", "seed",
@@ -320,7 +320,7 @@ int data_config_load(const struct jdoc *d, json_t *o, const char *path, const ch
 	    (rc = job_path(d, o, path, "prompts", job_file, c->prompts, sizeof c->prompts, e)) ||
 	    (rc = job_path(d, o, path, "tokenizer", job_file, c->tokenizer, sizeof c->tokenizer,
 			   e)) ||
-	    (rc = jget_enum(d, o, path, "reward", false, task_reward_names, &reward, e)) ||
+	    (rc = jget_enum(d, o, path, "reward", false, rlconf_reward_names, &reward, e)) ||
 	    (rc = jget_int(d, o, path, "seed", false, 0, LONG_MAX, &seed, e)) ||
 	    (rc = jget_arr(d, o, path, "stop_tokens", false, &stops, e)) ||
 	    (stops && (rc = stop_tokens_load(d, stops, path, c, e))))

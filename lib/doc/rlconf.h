@@ -11,15 +11,15 @@
 #include "common/json.h"
 
 enum rl_algorithm { RL_PPO, RL_GRPO };
-extern const char *const rl_algorithm_names[]; /* "ppo", "grpo", NULL */
+extern const char *const rlconf_algorithm_names[]; /* "ppo", "grpo", NULL */
 
 enum rl_kl { RL_KL_K1, RL_KL_K3 };
 /* The names verl accepts for each: "kl" and "k1"; "low_var_kl" and "k3". */
-int rl_kl_parse(const char *name, enum rl_kl *out);
-extern const char *const rl_kl_names[]; /* "k1", "low_var_kl", NULL */
+int rlconf_kl_parse(const char *name, enum rl_kl *out);
+extern const char *const rlconf_kl_names[]; /* "k1", "low_var_kl", NULL */
 
 /* torch.optim.AdamW's hyper-parameters (verl's actor defaults in
- * optim_config_defaults). */
+ * rlconf_optim_defaults). */
 struct adamw_config {
 	double lr;           /* peak learning rate */
 	double beta1, beta2; /* 0.9, 0.999 */
@@ -28,7 +28,7 @@ struct adamw_config {
 };
 
 enum lr_style { LR_CONSTANT, LR_COSINE };
-extern const char *const lr_style_names[]; /* "constant", "cosine", NULL */
+extern const char *const rlconf_lr_style_names[]; /* "constant", "cosine", NULL */
 
 /* Linear warm-up over warmup_steps optimizer steps, then constant, or a
  * half cosine from the peak down to min_lr_ratio · peak at total_steps. */
@@ -48,15 +48,15 @@ struct optim_config {
 /* verl's defaults: lr (1e-6 for the actor, 1e-5 for the critic), betas
  * (0.9, 0.999), eps 1e-8, weight decay 0.01, constant schedule without
  * warm-up, grad clip 1.0. */
-void optim_config_defaults(struct optim_config *c, double lr);
+void rlconf_optim_defaults(struct optim_config *c, double lr);
 /* Ranges: lr > 0, betas in [0, 1), eps > 0, weight decay >= 0, warm-up and
  * total steps >= 0, min_lr_ratio in [0, 1], grad_clip >= 0.  NR_EINPUT
  * naming the field. */
-int optim_config_check(const struct optim_config *c, struct err *e);
+int rlconf_optim_check(const struct optim_config *c, struct err *e);
 
 /* The job's "rl" object.  Each comment gives its key (verl's name, with
- * the verl config path), the default (rl_config_defaults) and the range
- * (rl_config_check).  PPO's epochs and mini-batches are the job's "ppo"
+ * the verl config path), the default (rlconf_defaults) and the range
+ * (rlconf_check).  PPO's epochs and mini-batches are the job's "ppo"
  * object (struct job). */
 struct rl_config {
 	enum rl_algorithm algorithm; /* the job's "algorithm" */
@@ -101,15 +101,15 @@ struct rl_config {
 };
 
 /* verl's defaults for the algorithm (see each field). */
-void rl_config_defaults(struct rl_config *c, enum rl_algorithm a);
+void rlconf_defaults(struct rl_config *c, enum rl_algorithm a);
 /* NR_EINPUT naming the first field out of its range. */
-int rl_config_check(const struct rl_config *c, struct err *e);
+int rlconf_check(const struct rl_config *c, struct err *e);
 
 /* How responses are scored: a rule against each prompt's answer, or the
  * job's reward model. */
 enum task_reward { TASK_EXACT_MATCH, TASK_CHAR_MATCH, TASK_REWARD_MODEL };
 /* "exact_match", "char_match", "model", NULL: the "reward" values */
-extern const char *const task_reward_names[];
+extern const char *const rlconf_reward_names[];
 
 #define DATA_PATH_MAX 4096 /* a path the job names, at most */
 #define DATA_MAX_STOPS 8    /* "stop_tokens", at most */
@@ -135,9 +135,9 @@ struct data_config {
 /* Read the "rl" object o (NULL: all defaults) at path of d for algorithm
  * a, and the "data" object (NULL: none) resolving paths against job_file's
  * folder.  Errors name FILE:LINE:COL and the field. */
-int rl_config_load(const struct jdoc *d, json_t *o, const char *path, enum rl_algorithm a,
+int rlconf_load(const struct jdoc *d, json_t *o, const char *path, enum rl_algorithm a,
 		   struct rl_config *c, struct err *e);
-int data_config_load(const struct jdoc *d, json_t *o, const char *path, const char *job_file,
+int rlconf_data_load(const struct jdoc *d, json_t *o, const char *path, const char *job_file,
 		     struct data_config *c, struct err *e);
 
 #endif

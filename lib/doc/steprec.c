@@ -13,7 +13,7 @@
 
 #include "common/json.h"
 
-const char *const step_status_names[NSTEP_STATUS + 1] = { "ok", "oom", "paused", NULL };
+const char *const steprec_status_names[NSTEP_STATUS + 1] = { "ok", "oom", "paused", NULL };
 
 /* --- checking ------------------------------------------------------------- */
 
@@ -97,11 +97,11 @@ static int check_entry(const struct jdoc *d, const struct step_record *r, int i,
 		return bad(d, i, "model", e, "job '%s' has no model '%s'", job->name, ms->model);
 	if (!md->stages[ms->stage])
 		return bad(d, i, "stage", e, "model '%s' does not run in the %s stage in job '%s'",
-			   ms->model, stage_names[ms->stage], job->name);
+			   ms->model, job_stage_names[ms->stage], job->name);
 	for (int k = 0; k < i; k++)
 		if (r->ms[k].stage == ms->stage && strcmp(r->ms[k].model, ms->model) == 0)
 			return bad(d, i, "model", e, "%s@%s appears twice (also model_stages[%d])",
-				   ms->model, stage_names[ms->stage], k);
+				   ms->model, job_stage_names[ms->stage], k);
 	if (c->tp < 1 || c->pp < 1 || c->dp < 1 || c->mb < 1)
 		return bad(d, i, "tp", e, "tp, pp, dp and micro_batch must be positive");
 	if (ms->stage == STAGE_GEN && c->pp != 1)
@@ -214,7 +214,7 @@ static int check_record(const struct jdoc *d, const struct step_record *r,
 				continue;
 			if ((i = entry_of(r, job, m, (enum stage)s)) < 0)
 				return bad(d, -1, "model_stages", e, "no entry for %s@%s, which job '%s' "
-					   "runs", job->models[m].name, stage_names[s], job->name);
+					   "runs", job->models[m].name, job_stage_names[s], job->name);
 			if (s == STAGE_GEN) {
 				gen = i;
 				continue;
@@ -426,7 +426,7 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	if (!json_is_object(o))
 		return jdoc_fail(d, path, e, "expected an object (one model-stage)");
 	if ((rc = jget_str(d, o, path, "model", true, ms->model, sizeof ms->model, e)) ||
-	    (rc = jget_enum(d, o, path, "stage", true, stage_names, &stage, e)))
+	    (rc = jget_enum(d, o, path, "stage", true, job_stage_names, &stage, e)))
 		return rc;
 	for (int k = 0; k < NENTRY_KEYS; k++)
 		if (sr_entry_has[stage] & 1u << k)
@@ -441,7 +441,7 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	    (rc = jget_int(d, o, path, "pp", !gen, 1, 4096, &pp, e)) ||
 	    (rc = jget_int(d, o, path, "dp", true, 1, MAX_GPUS, &dp, e)) ||
 	    (rc = jget_int(d, o, path, "micro_batch", !gen, 1, 1 << 20, &mb, e)) ||
-	    (rc = jget_enum(d, o, path, "recompute", stage == STAGE_TRAIN, recompute_names,
+	    (rc = jget_enum(d, o, path, "recompute", stage == STAGE_TRAIN, pconf_recompute_names,
 			    &rcomp, e)) ||
 	    (rc = json_is_boolean(z) ? (zero = json_is_true(z), NR_OK) :
 		  jget_int(d, o, path, "zero", stage == STAGE_TRAIN, ZERO_0, ZERO_3, &zero, e)) ||
@@ -512,7 +512,7 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	    (rc = jget_int(d, root, "", "step", true, 0, LONG_MAX, &step, e)) ||
 	    (rc = jget_str(d, root, "", "engine", true, r->engine, sizeof r->engine, e)) ||
 	    (rc = jget_int(d, root, "", "gpus_up", true, 1, MAX_GPUS, &gpus_up, e)) ||
-	    (rc = jget_enum(d, root, "", "status", true, step_status_names, &status, e)))
+	    (rc = jget_enum(d, root, "", "status", true, steprec_status_names, &status, e)))
 		return rc;
 	run = status != STEP_PAUSED;
 	r->step = step;
@@ -625,7 +625,7 @@ static json_t *entry_json(const struct ms_record *ms)
 	json_t *o = json_object();
 
 	json_object_set_new(o, "model", json_string(ms->model));
-	json_object_set_new(o, "stage", json_string(stage_names[ms->stage]));
+	json_object_set_new(o, "stage", json_string(job_stage_names[ms->stage]));
 	json_object_set_new(o, "pool", json_integer(ms->pool));
 	json_object_set_new(o, "gpus", json_integer(ms->gpus));
 	json_object_set_new(o, "tp", json_integer(c->tp));
@@ -637,7 +637,7 @@ static json_t *entry_json(const struct ms_record *ms)
 	} else {
 		json_object_set_new(o, "micro_batch", json_integer(c->mb));
 		if (ms->stage == STAGE_TRAIN) {
-			json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
+			json_object_set_new(o, "recompute", json_string(pconf_recompute_names[c->rc]));
 			json_object_set_new(o, "zero", json_integer(c->zero));
 		}
 		json_object_set_new(o, "fsdp", json_boolean(c->zero == ZERO_3));
@@ -667,7 +667,7 @@ json_t *steprec_to_json(const struct step_record *r)
 	json_object_set_new(o, "step", json_integer(r->step));
 	json_object_set_new(o, "engine", json_string(r->engine));
 	json_object_set_new(o, "gpus_up", json_integer(r->gpus_up));
-	json_object_set_new(o, "status", json_string(step_status_names[r->status]));
+	json_object_set_new(o, "status", json_string(steprec_status_names[r->status]));
 	if (run) {
 		json_object_set_new(o, "sequences", json_integer(r->sequences));
 		json_object_set_new(o, "prompt_len", json_integer(r->prompt_len));

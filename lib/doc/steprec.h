@@ -49,7 +49,7 @@ enum step_status {
 	STEP_PAUSED,  /* nothing fits: no model-stages */
 	NSTEP_STATUS
 };
-extern const char *const step_status_names[NSTEP_STATUS + 1]; /* "ok", "oom", "paused" */
+extern const char *const steprec_status_names[NSTEP_STATUS + 1]; /* "ok", "oom", "paused" */
 
 /* One model in one stage, as it ran in this step. */
 struct ms_record {

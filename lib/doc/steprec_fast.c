@@ -423,14 +423,14 @@ static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long nu
 
 	switch (k) {
 	case E_MODEL: return lex_string(x, ms->model, sizeof ms->model);
-	case E_STAGE: return fast_enum(x, stage_names, stage);
+	case E_STAGE: return fast_enum(x, job_stage_names, stage);
 	case E_POOL: return fast_int(x, 0, MAX_MODELS, &num[k]);
 	case E_PP: return fast_int(x, 1, 4096, &num[k]);
 	case E_MICRO_BATCH: return fast_int(x, 1, 1 << 20, &num[k]);
 	case E_GPUS:
 	case E_TP:
 	case E_DP: return fast_int(x, 1, MAX_GPUS, &num[k]);
-	case E_RECOMPUTE: return fast_enum(x, recompute_names, rcomp);
+	case E_RECOMPUTE: return fast_enum(x, pconf_recompute_names, rcomp);
 	case E_ZERO:
 		/* the stage, 0 to 3; records before stages said true or false */
 		if (fast_int(x, ZERO_0, ZERO_3, &num[k]))
@@ -528,7 +528,7 @@ static bool fast_record_field(struct lex *x, int k, struct step_record *r,
 	case K_STEP: return fast_int(x, 0, LONG_MAX, &num[k]);
 	case K_ENGINE: return lex_string(x, r->engine, sizeof r->engine);
 	case K_GPUS_UP: return fast_int(x, 1, MAX_GPUS, &num[k]);
-	case K_STATUS: return fast_enum(x, step_status_names, status);
+	case K_STATUS: return fast_enum(x, steprec_status_names, status);
 	case K_SEQUENCES:
 	case K_PROMPT_LEN: return fast_int(x, 1, LONG_MAX, &num[k]);
 	case K_RESPONSE_LEN: return fast_response(x, &r->response);

@@ -71,7 +71,7 @@ int chat_load(struct chat_template **t, const char *dir, struct err *e)
 	snprintf(cfgfile, sizeof cfgfile, "%s/tokenizer_config.json", dir);
 	has_jinja = stat(jinja, &st) == 0;
 	has_cfg = stat(cfgfile, &st) == 0;
-	if (has_cfg && (rc = read_file(cfgfile, &cbuf, &clen, e)) == NR_OK)
+	if (has_cfg && (rc = in_read_file(cfgfile, &cbuf, &clen, e)) == NR_OK)
 		rc = jdoc_loadb_config(&d, cfgfile, cbuf, clen, e);
 	free(cbuf);
 	if (rc)
@@ -83,7 +83,7 @@ int chat_load(struct chat_template **t, const char *dir, struct err *e)
 				       "a list of {\"name\", \"template\"} with one named "
 				       "\"default\")");
 	}
-	if (rc == NR_OK && has_jinja && (rc = read_file(jinja, &buf, &len, e)) == NR_OK)
+	if (rc == NR_OK && has_jinja && (rc = in_read_file(jinja, &buf, &len, e)) == NR_OK)
 		rc = chat_parse(t, jinja, buf, len, e);
 	else if (rc == NR_OK && json_is_string(tv)) {
 		snprintf(name, sizeof name, "%s: chat_template", cfgfile);

@@ -22,7 +22,7 @@ int generator_init(struct generator *g, struct decoder *m, int max_seqs, int max
 	g->max_len = max_len;
 	rc = model_acts_init(&g->acts, m, rows, max_len, false, e);
 	if (rc == NR_OK)
-		rc = kv_cache_init(&g->kv, m, max_seqs, max_len, e);
+		rc = model_kv_cache_init(&g->kv, m, max_seqs, max_len, e);
 	if (rc) {
 		generator_free(g);
 		return rc;
@@ -46,7 +46,7 @@ int generator_init(struct generator *g, struct decoder *m, int max_seqs, int max
 void generator_free(struct generator *g)
 {
 	model_acts_free(&g->acts);
-	kv_cache_free(&g->kv);
+	model_kv_cache_free(&g->kv);
 	free(g->logits);
 	free(g->tok);
 	free(g->cand);
@@ -136,7 +136,7 @@ static double log_sum_exp(const float *z, int V, float scale)
 	return m + log(s);
 }
 
-int gen_sample(const float *logits, int V, const struct gen_params *p, double u,
+int generator_sample(const float *logits, int V, const struct gen_params *p, double u,
 	       struct gen_cand *cand, float *logprob)
 {
 	float it = p->temperature > 0 ? 1.0f / p->temperature : 1.0f;
@@ -268,7 +268,7 @@ static int take(struct generator *g, const struct gen_request *r, const struct g
 	int j = out->len[b];
 	double u = rng_uniform(p->seed, RNG_SAMPLE, p->step, id, (uint64_t)j);
 	float lp;
-	int tok = gen_sample(logits, g->m->c.vocab, p, u, g->cand, &lp);
+	int tok = generator_sample(logits, g->m->c.vocab, p, u, g->cand, &lp);
 
 	if (tok < 0) {
 		g->bad_seq = b;

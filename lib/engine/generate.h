@@ -100,7 +100,7 @@ int generator_run(struct generator *g, const struct gen_request *r, const struct
  * finite log-sum-exp (a NaN, an infinity, or every logit -inf, among all
  * of them or among those not masked): there is no distribution to draw
  * from. */
-int gen_sample(const float *logits, int V, const struct gen_params *p, double u,
+int generator_sample(const float *logits, int V, const struct gen_params *p, double u,
 	       struct gen_cand *cand, float *logprob);
 
 #endif

@@ -87,7 +87,7 @@ struct kernels {
 	 * [start[b], start[b+1]) of qkv: out[T, Al D], and lse[T, Al], the
 	 * log-sum-exp of each query's scaled scores (scale 1/sqrt(D)), which
 	 * is all the backward keeps to recompute the probabilities tile by
-	 * tile.  scratch: attn_scratch_floats(longest sequence, Q).
+	 * tile.  scratch: kernels_attn_scratch_floats(longest sequence, Q).
 	 * Backward writes dqkv (not +=) from dout, out, lse and qkv. */
 	void (*attention_forward)(float *out, float *lse, const float *qkv, const int *start,
 				  int B, const struct heads *h, float *scratch);
@@ -136,7 +136,7 @@ struct kernels {
 
 /* Scratch floats the attention ops need for sequences of up to maxlen
  * tokens with q query heads per group. */
-size_t attn_scratch_floats(int maxlen, int q);
+size_t kernels_attn_scratch_floats(int maxlen, int q);
 
 /* The CPU table. */
 const struct kernels *kernels_cpu(void);

@@ -196,7 +196,7 @@ static void rope_backward(float *dqkv, const float *cs, int T, const struct head
 
 /* --- attention ------------------------------------------------------------------------------ */
 
-size_t attn_scratch_floats(int maxlen, int q)
+size_t kernels_attn_scratch_floats(int maxlen, int q)
 {
 	size_t tile = 2 * (size_t)ATTN_TILE * (size_t)maxlen, dec = (size_t)q * (size_t)maxlen;
 

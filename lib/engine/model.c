@@ -268,7 +268,7 @@ static size_t carve(struct model_acts *a, const struct model_config *c, int T, i
 	TAKE(a->targets, t);
 	TAKE(a->slot, t);
 	TAKE(a->klen, t);
-	TAKE(a->scratch, attn_scratch_floats(max_len, c->heads / c->kv_heads));
+	TAKE(a->scratch, kernels_attn_scratch_floats(max_len, c->heads / c->kv_heads));
 	if (c->has_head) {
 		TAKE(a->rstdf, t);
 		TAKE(a->hf, t * H);
@@ -728,7 +728,7 @@ int model_backward(struct decoder *m, struct model_acts *a, const struct batch *
 
 /* --- generation steps ---------------------------------------------------------------------- */
 
-int kv_cache_init(struct kv_cache *kv, const struct decoder *m, int slots, int max_len,
+int model_kv_cache_init(struct kv_cache *kv, const struct decoder *m, int slots, int max_len,
 		  struct err *e)
 {
 	size_t n;
@@ -745,13 +745,13 @@ int kv_cache_init(struct kv_cache *kv, const struct decoder *m, int slots, int m
 	kv->k = malloc((n ? n : 1) * sizeof *kv->k);
 	kv->v = malloc((n ? n : 1) * sizeof *kv->v);
 	if (!kv->k || !kv->v) {
-		kv_cache_free(kv);
+		model_kv_cache_free(kv);
 		return err_oom(e);
 	}
 	return NR_OK;
 }
 
-void kv_cache_free(struct kv_cache *kv)
+void model_kv_cache_free(struct kv_cache *kv)
 {
 	free(kv->k);
 	free(kv->v);

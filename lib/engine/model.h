@@ -248,9 +248,9 @@ struct kv_cache {
 	float *k, *v;
 };
 
-int kv_cache_init(struct kv_cache *kv, const struct decoder *m, int slots, int max_len,
+int model_kv_cache_init(struct kv_cache *kv, const struct decoder *m, int slots, int max_len,
 		  struct err *e);
-void kv_cache_free(struct kv_cache *kv);
+void model_kv_cache_free(struct kv_cache *kv);
 
 /* Run the packed prompts of b (the whole model on this rank: pp = 1),
  * storing their keys and values at rows [0, n_b) of cache slot slot[b],

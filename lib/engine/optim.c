@@ -101,7 +101,7 @@ void optim_scale(const struct optim_span *s, size_t n, float *grad, double scale
 	}
 }
 
-void adamw_update(const struct adamw_config *c, double lr, long t, bool decay, size_t n,
+void optim_adamw_update(const struct adamw_config *c, double lr, long t, bool decay, size_t n,
 		  float *w, float *m, float *v, const float *g)
 {
 	/* The scalars as torch forms them (in double), each applied in fp32. */
@@ -120,12 +120,12 @@ void adamw_update(const struct adamw_config *c, double lr, long t, bool decay, s
 	}
 }
 
-void adamw_step(const struct adamw_config *c, double lr, long t, const struct optim_span *s,
+void optim_adamw_step(const struct adamw_config *c, double lr, long t, const struct optim_span *s,
 		size_t n, float *master, float *m, float *v, const float *grad)
 {
 	for (size_t i = 0; i < n; i++) {
 		size_t o = s[i].off;
 
-		adamw_update(c, lr, t, s[i].decay, s[i].len, master + o, m + o, v + o, grad + o);
+		optim_adamw_update(c, lr, t, s[i].decay, s[i].len, master + o, m + o, v + o, grad + o);
 	}
 }

@@ -79,11 +79,11 @@ void optim_scale(const struct optim_span *s, size_t n, float *grad, double scale
  * w -= lr·wd·w (when decay); m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
  * w -= lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps).  t counts updates
  * from 1 (the first update is t = 1). */
-void adamw_update(const struct adamw_config *c, double lr, long t, bool decay, size_t n,
+void optim_adamw_update(const struct adamw_config *c, double lr, long t, bool decay, size_t n,
 		  float *w, float *m, float *v, const float *g);
 
-/* adamw_update over every span of the four buffers. */
-void adamw_step(const struct adamw_config *c, double lr, long t, const struct optim_span *s,
+/* optim_adamw_update over every span of the four buffers. */
+void optim_adamw_step(const struct adamw_config *c, double lr, long t, const struct optim_span *s,
 		size_t n, float *master, float *m, float *v, const float *grad);
 
 #endif

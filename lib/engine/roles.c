@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const group_kind_names[NGROUPS + 1] = { "pool", "tp", "pp", "dp", "embed", NULL };
+const char *const roles_group_kind_names[NGROUPS + 1] = { "pool", "tp", "pp", "dp", "embed", NULL };
 
 void rank_coords(const struct pconf *c, int r, int *tp_rank, int *pp_rank, int *dp_rank)
 {

@@ -38,7 +38,7 @@
 #include "state/store.h"
 
 enum group_kind { GROUP_POOL, GROUP_TP, GROUP_PP, GROUP_DP, GROUP_EMBED, NGROUPS };
-extern const char *const group_kind_names[NGROUPS + 1]; /* "pool", "tp", ... */
+extern const char *const roles_group_kind_names[NGROUPS + 1]; /* "pool", "tp", ... */
 
 /* A rank's part in one layout of a plan. */
 struct rank_role {

@@ -81,7 +81,7 @@ static int load_config(struct jdoc *d, const char *dir, const char *name, bool *
 	if (!*found)
 		return errno == ENOENT || errno == ENOTDIR ? NR_OK :
 		       err_set(e, NR_EIO, "cannot read '%s': %s", path, strerror(errno));
-	if ((rc = read_file(path, &buf, &len, e)))
+	if ((rc = in_read_file(path, &buf, &len, e)))
 		return rc;
 	rc = jdoc_loadb_config(d, path, buf, len, e);
 	free(buf);

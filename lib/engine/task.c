@@ -201,7 +201,7 @@ static int load(struct prompts *p, const char *file, const struct prompt_limits 
 	int rc;
 
 	memset(p, 0, sizeof *p);
-	if ((rc = read_file(file, &buf, &len, e)))
+	if ((rc = in_read_file(file, &buf, &len, e)))
 		return rc;
 	p->file = strdup(shown(file));
 	if (!p->file) {

@@ -759,7 +759,7 @@ int tok_load(struct tokenizer *t, const char *file, struct err *e)
 {
 	char *buf;
 	size_t len;
-	int rc = read_file(file, &buf, &len, e);
+	int rc = in_read_file(file, &buf, &len, e);
 
 	if (rc) {
 		memset(t, 0, sizeof *t);

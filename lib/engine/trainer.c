@@ -321,7 +321,7 @@ static int open_common(struct trainer *t, const struct job *job, struct err *e)
 	if (t->reward < 0 && tr_find_role(job, ROLE_REWARD) >= 0)
 		return err_set(e, NR_EINPUT, "the job has a reward model, but \"data\" scores "
 			       "with the rule \"%s\": drop the model, or set \"reward\": \"model\"",
-			       task_reward_names[job->data.reward]);
+			       rlconf_reward_names[job->data.reward]);
 	rc = open_data(t, e);
 	return rc ? rc : alloc_step(t, e);
 }
@@ -369,7 +369,7 @@ int trainer_open_one(struct trainer *t, const struct job *job, const char *store
 	struct env v = { job, &cl, &k };
 	int rc = open_common(t, job, e);
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	plan_one(job, mb, &p, &cl);
 	if (rc == NR_OK && (rc = groups_self(&t->own_g, &v, &p, e)) == NR_OK)
 		rc = rank_state_init(&t->own_rs, &v, &t->own_g.rr, e);

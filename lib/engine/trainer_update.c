@@ -69,7 +69,7 @@ static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, lo
 	}
 	optim_scale(sp, n, st->grad, scale);
 	if (!st->zero) {
-		adamw_step(&oc->adamw, lr, step, sp, n, st->buf[KIND_MASTER],
+		optim_adamw_step(&oc->adamw, lr, step, sp, n, st->buf[KIND_MASTER],
 			   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], st->grad);
 		mstate_weights_from_master(st);
 	} else {
@@ -88,7 +88,7 @@ static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, lo
 			rc = err_oom(e);
 		if (rc == NR_OK) {
 			master_grads(st, mp, nm, wp, nw, gm);
-			adamw_step(&oc->adamw, lr, step, msp, mn, st->buf[KIND_MASTER],
+			optim_adamw_step(&oc->adamw, lr, step, msp, mn, st->buf[KIND_MASTER],
 				   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], gm);
 			/* each DP rank writes its blocks of the weights; the sum
 			 * over DP is the whole */

@@ -357,7 +357,7 @@ static int split_one(const struct mcomm *world, const struct rank_role *ro, cons
 	char name[96];
 	int rc;
 
-	snprintf(name, sizeof name, "the %s group of %s '%s'", group_kind_names[k],
+	snprintf(name, sizeof name, "the %s group of %s '%s'", roles_group_kind_names[k],
 		 ro->item == ITEM_GEN ? "the generation engines of" : "model", model);
 	rc = MPI_Comm_split(world->comm, in ? ro->members[k][0] : MPI_UNDEFINED,
 			    in ? ro->group_rank[k] : 0, &c);

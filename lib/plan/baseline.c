@@ -282,7 +282,7 @@ static const char *in_words(size_t i, int v, char *buf, size_t n)
 		snprintf(buf, n, "%d", v);
 	}
 	else if (settings[i].off == offsetof(struct pin, rc))
-		snprintf(buf, n, "%s", v >= 0 && v < NRECOMPUTE ? recompute_names[v] : "?");
+		snprintf(buf, n, "%s", v >= 0 && v < NRECOMPUTE ? pconf_recompute_names[v] : "?");
 	else
 		snprintf(buf, n, "%s", v ? "on" : "off");
 	return buf;
@@ -328,7 +328,7 @@ int layout_pin(const struct job *job, enum plan_layout l, const char *text, stru
 
 	if (l == LAYOUT_ADAPTIVE)
 		return search_pin_parse(job, text, sp, e);
-	space_init(&want);
+	search_space_init(&want);
 	if ((rc = search_pin_parse(job, text, &want, e)))
 		return rc;
 	if (!pin_free(&want.gen)) {
@@ -339,7 +339,7 @@ int layout_pin(const struct job *job, enum plan_layout l, const char *text, stru
 		if (pin_free(&want.home[m]))
 			continue;
 		snprintf(what, sizeof what, "%s@%s", job->models[m].name,
-			 stage_names[model_trainable(&job->models[m]) ? STAGE_TRAIN : STAGE_INF]);
+			 job_stage_names[model_trainable(&job->models[m]) ? STAGE_TRAIN : STAGE_INF]);
 		return merge(l, false, text, what, &sp->home[m], &want.home[m], e);
 	}
 	return NR_OK;

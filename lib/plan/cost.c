@@ -268,7 +268,7 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 	return true;
 }
 
-double move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
+double cost_move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
 		  bool same_gpus)
 {
 	double need = a->dtype_bytes * mem_stage_params(a, gen->tp, 1);
@@ -285,7 +285,7 @@ double move_bytes(const struct arch *a, const struct pconf *train, const struct 
 double cost_move(const struct env *v, const struct arch *a, const struct pconf *train,
 		 const struct pconf *gen, bool same_gpus)
 {
-	double bytes = move_bytes(a, train, gen, same_gpus);
+	double bytes = cost_move_bytes(a, train, gen, same_gpus);
 	int span = same_gpus ? train->tp * train->pp : v->cl->gpus_per_node + 1;
 
 	return bytes / cost_link_bw(v, span);

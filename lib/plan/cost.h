@@ -65,7 +65,7 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 	      double kv_bytes, struct stime *t);
 /* Bytes each generation GPU must receive to hold the actor in layout gen,
  * coming from training layout train, and the time over the links. */
-double move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
+double cost_move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
 		  bool same_gpus);
 double cost_move(const struct env *v, const struct arch *a, const struct pconf *train,
 		 const struct pconf *gen, bool same_gpus);

@@ -34,7 +34,7 @@ static bool same_gpus(const struct plan *a, const struct plan *b, int n, int ite
 	return true;
 }
 
-void switch_fixed(const struct env *v, const struct plan *a, const struct plan *b,
+void plan_switch_fixed(const struct env *v, const struct plan *a, const struct plan *b,
 		  struct switch_cost *c)
 {
 	const struct job *j = v->job;
@@ -71,7 +71,7 @@ void switch_fixed(const struct env *v, const struct plan *a, const struct plan *
 	c->total_s = c->move_s + c->store_s + c->comm_s + c->engine_s;
 }
 
-void switch_cost(const struct env *v, const struct plan *a, const struct plan *b,
+void plan_switch_cost(const struct env *v, const struct plan *a, const struct plan *b,
 		 double move_s, double store_bytes, struct switch_cost *c)
 {
 	struct move mv;
@@ -85,10 +85,10 @@ void switch_cost(const struct env *v, const struct plan *a, const struct plan *b
 	/* every reader shares the store: its bandwidth, not each GPU's host
 	 * link, bounds how soon the last lost piece arrives */
 	c->store_s = fmax(0, c->store_bytes / (v->k->store_gbps * 1e9) - c->move_s);
-	switch_fixed(v, a, b, c);
+	plan_switch_fixed(v, a, b, c);
 }
 
-void switch_cost_add(struct switch_cost *sum, const struct switch_cost *c)
+void plan_switch_cost_add(struct switch_cost *sum, const struct switch_cost *c)
 {
 	sum->move_s += c->move_s;
 	sum->move_bytes += c->move_bytes;
@@ -100,7 +100,7 @@ void switch_cost_add(struct switch_cost *sum, const struct switch_cost *c)
 	sum->total_s += c->total_s;
 }
 
-json_t *switch_cost_to_json(const struct switch_cost *c)
+json_t *plan_switch_cost_to_json(const struct switch_cost *c)
 {
 	json_t *o = json_object();
 
@@ -152,7 +152,7 @@ void plan_decide_with(const struct env *v, const struct plan *cur, const struct 
 	if (price)
 		d->cost = *price;
 	else
-		switch_cost(v, cur, next, -1, 0, &d->cost);
+		plan_switch_cost(v, cur, next, -1, 0, &d->cost);
 	d->current_step_s = cur->step_time;
 	d->next_step_s = next->step_time;
 	d->transition_s = d->cost.total_s;
@@ -192,7 +192,7 @@ void plan_decide_with(const struct env *v, const struct plan *cur, const struct 
 		 100 * d->gain_s / cur->step_time, d->transition_s, parts, d->break_even_steps);
 }
 
-json_t *decision_to_json(const struct decision *d)
+json_t *plan_decision_to_json(const struct decision *d)
 {
 	json_t *o = json_object();
 
@@ -206,7 +206,7 @@ json_t *decision_to_json(const struct decision *d)
 	json_object_set_new(o, "transition_source", json_string(d->cost.graph ?
 		"transition graph schedule" : "bytes over link bandwidth (lower bound)"));
 	json_object_set_new(o, "move_gib", json_real(d->cost.move_bytes / GIB));
-	json_object_set_new(o, "transition", switch_cost_to_json(&d->cost));
+	json_object_set_new(o, "transition", plan_switch_cost_to_json(&d->cost));
 	json_object_set_new(o, "break_even_steps", isfinite(d->break_even_steps) ?
 			    json_real(d->break_even_steps) : json_null());
 	json_object_set_new(o, "remaining_steps", d->remaining_steps >= 0 ?

@@ -32,17 +32,17 @@ struct switch_cost {
 
 /* Price a switch from a to b: move_s and store_bytes from the transition
  * graph, or move_s < 0 for plan_move's bound (no store reads known). */
-void switch_cost(const struct env *v, const struct plan *a, const struct plan *b,
+void plan_switch_cost(const struct env *v, const struct plan *a, const struct plan *b,
 		 double move_s, double store_bytes, struct switch_cost *c);
 /* The part of switch_cost that depends on the plans' shapes alone: the
  * communicators and engines b needs that a does not have, into c (whose
  * move_s and store_s stay; total_s is made again).  A lower bound of a
  * switch's cost, for searches that price few of many. */
-void switch_fixed(const struct env *v, const struct plan *a, const struct plan *b,
+void plan_switch_fixed(const struct env *v, const struct plan *a, const struct plan *b,
 		  struct switch_cost *c);
 /* Add c's seconds, bytes and groups to sum's (a run's transitions). */
-void switch_cost_add(struct switch_cost *sum, const struct switch_cost *c);
-json_t *switch_cost_to_json(const struct switch_cost *c);
+void plan_switch_cost_add(struct switch_cost *sum, const struct switch_cost *c);
+json_t *plan_switch_cost_to_json(const struct switch_cost *c);
 
 struct decision {
 	bool do_switch;
@@ -68,6 +68,6 @@ void plan_decide(const struct env *v, const struct plan *cur, const struct plan 
 void plan_decide_with(const struct env *v, const struct plan *cur, const struct plan *next,
 		      long remaining_steps, double min_gain, const struct switch_cost *price,
 		      struct decision *d);
-json_t *decision_to_json(const struct decision *d);
+json_t *plan_decision_to_json(const struct decision *d);
 
 #endif

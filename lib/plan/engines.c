@@ -10,7 +10,7 @@
 
 #include "common/text.h"
 
-const char *const target_names[NTARGETS + 1] = { "any", "verl-fsdp", "verl-megatron", "openrlhf",
+const char *const engines_names[NTARGETS + 1] = { "any", "verl-fsdp", "verl-megatron", "openrlhf",
 						 "builtin", NULL };
 
 /* Add a reason to r (when there is one, and once); false, so a rule can
@@ -264,18 +264,18 @@ static bool shared_ok(const struct job *j, enum target t, const struct target_sh
 	       (sh->train_mb < 0 || c->mb == sh->train_mb);
 }
 
-bool target_runs_conf(const struct job *j, enum target t, const struct target_shared *sh, int m,
+bool engines_runs_conf(const struct job *j, enum target t, const struct target_shared *sh, int m,
 		      const struct pconf *c)
 {
 	return t == TARGET_ANY || (conf_rules(j, t, m, c, NULL) && shared_ok(j, t, sh, m, c));
 }
 
-bool target_runs_gen(const struct job *j, enum target t, const struct pconf *g)
+bool engines_runs_gen(const struct job *j, enum target t, const struct pconf *g)
 {
 	return gen_rules(j, t, g, NULL);
 }
 
-bool target_places(const struct job *j, enum target t, const unsigned *pools, int npools)
+bool engines_places(const struct job *j, enum target t, const unsigned *pools, int npools)
 {
 	return pool_rules(j, t, pools, npools, NULL);
 }
@@ -325,7 +325,7 @@ static bool openrlhf_variant(const struct job *j, int i, struct target_shared *s
 	return i == 0;
 }
 
-bool target_variant(const struct job *j, const struct cluster *cl, enum target t, int i,
+bool engines_variant(const struct job *j, const struct cluster *cl, enum target t, int i,
 		    struct target_shared *sh)
 {
 	*sh = (struct target_shared){ -1, -1, -1, -1, -1, -1, -1 };
@@ -429,7 +429,7 @@ static void pool_sizes(const struct env *v, const struct plan *p, enum target t,
 			    p->pools[i].ngpus, gpn);
 }
 
-bool target_check(const struct env *v, const struct plan *p, enum target t,
+bool engines_check(const struct env *v, const struct plan *p, enum target t,
 		  struct target_reasons *r)
 {
 	const struct job *j = v->job;
@@ -441,7 +441,7 @@ bool target_check(const struct env *v, const struct plan *p, enum target t,
 		unsigned items = role_items(j, (enum role)role);
 		if (items & (items - 1))
 			why(r, "the job has more than one %s; the engine runs one of each role",
-			    role_names[role]);
+			    job_role_names[role]);
 	}
 	for (int m = 0; m < j->nmodels; m++)
 		conf_rules(j, t, m, &p->home[m], r);
@@ -462,7 +462,7 @@ bool target_check(const struct env *v, const struct plan *p, enum target t,
 	return r->n == 0;
 }
 
-enum target target_verl_workers(const struct job *j, const struct plan *p)
+enum target engines_verl_workers(const struct job *j, const struct plan *p)
 {
 	bool whole = true;
 
@@ -516,7 +516,7 @@ static void verl_megatron(struct sbuf *b, const char *prefix, const struct pconf
 	if (c->rc == RC_NONE)
 		return;
 	sb_printf(b, "%s.megatron.override_transformer_config.recompute_granularity=%s\n", prefix,
-		  recompute_names[c->rc]);
+		  pconf_recompute_names[c->rc]);
 	if (c->rc == RC_FULL) {
 		sb_printf(b, "%s.megatron.override_transformer_config.recompute_method=uniform\n",
 			  prefix);
@@ -668,7 +668,7 @@ static char *openrlhf_settings(const struct env *v, const struct plan *p)
 	return sb_take(&b);
 }
 
-char *target_settings(const struct env *v, const struct plan *p, enum target t)
+char *engines_settings(const struct env *v, const struct plan *p, enum target t)
 {
 	if (t == TARGET_OPENRLHF)
 		return openrlhf_settings(v, p);

@@ -27,7 +27,7 @@
 
 enum target { TARGET_ANY, TARGET_VERL_FSDP, TARGET_VERL_MEGATRON, TARGET_OPENRLHF,
 	      TARGET_BUILTIN, NTARGETS };
-extern const char *const target_names[NTARGETS + 1]; /* "any", "verl-fsdp", … */
+extern const char *const engines_names[NTARGETS + 1]; /* "any", "verl-fsdp", … */
 
 /* What every model of a target shares, fixed for one search of its space
  * (-1 free): the Megatron TP and PP of the actor's processes (the models
@@ -40,16 +40,16 @@ struct target_shared {
 
 /* Whether target t runs model m in configuration c (its pool being c's
  * GPUs), with the shared settings sh: the search's space. */
-bool target_runs_conf(const struct job *j, enum target t, const struct target_shared *sh, int m,
+bool engines_runs_conf(const struct job *j, enum target t, const struct target_shared *sh, int m,
 		      const struct pconf *c);
 /* Whether target t runs the generation engines in layout g. */
-bool target_runs_gen(const struct job *j, enum target t, const struct pconf *g);
+bool engines_runs_gen(const struct job *j, enum target t, const struct pconf *g);
 /* Whether target t places pools of these items (bit 0 the engines, bit
  * 1 + m model m). */
-bool target_places(const struct job *j, enum target t, const unsigned *pools, int npools);
+bool engines_places(const struct job *j, enum target t, const unsigned *pools, int npools);
 /* Variant i of target t's shared settings into sh: the searches whose
  * union is its space.  false past the last. */
-bool target_variant(const struct job *j, const struct cluster *cl, enum target t, int i,
+bool engines_variant(const struct job *j, const struct cluster *cl, enum target t, int i,
 		    struct target_shared *sh);
 
 #define TARGET_MAX_REASONS 24
@@ -60,14 +60,14 @@ struct target_reasons {
 };
 
 /* Every reason target t cannot run plan p, into r; true when it can. */
-bool target_check(const struct env *v, const struct plan *p, enum target t,
+bool engines_check(const struct env *v, const struct plan *p, enum target t,
 		  struct target_reasons *r);
 /* The verl workers a plan needs: FSDP when a model shards its weights over
  * DP (or every model runs on one GPU), else Megatron. */
-enum target target_verl_workers(const struct job *j, const struct plan *p);
+enum target engines_verl_workers(const struct job *j, const struct plan *p);
 /* Plan p as target t's settings, one a line, a malloc'd string (NULL out
  * of memory): verl's Hydra overrides (t a verl target) or OpenRLHF's
- * flags.  p must pass target_check. */
-char *target_settings(const struct env *v, const struct plan *p, enum target t);
+ * flags.  p must pass engines_check. */
+char *engines_settings(const struct env *v, const struct plan *p, enum target t);
 
 #endif

@@ -136,7 +136,7 @@ void model_cost(const struct env *v, int m, const struct pconf *home, struct mco
 	model_cost_at(v, m, &sh, home, out);
 }
 
-bool gen_cost(const struct env *v, const struct pconf *gen, double resident,
+bool plan_gen_cost(const struct env *v, const struct pconf *gen, double resident,
 	      const struct pconf *actor_home, bool same_pool, struct stime *t,
 	      struct mem *m, double *peak)
 {
@@ -282,7 +282,7 @@ double plan_handoffs(const struct env *v, const struct pool *pools, int npools, 
 
 static void ms_name(const struct env *v, int m, enum stage s, char *out, size_t n)
 {
-	snprintf(out, n, "%s@%s", v->job->models[m].name, stage_names[s]);
+	snprintf(out, n, "%s@%s", v->job->models[m].name, job_stage_names[s]);
 }
 
 static void infeasible(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -381,7 +381,7 @@ void plan_evaluate(const struct env *v, struct plan *p)
 			if (p->gen.tp * p->gen.dp != p->pools[gi].ngpus)
 				infeasible(p, "generation has tp·dp = %d on a pool of %d GPUs",
 					   p->gen.tp * p->gen.dp, p->pools[gi].ngpus);
-			if (!gen_cost(v, &p->gen, p->resident[gi], &p->home[actor], gi == ai,
+			if (!plan_gen_cost(v, &p->gen, p->resident[gi], &p->home[actor], gi == ai,
 				      &ms->time, &ms->mem, &ms->peak)) {
 				char name[160];
 				ms_name(v, actor, STAGE_GEN, name, sizeof name);

@@ -108,7 +108,7 @@ double model_offload_trans(const struct env *v, int m, const struct mcost *kept)
 /* Generation engines in layout gen next to resident bytes of other state;
  * actor_home and same_pool say where the weights come from.  false when
  * not one sequence's KV cache fits. */
-bool gen_cost(const struct env *v, const struct pconf *gen, double resident,
+bool plan_gen_cost(const struct env *v, const struct pconf *gen, double resident,
 	      const struct pconf *actor_home, bool same_pool, struct stime *t,
 	      struct mem *m, double *peak);
 

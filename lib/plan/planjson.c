@@ -48,7 +48,7 @@ static json_t *conf_json(const struct pconf *c, bool train, bool gen)
 		return o;
 	json_object_set_new(o, "micro_batch", json_integer(c->mb));
 	if (train)
-		json_object_set_new(o, "recompute", json_string(recompute_names[c->rc]));
+		json_object_set_new(o, "recompute", json_string(pconf_recompute_names[c->rc]));
 	json_object_set_new(o, "zero", json_integer(c->zero));
 	json_object_set_new(o, "offload", json_boolean(c->offload));
 	return o;
@@ -87,7 +87,7 @@ json_t *plan_to_json(const struct env *v, const struct plan *p)
 		json_object_set_new(doc, "why", json_string(p->why));
 	json_object_set_new(doc, "step_time_s", json_real(secs(p->step_time)));
 	for (int s = 0; s < NSTAGES; s++)
-		json_object_set_new(stages, stage_names[s], json_real(secs(p->stage_time[s])));
+		json_object_set_new(stages, job_stage_names[s], json_real(secs(p->stage_time[s])));
 	json_object_set_new(doc, "stage_time_s", stages);
 	for (int i = 0; i < p->npools; i++) {
 		json_t *items = json_array();
@@ -121,7 +121,7 @@ json_t *plan_to_json(const struct env *v, const struct plan *p)
 	for (int i = 0; i < p->nms; i++) {
 		const struct ms_plan *ms = &p->ms[i];
 		json_t *o = json_pack("{s:s,s:s,s:i}", "model", j->models[ms->model].name,
-				      "stage", stage_names[ms->stage], "pool", ms->pool);
+				      "stage", job_stage_names[ms->stage], "pool", ms->pool);
 		json_t *c = conf_json(&ms->conf, ms->stage == STAGE_TRAIN, ms->stage == STAGE_GEN);
 		json_object_update(o, c);
 		json_decref(c);
@@ -222,7 +222,7 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 	    (rc = jget_int(d, o, path, "pp", false, 1, 4096, &pp, e)) ||
 	    (rc = jget_int(d, o, path, "dp", true, 1, MAX_GPUS, &dp, e)) ||
 	    (rc = jget_int(d, o, path, "micro_batch", false, 1, 1 << 20, &mb, e)) ||
-	    (rc = jget_enum(d, o, path, "recompute", false, recompute_names, &rc_, e)) ||
+	    (rc = jget_enum(d, o, path, "recompute", false, pconf_recompute_names, &rc_, e)) ||
 	    (rc = load_zero(d, o, path, trainable, &zero, e)) ||
 	    (rc = jget_bool(d, o, path, "offload", false, &off, e)) ||
 	    (rc = jget_int(d, o, path, "pool", true, 0, MAX_ITEMS - 1, &pl, e)))

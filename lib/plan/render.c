@@ -40,14 +40,14 @@ char *plan_table(const struct env *v, const struct plan *p, const struct decisio
 
 		plan_pool_gpus(&gpus, v->cl, p, ms->pool);
 		g = sb_take(&gpus);
-		table_cell(&t, "%s@%s", j->models[ms->model].name, stage_names[ms->stage]);
+		table_cell(&t, "%s@%s", j->models[ms->model].name, job_stage_names[ms->stage]);
 		table_cell(&t, "%d", ms->pool);
 		table_cell(&t, "%d", ms->conf.tp);
 		table_cell(&t, "%d", ms->conf.pp);
 		table_cell(&t, "%d", ms->conf.dp);
 		table_cell(&t, "%s", g ? g : "?");
 		table_cell(&t, "%d", ms->stage == STAGE_GEN ? 0 : ms->conf.mb);
-		table_cell(&t, "%s%s", ms->stage == STAGE_GEN ? "-" : zero_names[ms->conf.zero],
+		table_cell(&t, "%s%s", ms->stage == STAGE_GEN ? "-" : pconf_zero_names[ms->conf.zero],
 			   ms->conf.offload ? "+offload" : "");
 		table_cell(&t, "%.2f", ms->time.total);
 		table_cell(&t, "%.1f", ms->peak / GIB);
@@ -92,7 +92,7 @@ int plan_svg(const struct env *v, const struct plan *p, const char *file, struct
 	sb_printf(&b, ": step %.2f s</text>\n", p->step_time);
 	for (int s = 0; s < NSTAGES; s++)
 		sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">%s</text>\n",
-			  left + start[s] * scale + 2, top + row * p->npools + 16, stage_names[s]);
+			  left + start[s] * scale + 2, top + row * p->npools + 16, job_stage_names[s]);
 	for (int i = 0; i < p->npools; i++) {
 		double y = top + row * i, at[NSTAGES];
 
@@ -113,7 +113,7 @@ int plan_svg(const struct env *v, const struct plan *p, const char *file, struct
 				  row - 8, palette[ms->model % 8]);
 			sb_xml(&b, name);
 			sb_printf(&b, "@%s tp%d pp%d dp%d: %.2f s, %.1f GiB</title></rect>\n",
-				  stage_names[ms->stage], ms->conf.tp, ms->conf.pp, ms->conf.dp,
+				  job_stage_names[ms->stage], ms->conf.tp, ms->conf.pp, ms->conf.dp,
 				  ms->time.total, ms->peak / GIB);
 			if (w > 60) {
 				sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#fff\">", x + 4,
@@ -127,7 +127,7 @@ int plan_svg(const struct env *v, const struct plan *p, const char *file, struct
 	sb_printf(&b, "</svg>\n");
 	if (!(text = sb_take(&b)))
 		return err_oom(e);
-	rc = write_file_atomic(file, text, strlen(text), e);
+	rc = out_write_file_atomic(file, text, strlen(text), e);
 	free(text);
 	return rc;
 }

@@ -69,7 +69,7 @@
  * A target (--space) narrows the space before all this: a configuration,
  * engine TP or partition its engine does not run is never made, so the
  * argument holds within what is left; settings its models share are fixed
- * for each of a few searches (target_variant), and the fastest plan of
+ * for each of a few searches (engines_variant), and the fastest plan of
  * those exact searches is the fastest of their union. */
 #include "plan/search_impl.h"
 
@@ -286,7 +286,7 @@ static void partitions(struct search *s, int item, int *block, int nblocks, int 
 		memset(s->pools, 0, sizeof s->pools);
 		for (int i = 0; i < s->nitems; i++)
 			s->pools[block[i]] |= 1u << i;
-		if (!target_places(s->v->job, s->sp->target, s->pools, nblocks))
+		if (!engines_places(s->v->job, s->sp->target, s->pools, nblocks))
 			return;
 		partition_handoffs(s);
 		s->st->partitions++;
@@ -374,12 +374,12 @@ static int explain(struct search *s, struct err *e)
 		if (need > s->cap && need < HUGE_VAL)
 			return err_set(e, NR_EINFEASIBLE, "%s@%s needs at least %.1f GiB per GPU "
 				       "(tp=%d pp=%d dp=%d), GPUs have %.1f GiB", j->models[m].name,
-				       stage_names[stage], need / GIB, best.tp, best.pp, best.dp,
+				       job_stage_names[stage], need / GIB, best.tp, best.pp, best.dp,
 				       s->cap / GIB);
 		if (need == HUGE_VAL)
 			return err_set(e, NR_EINFEASIBLE, "%s@%s has no configuration on %d GPUs "
 				       "that meets its pins and divides its heads and layers",
-				       j->models[m].name, stage_names[stage], z);
+				       j->models[m].name, job_stage_names[stage], z);
 	}
 	return err_set(e, NR_EINFEASIBLE, "no plan fits: each model fits alone, but not "
 		       "together on %d GPUs of %.1f GiB (after %.0f%% headroom)",
@@ -521,7 +521,7 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 	int rc = NR_OK, i;
 
 	memset(st, 0, sizeof *st);
-	for (i = 0; target_variant(v->job, v->cl, sp->target, i, &one.shared); i++) {
+	for (i = 0; engines_variant(v->job, v->cl, sp->target, i, &one.shared); i++) {
 		if (i == 1 && !(p = malloc(sizeof *p)))
 			return err_oom(e);
 		if (p)

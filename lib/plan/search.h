@@ -27,7 +27,7 @@ struct pin {
 /* Restrictions on the space (nereus-plan's --pin, --layout and --space). */
 struct space {
 	enum target target;             /* only what this engine runs (TARGET_ANY: all) */
-	struct target_shared shared;    /* what its models share (target_variant) */
+	struct target_shared shared;    /* what its models share (engines_variant) */
 	struct pin home[MAX_MODELS];
 	struct pin gen;
 	int npools;                     /* 0: every partition of the items */
@@ -44,7 +44,7 @@ struct search_stats {
 	double cpu_seconds; /* this thread's processor time */
 };
 
-void space_init(struct space *sp);
+void search_space_init(struct space *sp);
 /* Parse "MODEL@STAGE=tp4,pp2,dp2[,mbN][,none|selective|full][,zero0..zero3]
  * [,offload|nooffload]" into sp.  The spellings of plans before ZeRO stages
  * still parse: zero is zero1, nozero zero0, fsdp zero3 (zero,fsdp too),
@@ -54,7 +54,7 @@ int search_pin_parse(const struct job *job, const char *text, struct space *sp, 
 /* Search; current (may be NULL) breaks ties toward the plan that moves the
  * fewest bytes from it.  NR_EINFEASIBLE with the shortfall in e when nothing
  * fits.  A target whose models share settings is searched once for each
- * of its variants (target_variant), the fastest plan kept; st sums them. */
+ * of its variants (engines_variant), the fastest plan kept; st sums them. */
 int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 		const struct plan *current, struct plan *best, struct search_stats *st,
 		struct err *e);

@@ -22,7 +22,7 @@ bool se_gen_conf(const struct search *s, int i, int z, struct pconf *g)
 
 	*g = (struct pconf){ t, 1, z / t, 1, RC_NONE, ZERO_0, false };
 	return t <= z && se_tp_ok(s, a, t, z) && se_pin_ok(&s->sp->gen, g) &&
-	       target_runs_gen(s->v->job, s->sp->target, g);
+	       engines_runs_gen(s->v->job, s->sp->target, g);
 }
 
 /* Whether a's moves into the engines tie or beat b's at every TP. */

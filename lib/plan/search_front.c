@@ -167,7 +167,7 @@ double se_gen_alone(struct search *s, int zi, int i, double res, bool here)
 	double peak;
 
 	if (!se_gen_conf(s, i, s->sizes[zi], &g) ||
-	    !gen_cost(s->v, &g, res, &away, here, &st, &m, &peak) || peak > s->cap)
+	    !plan_gen_cost(s->v, &g, res, &away, here, &st, &m, &peak) || peak > s->cap)
 		return HUGE_VAL;
 	return st.total - st.move;
 }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void space_init(struct space *sp)
+void search_space_init(struct space *sp)
 {
 	memset(sp, 0, sizeof *sp);
 	sp->target = TARGET_ANY;
@@ -60,7 +60,7 @@ int search_pin_parse(const struct job *job, const char *text, struct space *sp, 
 	if (!md)
 		return err_set(e, NR_EINPUT, "pin '%s': the job has no model '%s'", text, name);
 	for (int s = 0; s < NSTAGES; s++)
-		if (strcmp(at + 1, stage_names[s]) == 0)
+		if (strcmp(at + 1, job_stage_names[s]) == 0)
 			stage = s;
 	if (stage < 0 || !md->stages[stage])
 		return err_set(e, NR_EINPUT, "pin '%s': '%s' does not take part in a stage "
@@ -145,7 +145,7 @@ bool se_allowed(const struct search *s, int m, const struct pconf *c)
 	const struct space *sp = s->sp;
 
 	return se_pin_ok(&sp->home[m], c) &&
-	       target_runs_conf(s->v->job, sp->target, &sp->shared, m, c);
+	       engines_runs_conf(s->v->job, sp->target, &sp->shared, m, c);
 }
 
 /* --- sizes and placement ------------------------------------------------- */

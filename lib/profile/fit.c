@@ -34,7 +34,7 @@ bool fit_held_out(long step, double holdout)
 static double prior_se_theta(const struct fit *f, int j)
 {
 	const struct fit_prior *pr = &f->prior;
-	double v = coef_get(&pr->k, j), se = pr->se[j], th = ft_theta_of(&pr->k, j);
+	double v = cost_coef_get(&pr->k, j), se = pr->se[j], th = ft_theta_of(&pr->k, j);
 
 	if (isnan(se) || !(se > 0))
 		return (j >= NEFF && j <= C_STEP ? FIT_PRIOR_RSE_FIXED : FIT_PRIOR_RSE) *
@@ -99,7 +99,7 @@ void ft_set_coef(struct fit_result *out, int j, double value, double se, bool fi
 	out->c[j].fitted = fitted;
 	out->c[j].data = out->c[j].data_se = NAN;
 	snprintf(out->c[j].why, sizeof out->c[j].why, "%.199s", fitted ? "" : why);
-	*coef_field(&out->k, j) = value;
+	*cost_coef_field(&out->k, j) = value;
 }
 
 /* Solve on the sample of a large fit first (when it has one), then on
@@ -179,7 +179,7 @@ static void part_init(struct fit *f, struct part *pt, bool mem, double decay,
 	for (int j = 0; j < pt->n; j++) {
 		int c = pt->first + j;
 		double se = prior_se_theta(f, c);
-		pt->th[j] = pt->prior[j] = mem ? coef_get(&f->prior.k, c) : ft_theta_of(&f->prior.k, c);
+		pt->th[j] = pt->prior[j] = mem ? cost_coef_get(&f->prior.k, c) : ft_theta_of(&f->prior.k, c);
 		pt->unit[j] = ft_unit_of(f->cl, c);
 		ft_bounds_of(c, &pt->lo[j], &pt->hi[j]);
 		pt->lambda[j] = decay * (pt->unit[j] / se) * (pt->unit[j] / se);
@@ -247,7 +247,7 @@ static void part_coef(const struct part *pt, struct coef *k)
 {
 	for (int j = 0; j < pt->n; j++) {
 		if (pt->mem)
-			*coef_field(k, pt->first + j) = pt->th[j];
+			*cost_coef_field(k, pt->first + j) = pt->th[j];
 		else
 			ft_set_theta(k, pt->first + j, pt->th[j]);
 	}
@@ -285,7 +285,7 @@ static void part_finish(struct fit *f, struct part *pt, double decay, struct fit
 		double se = sqrt(cov[j * pt->n + j] + pt->q.extra[j]), pse = f->prior.se[c];
 		double th = pt->th[j];
 		if (isnan(se))
-			ft_set_coef(out, c, coef_get(&f->prior.k, c), isnan(pse) ? NAN : pse / sqrt(decay),
+			ft_set_coef(out, c, cost_coef_get(&f->prior.k, c), isnan(pse) ? NAN : pse / sqrt(decay),
 				 false, pt->why[j]);
 		else if (c < NEFF)
 			ft_set_coef(out, c, 1 / th, se / (th * th), true, "");
@@ -293,7 +293,7 @@ static void part_finish(struct fit *f, struct part *pt, double decay, struct fit
 			ft_set_coef(out, c, th, se, true, "");
 		if (!isnan(se) && pt->q.absorbs[j])
 			snprintf(out->c[c].absorbs, sizeof out->c[c].absorbs, "%s",
-				 coef_names[pt->first + pt->q.absorbs[j] - 1]);
+				 cost_coef_names[pt->first + pt->q.absorbs[j] - 1]);
 	}
 	out->iterations += part_data_only(f, pt, dth, dcov);
 	for (int a = 0; a < pt->q.p; a++) {
@@ -376,7 +376,7 @@ static double step_locate(struct step_fit *s, double th, double prior_w, double 
 			  double *sw, double *lam)
 {
 	const struct fit *f = s->f;
-	double prior = coef_get(&f->prior.k, C_STEP), pse = prior_se_theta(f, C_STEP), lo, hi;
+	double prior = cost_coef_get(&f->prior.k, C_STEP), pse = prior_se_theta(f, C_STEP), lo, hi;
 
 	ft_bounds_of(C_STEP, &lo, &hi);
 	for (int it = 0; it < MAX_ITER; it++) {
@@ -414,7 +414,7 @@ static double step_locate(struct step_fit *s, double th, double prior_w, double 
 static void fit_step(struct step_fit *s)
 {
 	const struct fit *f = s->f;
-	double decay = s->decay, prior = coef_get(&f->prior.k, C_STEP);
+	double decay = s->decay, prior = cost_coef_get(&f->prior.k, C_STEP);
 	struct fit_result *out = s->out;
 	double th, scale, sw, lam, se, rse, dof = 1;
 	long n = 0;
@@ -472,7 +472,7 @@ static void fit_compare(const struct fit *f, double decay, struct fit_result *ou
 	for (int c = 0; c < COEF_FIELDS; c++) {
 		struct fit_coef *k = &out->c[c];
 		bool inv = inverse_theta(c);
-		double v = coef_get(&f->prior.k, c), tp = inv ? 1 / v : v, td, sd;
+		double v = cost_coef_get(&f->prior.k, c), tp = inv ? 1 / v : v, td, sd;
 		double sp = (c >= C_SWITCH ? ft_switch_prior_se(&f->prior, c - C_SWITCH) :
 					     prior_se_theta(f, c)) / sqrt(decay);
 		k->prior = v;
@@ -625,7 +625,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 
 void fit_prior_defaults(struct fit_prior *p)
 {
-	coef_defaults(&p->k);
+	cost_coef_defaults(&p->k);
 	for (int j = 0; j < COEF_FIELDS; j++)
 		p->se[j] = NAN;
 	p->last_step = -1;
@@ -657,11 +657,11 @@ int fit_prior_load(struct fit_prior *p, const char *file, struct err *e)
 		goto out;
 	cs = fit ? json_object_get(fit, "coefficients") : NULL;
 	for (int j = 0; json_is_object(cs) && j < COEF_FIELDS; j++) {
-		json_t *c = json_object_get(cs, coef_names[j]), *se;
+		json_t *c = json_object_get(cs, cost_coef_names[j]), *se;
 		char path[96];
 		if (!json_is_object(c) || !(se = json_object_get(c, "se")) || json_is_null(se))
 			continue;
-		snprintf(path, sizeof path, "fit.coefficients.%s", coef_names[j]);
+		snprintf(path, sizeof path, "fit.coefficients.%s", cost_coef_names[j]);
 		if ((rc = jget_num(&d, c, path, "se", false, 0, HUGE_VAL, &p->se[j], e)))
 			goto out;
 	}
@@ -691,7 +691,7 @@ json_t *fit_to_json(const struct fit_result *r, const struct fit_opts *o)
 			json_object_set_new(c, "why", json_string(r->c[j].why));
 		if (*r->c[j].absorbs)
 			json_object_set_new(c, "absorbs", json_string(r->c[j].absorbs));
-		json_object_set_new(cs, coef_names[j], c);
+		json_object_set_new(cs, cost_coef_names[j], c);
 	}
 	char method[200];
 

@@ -3,7 +3,7 @@
  * with bounds.  nereus-profile(1) describes the method; in short:
  *
  * - Each model-stage time the records measured is predicted by the cost
- *   model itself (cost_train, cost_infer, gen_cost, with the record's batch
+ *   model itself (cost_train, cost_infer, plan_gen_cost, with the record's batch
  *   and the concurrency it observed).  Those times are linear in the
  *   inverse efficiencies and the fixed seconds, piece by piece (decode is
  *   the slower of memory and compute): the fit takes the model's gradient

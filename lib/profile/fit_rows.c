@@ -12,14 +12,14 @@
 
 double ft_theta_of(const struct coef *k, int j)
 {
-	double v = coef_get(k, j);
+	double v = cost_coef_get(k, j);
 
 	return j < NEFF ? 1 / v : v;
 }
 
 void ft_set_theta(struct coef *k, int j, double th)
 {
-	*coef_field(k, j) = j < NEFF ? 1 / th : th;
+	*cost_coef_field(k, j) = j < NEFF ? 1 / th : th;
 }
 
 /* The default's θ for the cluster's engine: the solver's unit for θ_j. */
@@ -27,7 +27,7 @@ double ft_unit_of(const struct cluster *cl, int j)
 {
 	struct coef d;
 
-	coef_defaults_for(&d, cl->engine);
+	cost_coef_defaults_for(&d, cl->engine);
 	return ft_theta_of(&d, j);
 }
 
@@ -67,7 +67,7 @@ void ft_ectx_at(struct ectx *c, const struct coef *k)
 		c->th[j] = ft_theta_of(k, j);
 		c->step[j] = 1e-5 * size;
 		ft_set_theta(&kp, j, c->th[j] + c->step[j]);
-		c->field[j] = coef_get(&kp, j);
+		c->field[j] = cost_coef_get(&kp, j);
 		c->check[j] = 1e-3 * size * spread[j];
 		ft_set_theta(&c->kcheck[0], j, c->th[j] + c->check[j]);
 		if (j != 6)
@@ -83,11 +83,11 @@ static void use_batch(struct ectx *c, const struct frec *r)
 	c->job.response = r->resp;
 }
 
-/* Generation as gen_cost computes it, with the concurrency the record
- * observed: gen_cost derives concurrency from the room left for the KV
+/* Generation as plan_gen_cost computes it, with the concurrency the record
+ * observed: plan_gen_cost derives concurrency from the room left for the KV
  * cache, so give it a resident amount that leaves room for exactly that.
  * An engine that holds all its sequences at once needs a pool of one
- * longest sequence and no more, and gen_cost refuses a pool an ulp short
+ * longest sequence and no more, and plan_gen_cost refuses a pool an ulp short
  * of it (predicting nothing): the room comes back as GPU bytes less the
  * resident and base, which loses its last bits, so ask for a part in 10⁹
  * more than the room, far below anything a time or peak shows. */
@@ -102,7 +102,7 @@ static void gen_eval(const struct ectx *c, const struct frow *w, const struct co
 	mem_gen_base(a, &w->conf, k, &base);
 	fake = cluster_gpu_bytes(c->cl) - base.total -
 	       mem_kv_room(&c->job, a, w->conf.tp, w->conc, k) * (1 + 1e-9);
-	gen_cost(&v, &w->conf, fake, &w->home, w->same_pool, t, m, peak);
+	plan_gen_cost(&v, &w->conf, fake, &w->home, w->same_pool, t, m, peak);
 	*peak += w->resident - fake;
 }
 
@@ -117,7 +117,7 @@ static bool has_shape(const struct ectx *c, int m, const struct pconf *conf)
 
 /* A row's time at k from the cost functions alone, in its parts: without
  * what offloading adds (they do not look at offload), and for generation
- * without gen_cost's memory accounting.  Cheap, for probing; row_basis
+ * without plan_gen_cost's memory accounting.  Cheap, for probing; row_basis
  * checks it against row_time.  The model's shape is c's when c has it
  * (rec_memory left it there). */
 static void fast_parts(const struct ectx *c, const struct frow *w, const struct coef *k,
@@ -300,7 +300,7 @@ static bool parts_basis(const struct ectx *c, const struct frow *w, struct trow 
 		if (!pert)
 			break;
 		for (int j = highest(pert); j >= 0; j = highest(pert & ((1u << j) - 1)))
-			*coef_field(&kp, j) = c->field[j];
+			*cost_coef_field(&kp, j) = c->field[j];
 		fast_parts(c, w, &kp, &tp);
 		parts_of(&tp, part);
 		for (int q = 0; q < NPARTS; q++) {
@@ -370,7 +370,7 @@ void ft_row_basis(const struct ectx *c, const struct frow *w, struct trow *tw,
 				sum += tw->x[j] * th[j];
 				continue;
 			}
-			*coef_field(&kp, j) = c->field[j];
+			*cost_coef_field(&kp, j) = c->field[j];
 			tw->x[j] = fmax(0, ((fast ? fast_time(c, w, &kp) : row_time(c, w, &kp)) - base) /
 					   c->step[j]);
 			sum += tw->x[j] * th[j];
@@ -499,7 +499,7 @@ int fit_new(struct fit **out, const struct job *job, const struct cluster *cl,
 		f->prior = *prior;
 	} else {
 		fit_prior_defaults(&f->prior);
-		coef_defaults_for(&f->prior.k, cl->engine);
+		cost_coef_defaults_for(&f->prior.k, cl->engine);
 	}
 	f->k = f->prior.k;
 	*out = f;

@@ -566,11 +566,11 @@ bool ft_gfit_drop(struct gfit *q, int n, int first, char why[][200])
 			 "the coefficients to fit (%d)", q->rows, q->p);
 	else if (worst > 1e6)
 		snprintf(why[jw], sizeof why[jw], "the records cannot tell it apart from %s",
-			 partner >= 0 ? coef_names[first + partner] : "the other coefficients");
+			 partner >= 0 ? cost_coef_names[first + partner] : "the other coefficients");
 	else if (partner >= 0 && fabs(corr) > 0.9)
 		snprintf(why[jw], sizeof why[jw], "the records determine it only to ±%.0f%% "
 			 "(more than %.0f%%): they barely tell it apart from %s (correlation %.2f)",
-			 100 * worst, 100 * FIT_MAX_RSE, coef_names[first + partner], corr);
+			 100 * worst, 100 * FIT_MAX_RSE, cost_coef_names[first + partner], corr);
 	else
 		snprintf(why[jw], sizeof why[jw], "the records determine it only to ±%.0f%% "
 			 "(more than %.0f%%): its terms are too small a part of what was measured",

@@ -13,14 +13,14 @@
  * seconds per GB; its prior's standard error in those units. */
 static double switch_theta(const struct coef *k, int j)
 {
-	double v = coef_get(k, C_SWITCH + j);
+	double v = cost_coef_get(k, C_SWITCH + j);
 
 	return j == NSWITCH - 1 ? 1 / v : v;
 }
 
 double ft_switch_prior_se(const struct fit_prior *pr, int j)
 {
-	double v = coef_get(&pr->k, C_SWITCH + j), se = pr->se[C_SWITCH + j];
+	double v = cost_coef_get(&pr->k, C_SWITCH + j), se = pr->se[C_SWITCH + j];
 
 	if (isnan(se) || !(se > 0))
 		return FIT_PRIOR_RSE * switch_theta(&pr->k, j);
@@ -192,7 +192,7 @@ void ft_switches(const struct fit *f, const struct fit_opts *o, long last,
 			a++;
 		if (a == q.p) {
 			double pse = f->prior.se[c];
-			ft_set_coef(out, c, coef_get(&f->prior.k, c), isnan(pse) ? NAN : pse / sqrt(decay),
+			ft_set_coef(out, c, cost_coef_get(&f->prior.k, c), isnan(pse) ? NAN : pse / sqrt(decay),
 				 false, why[j]);
 		} else if (j == NSWITCH - 1) {
 			ft_set_coef(out, c, 1 / th, se[a] / (th * th), true, "");

@@ -43,16 +43,16 @@ int foreign_new(struct foreign *fg, enum foreign_engine engine, const struct env
 		if (engine != FOREIGN_VERL)
 			continue;
 		snprintf(fg->what[i], sizeof fg->what[i], "%s@%s", ms->model,
-			 stage_names[ms->stage]);
+			 job_stage_names[ms->stage]);
 		if (!(fg->key[i] = verl_timer[md->role][ms->stage]))
 			return err_set(e, NR_EINPUT, "verl times no %s@%s: job '%s' is not one verl "
-				       "runs", ms->model, stage_names[ms->stage], j->name);
+				       "runs", ms->model, job_stage_names[ms->stage], j->name);
 		for (int k = 0; k < i; k++)
 			if (fg->key[k] == fg->key[i])
 				return err_set(e, NR_EINPUT, "job '%s' has %s@%s and %s@%s, which verl "
 					       "times as one (%s)", j->name, b->ms[k].model,
-					       stage_names[b->ms[k].stage], ms->model,
-					       stage_names[ms->stage], fg->key[i]);
+					       job_stage_names[b->ms[k].stage], ms->model,
+					       job_stage_names[ms->stage], fg->key[i]);
 	}
 	return NR_OK;
 }

@@ -15,7 +15,7 @@ int charge_graph(const struct env *v, const struct plan *a, const struct plan *b
 
 	if (rc)
 		return rc;
-	switch_cost(v, a, b, g.predicted_s, (double)g.link_bytes[TG_STORE], c);
+	plan_switch_cost(v, a, b, g.predicted_s, (double)g.link_bytes[TG_STORE], c);
 	tgraph_free(&g);
 	return NR_OK;
 }
@@ -27,7 +27,7 @@ void charge_transition(const struct env *v, const struct plan *a, const struct p
 
 	if (graph && charge_graph(v, a, b, c, &e) == NR_OK)
 		return;
-	switch_cost(v, a, b, -1, 0, c);
+	plan_switch_cost(v, a, b, -1, 0, c);
 }
 
 void charge_init(struct charge *ch, bool graph)
@@ -96,7 +96,7 @@ static bool make_key(const struct env *v, const struct plan *a, const struct pla
 	}
 	put(k, &v->cl->headroom, sizeof v->cl->headroom);
 	for (int i = 0; i < COEF_FIELDS; i++) {
-		double x = coef_get(v->k, i);
+		double x = cost_coef_get(v->k, i);
 		put(k, &x, sizeof x);
 	}
 	return !k->oom;

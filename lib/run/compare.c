@@ -9,7 +9,7 @@
 #include "common/out.h"
 #include "run/now.h"
 
-const struct cmp_row cmp_rows[CMP_NROWS] = {
+const struct cmp_row compare_rows[CMP_NROWS] = {
 	{ "adaptive", LAYOUT_ADAPTIVE, CMP_KIND_POLICY },
 	{ "fixed", LAYOUT_FIXED, CMP_KIND_POLICY },
 	{ "fixed-best", LAYOUT_FIXED, CMP_KIND_FIXED_BEST },
@@ -21,7 +21,7 @@ const struct cmp_row cmp_rows[CMP_NROWS] = {
 	{ "oracle", LAYOUT_ADAPTIVE, CMP_KIND_ORACLE },
 };
 
-int cmp_init(struct compare *c, const struct cmp_opts *o, struct err *e)
+int compare_init(struct compare *c, const struct cmp_opts *o, struct err *e)
 {
 	int rc;
 
@@ -40,7 +40,7 @@ static void results_free(struct cmp_result *res)
 	}
 }
 
-void cmp_free(struct compare *c)
+void compare_free(struct compare *c)
 {
 	results_free(c->pred);
 	results_free(c->meas);
@@ -51,13 +51,13 @@ void cmp_free(struct compare *c)
 		ran_free(&c->ran[i]);
 }
 
-double cmp_oracle_gap(const struct cmp_result *row, const struct cmp_result *oracle)
+double compare_oracle_gap(const struct cmp_result *row, const struct cmp_result *oracle)
 {
 	return row->ran && oracle->ran && row->s.done && oracle->s.total_s > 0 ?
 		       row->s.total_s / oracle->s.total_s - 1 : NAN;
 }
 
-double cmp_ratio(const struct cmp_result *adaptive, const struct cmp_result *row)
+double compare_ratio(const struct cmp_result *adaptive, const struct cmp_result *row)
 {
 	return adaptive->ran && row->ran && adaptive->s.ok && row->s.ok ?
 		       adaptive->tokens_s / row->tokens_s : NAN;
@@ -86,7 +86,7 @@ static int run_row(struct compare *c, size_t i, const struct engine *eng, const 
 {
 	struct controller *ctl = &c->ctl;
 	struct run *r = &c->run;
-	const struct cmp_row *row = &cmp_rows[i];
+	const struct cmp_row *row = &compare_rows[i];
 	struct row_out o = { NULL, 0 };
 	struct outfile of;
 	struct err le = { 0 };
@@ -193,11 +193,11 @@ static const char *records_path(const struct compare *c, size_t i, bool kept, ch
 {
 	if (!kept || !c->o.out_dir || !c->o.writes)
 		return NULL;
-	snprintf(buf, n, "%s/%s.jsonl", c->o.out_dir, cmp_rows[i].name);
+	snprintf(buf, n, "%s/%s.jsonl", c->o.out_dir, compare_rows[i].name);
 	return buf;
 }
 
-int cmp_predict(struct compare *c, struct err *e)
+int compare_predict(struct compare *c, struct err *e)
 {
 	char path[4096];
 	int rc;
@@ -213,7 +213,7 @@ int cmp_predict(struct compare *c, struct err *e)
 						       sizeof path), e);
 }
 
-int cmp_measure(struct compare *c, const struct cmp_engine *ce, struct err *e)
+int compare_measure(struct compare *c, const struct cmp_engine *ce, struct err *e)
 {
 	struct engine eng;
 	char path[4096];
@@ -236,7 +236,7 @@ static json_t *number(double x)
 	return isfinite(x) ? json_real(x) : json_null();
 }
 
-int cmp_write_summaries(struct compare *c, struct err *e)
+int compare_write_summaries(struct compare *c, struct err *e)
 {
 	struct cmp_result *res = c->o.measures ? c->meas : c->pred;
 	const struct cmp_result *oracle = &res[CMP_ORACLE];
@@ -253,7 +253,7 @@ int cmp_write_summaries(struct compare *c, struct err *e)
 		json_object_set_new(doc, "oracle", json_pack("{s:o,s:o}", "total_s",
 							     number(oracle->ran ? oracle->s.total_s
 									       : NAN),
-							     "gap", number(cmp_oracle_gap(&res[i],
+							     "gap", number(compare_oracle_gap(&res[i],
 											 oracle))));
 		json_object_set_new(doc, "tokens_per_s", number(res[i].tokens_s));
 		if (c->o.measures)
@@ -261,7 +261,7 @@ int cmp_write_summaries(struct compare *c, struct err *e)
 				"{s:o,s:o,s:o}", "mean_step_s", number(c->pred[i].s.mean_s),
 				"total_s", number(c->pred[i].s.total_s), "tokens_per_s",
 				number(c->pred[i].tokens_s)) : json_null());
-		snprintf(name, sizeof name, "%s-summary.json", cmp_rows[i].name);
+		snprintf(name, sizeof name, "%s-summary.json", compare_rows[i].name);
 		if ((rc = now_write_doc(doc, c->o.out_dir, name, e)))
 			return rc;
 	}

@@ -2,8 +2,8 @@
  * policy, side by side, with fixed-best and the oracle that know the trace
  * (run/oracle.h); adaptive's gap to the oracle is the controller's score.
  *
- * The simulator predicts every row (cmp_predict).  An engine that runs the
- * job for real measures them too (cmp_measure): each row on an engine made
+ * The simulator predicts every row (compare_predict).  An engine that runs the
+ * job for real measures them too (compare_measure): each row on an engine made
  * for it alone, from the same store and seed, fixed-best keeping the plan
  * and the oracle following the schedule the prediction found.  A row whose
  * layout the cluster's engine does not run (its planner refuses the
@@ -33,7 +33,7 @@ struct cmp_row {
  * row ran. */
 enum { CMP_ADAPTIVE, CMP_FIXED, CMP_FIXED_BEST, CMP_VERL, CMP_VERL_TUNED, CMP_VERL_MEGATRON,
        CMP_OPENRLHF, CMP_OPENRLHF_HYBRID, CMP_ORACLE, CMP_NROWS };
-extern const struct cmp_row cmp_rows[CMP_NROWS];
+extern const struct cmp_row compare_rows[CMP_NROWS];
 
 /* How a row came out, as the simulator predicted it or as it was measured. */
 struct cmp_result {
@@ -86,25 +86,25 @@ struct compare {
 /* Set up c (large: allocate it statically or on the heap) and find what
  * knowing the trace gives: the segments, their candidates, fixed-best's
  * plan. */
-int cmp_init(struct compare *c, const struct cmp_opts *o, struct err *e);
-void cmp_free(struct compare *c);
+int compare_init(struct compare *c, const struct cmp_opts *o, struct err *e);
+void compare_free(struct compare *c);
 
 /* Every row on the simulator: c->pred, the records as out_dir/ROW.jsonl
  * unless the rows are measured. */
-int cmp_predict(struct compare *c, struct err *e);
-/* After cmp_predict, every row on an engine ce makes: c->meas, the records
+int compare_predict(struct compare *c, struct err *e);
+/* After compare_predict, every row on an engine ce makes: c->meas, the records
  * as out_dir/ROW.jsonl. */
-int cmp_measure(struct compare *c, const struct cmp_engine *ce, struct err *e);
+int compare_measure(struct compare *c, const struct cmp_engine *ce, struct err *e);
 /* Each row that ran as out_dir/ROW-summary.json: its summary document with
  * the oracle's total and the row's gap to it, its tokens per second, and
  * when measured the prediction beside. */
-int cmp_write_summaries(struct compare *c, struct err *e);
+int compare_write_summaries(struct compare *c, struct err *e);
 
 /* The row's total over the oracle's, less one; NAN when either did not
  * run or did not finish. */
-double cmp_oracle_gap(const struct cmp_result *row, const struct cmp_result *oracle);
+double compare_oracle_gap(const struct cmp_result *row, const struct cmp_result *oracle);
 /* How much more throughput (tokens per second) adaptive has than the row:
  * adaptive's over the row's; NAN when either ran no step. */
-double cmp_ratio(const struct cmp_result *adaptive, const struct cmp_result *row);
+double compare_ratio(const struct cmp_result *adaptive, const struct cmp_result *row);
 
 #endif

@@ -48,12 +48,12 @@ static int policy_space(const struct controller *c, const struct env *v, struct 
 	struct space free_sp;
 	int rc;
 
-	space_init(sp);
+	search_space_init(sp);
 	if (c->policy != LAYOUT_FIXED)
 		return layout_space(v, c->policy, NULL, sp, e);
 	if ((rc = layout_space(v, LAYOUT_FIXED, &c->ref, sp, e)))
 		return rc;
-	space_init(&free_sp);
+	search_space_init(&free_sp);
 	for (int m = 0; m < MAX_MODELS; m++) {
 		struct pin p = free_sp.home[m];
 		p.tp = sp->home[m].tp;
@@ -141,7 +141,7 @@ int ctl_fits(struct controller *c, const struct cond *w, bool all_up, struct err
 		cl->up[g] = true;
 	/* the fixed policy keeps adaptive's first plan: until it has one, it
 	 * fits where adaptive does */
-	space_init(&sp);
+	search_space_init(&sp);
 	rc = c->policy == LAYOUT_FIXED && !c->have_ref ? NR_OK : policy_space(c, &v, &sp, e);
 	if (rc == NR_OK)
 		rc = search_in(c, &v, &sp, NULL, best, e);
@@ -202,7 +202,7 @@ static bool memo_key(const struct controller *c, const struct cond *w, struct bu
 	put(b, &w->job.response.max, sizeof(long));
 	put(b, &w->cl.headroom, sizeof(double));
 	for (int i = 0; i < COEF_FIELDS; i++) {
-		double x = coef_get(&c->k, i);
+		double x = cost_coef_get(&c->k, i);
 		put(b, &x, sizeof x);
 	}
 	return !b->oom;
@@ -252,7 +252,7 @@ static int best_now(struct controller *c, const struct cond *w, struct plan **be
 static bool coef_moved(const struct coef *a, const struct coef *b, double tol)
 {
 	for (int i = 0; i < COEF_FIELDS; i++) {
-		double x = coef_get(a, i), y = coef_get(b, i);
+		double x = cost_coef_get(a, i), y = cost_coef_get(b, i);
 		if (fabs(x - y) > tol * fmax(fabs(x), fabs(y)))
 			return true;
 	}
@@ -316,7 +316,7 @@ static int fixed_ref(struct controller *c, const struct cond *w, struct err *e)
 	struct space sp;
 	int rc;
 
-	space_init(&sp);
+	search_space_init(&sp);
 	rc = plan_search(&v, &sp, false, NULL, &c->ref, &st, e);
 	c->st.searches++;
 	c->st.search_s += st.seconds;
@@ -375,7 +375,7 @@ static int decide_scripted(struct controller *c, const struct cond *w, long rema
 			if ((rc = price(c, &v, &c->held, &scratch[1], &out->cost, e)))
 				return rc;
 			out->transition_s = out->cost.total_s;
-			switch_cost_add(&c->st.spent, &out->cost);
+			plan_switch_cost_add(&c->st.spent, &out->cost);
 		}
 		c->have_held = false;
 		c->st.starts++;
@@ -392,7 +392,7 @@ static int decide_scripted(struct controller *c, const struct cond *w, long rema
 		out->d.do_switch = true;
 		out->act = CTL_SWITCH;
 		out->transition_s = out->cost.total_s;
-		switch_cost_add(&c->st.spent, &out->cost);
+		plan_switch_cost_add(&c->st.spent, &out->cost);
 		memcpy(&c->prev, &c->cur, sizeof c->prev);
 		c->st.switches++;
 		snprintf(out->why, sizeof out->why, "switch, as scheduled: %.3f s per step, a "
@@ -447,7 +447,7 @@ static int decide(struct controller *c, const struct cond *w, long remaining,
 			if ((rc = price(c, &v, &c->held, best, &out->cost, e)))
 				return rc;
 			out->transition_s = out->cost.total_s;
-			switch_cost_add(&c->st.spent, &out->cost);
+			plan_switch_cost_add(&c->st.spent, &out->cost);
 		}
 		memcpy(&c->cur, best, sizeof c->cur);
 		c->running = true;
@@ -473,7 +473,7 @@ static int decide(struct controller *c, const struct cond *w, long remaining,
 		out->act = CTL_SWITCH;
 		out->transition_s = out->d.transition_s;
 		out->cost = out->d.cost;
-		switch_cost_add(&c->st.spent, &out->cost);
+		plan_switch_cost_add(&c->st.spent, &out->cost);
 		memcpy(&c->prev, &c->cur, sizeof c->prev);
 		memcpy(&c->cur, &scratch[1], sizeof c->cur);
 		c->epoch++;

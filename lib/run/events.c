@@ -9,7 +9,7 @@
 
 #include "common/json.h"
 
-const char *const ev_names[NEV_KINDS + 1] = { "down", "up", "response", "headroom",
+const char *const events_kind_names[NEV_KINDS + 1] = { "down", "up", "response", "headroom",
 					      "straggler", NULL };
 
 /* "FILE:1:COL: ..." → "FILE:LINE:COL: ..." */
@@ -49,7 +49,7 @@ static int load_gpus(const struct jdoc *d, json_t *root, const struct cluster *c
 		n += arr[w] ? json_array_size(arr[w]) * (w ? 1 : (size_t)gpn) : 0;
 	if (n == 0)
 		return jdoc_fail(d, "", e, "a \"%s\" event names GPUs: give \"nodes\" or \"gpus\" "
-				 "(a non-empty array of ids)", ev_names[ev->kind]);
+				 "(a non-empty array of ids)", events_kind_names[ev->kind]);
 	ev->gpus = malloc(n * sizeof *ev->gpus);
 	if (!ev->gpus)
 		return err_oom(e);
@@ -92,7 +92,7 @@ static int load_event(const struct jdoc *d, const struct cluster *cl, long prev,
 	int k, rc;
 
 	for (k = 0; k < NEV_KINDS; k++)
-		if (strcmp(kind, ev_names[k]) == 0)
+		if (strcmp(kind, events_kind_names[k]) == 0)
 			break;
 	if (k == NEV_KINDS)
 		return jdoc_fail(d, "kind", e, "unknown event kind \"%s\" (expected down, up, "
@@ -138,9 +138,9 @@ int events_load(struct events *ev, const char *file, const struct cluster *cl, l
 	int rc;
 
 	memset(ev, 0, sizeof *ev);
-	if ((rc = lines_open(&in, file, e)))
+	if ((rc = in_lines_open(&in, file, e)))
 		return rc;
-	while ((rc = lines_next(&in, &line, &n, NULL, e)) == NR_OK && line) {
+	while ((rc = in_lines_next(&in, &line, &n, NULL, e)) == NR_OK && line) {
 		struct jdoc d;
 		struct event *x;
 
@@ -182,7 +182,7 @@ int events_load(struct events *ev, const char *file, const struct cluster *cl, l
 			ev->n--;
 		}
 	}
-	lines_close(&in);
+	in_lines_close(&in);
 	if (rc)
 		events_free(ev);
 	return rc;

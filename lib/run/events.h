@@ -20,7 +20,7 @@ enum ev_kind {
 	EV_STRAGGLER, /* GPUs run slower by a factor (1 = recovered) */
 	NEV_KINDS
 };
-extern const char *const ev_names[NEV_KINDS + 1];
+extern const char *const events_kind_names[NEV_KINDS + 1];
 
 struct event {
 	long step;

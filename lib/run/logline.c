@@ -66,7 +66,7 @@ void logline_format(const struct step_record *r, char *buf, size_t size)
 	buf[0] = '\0';
 	put(&l, "step:%ld", r->step);
 	if (r->status != STEP_OK)
-		put(&l, " - status:%s", step_status_names[r->status]);
+		put(&l, " - status:%s", steprec_status_names[r->status]);
 	if (r->rl.known && r->rl.sft)
 		put(&l, " - phase:sft");
 	figure(&l, "time/step_s", r->step_time_s);

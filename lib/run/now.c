@@ -68,5 +68,5 @@ int now_publish(const char *dir, json_t *cluster_doc, json_t *job_doc, const str
 	}
 	snprintf(path, sizeof path, "%s/remaining-steps", dir);
 	snprintf(text, sizeof text, "%ld\n", remaining);
-	return write_file_atomic(path, text, strlen(text), e);
+	return out_write_file_atomic(path, text, strlen(text), e);
 }

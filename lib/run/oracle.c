@@ -278,7 +278,7 @@ static int enter(struct hindsight *h, struct dp *d, struct charge *ch, int i, in
 			break;
 		if (q == p && from == p)
 			continue;
-		switch_fixed(&v, &h->cand[q], &h->cand[p], &sc);
+		plan_switch_fixed(&v, &h->cand[q], &h->cand[p], &sc);
 		if (prev[q] + sc.total_s >= best)
 			continue;
 		if ((rc = charge_price(ch, &v, &h->cand[q], &h->cand[p], &sc, e)))

@@ -56,14 +56,14 @@ void predict_step(const struct cond *c, const struct coef *k, const struct plan 
 	rec->predicted_step_s = cond_step_time(c, k, scratch, NULL);
 }
 
-long mape_last_from(long n)
+long predict_mape_last_from(long n)
 {
 	return n - (n + 3) / 4;
 }
 
-void mape_of(const double *pred, const double *meas, long n, struct mape *out)
+void predict_mape_of(const double *pred, const double *meas, long n, struct mape *out)
 {
-	long from = mape_last_from(n);
+	long from = predict_mape_last_from(n);
 	double sum = 0, sum_last = 0;
 
 	memset(out, 0, sizeof *out);

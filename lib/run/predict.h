@@ -29,9 +29,9 @@ struct mape {
  * counting the steps where both are finite and meas is positive; the last
  * quarter is the steps from n - n/4 (rounded up) on, so a run of 12 steps
  * has steps 9-11 in it. */
-void mape_of(const double *pred, const double *meas, long n, struct mape *out);
+void predict_mape_of(const double *pred, const double *meas, long n, struct mape *out);
 
 /* The first step of the last quarter of a run of n steps. */
-long mape_last_from(long n);
+long predict_mape_last_from(long n);
 
 #endif

@@ -32,7 +32,7 @@ static void slot_name(const struct job *j, int i, char *name, size_t n)
 	enum stage st = i == 0 ? STAGE_GEN : (i - 1) % 2 ? STAGE_TRAIN : STAGE_INF;
 
 	snprintf(name, n, "%s@%s", m >= 0 && m < j->nmodels ? j->models[m].name : "?",
-		 stage_names[st]);
+		 job_stage_names[st]);
 }
 
 /* The prediction error of the steps, and of each model-stage that ran. */
@@ -42,7 +42,7 @@ static void summarize_errors(const struct run *r, struct run_summary *s)
 	double *pred = malloc((size_t)(l->n ? l->n : 1) * sizeof *pred);
 	double *meas = malloc((size_t)(l->n ? l->n : 1) * sizeof *meas);
 
-	s->last_from = mape_last_from(l->n);
+	s->last_from = predict_mape_last_from(l->n);
 	s->step_err = (struct mape){ NAN, NAN, 0, 0 };
 	for (long i = 0; i < l->n; i++)
 		s->refits += l->refit[i];
@@ -51,14 +51,14 @@ static void summarize_errors(const struct run *r, struct run_summary *s)
 		free(meas);
 		return;
 	}
-	mape_of(l->pred_s, l->step_s, l->n, &s->step_err);
+	predict_mape_of(l->pred_s, l->step_s, l->n, &s->step_err);
 	for (int slot = 0; slot < RUN_MS && r->cond; slot++) {
 		struct mape m;
 		for (long i = 0; i < l->n; i++) {
 			pred[i] = l->ms_pred[i][slot];
 			meas[i] = l->ms_s[i][slot];
 		}
-		mape_of(pred, meas, l->n, &m);
+		predict_mape_of(pred, meas, l->n, &m);
 		if (m.n == 0)
 			continue;
 		slot_name(&r->cond->job, slot, s->ms_name[s->nms_err],
@@ -336,7 +336,7 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 	char *text;
 	int rc;
 
-	mape_of(l->pred_s, l->step_s, l->n, &err);
+	predict_mape_of(l->pred_s, l->step_s, l->n, &err);
 	for (long i = 0; i < l->n; i++) {
 		if (isfinite(l->step_s[i]))
 			tmax = fmax(tmax, l->step_s[i]);
@@ -432,7 +432,7 @@ int run_svg(const struct run *r, const char *title, const char *file, struct err
 #undef YG
 	if (!(text = sb_take(&b)))
 		return err_oom(e);
-	rc = write_file_atomic(file, text, strlen(text), e);
+	rc = out_write_file_atomic(file, text, strlen(text), e);
 	free(text);
 	return rc;
 }

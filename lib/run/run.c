@@ -91,9 +91,9 @@ static void scale_times(struct fit_prior *p, double c)
 					     "stage_s", "step_s", NULL };
 
 	for (int j = 0; j < COEF_FIELDS; j++) {
-		const char *name = coef_names[j];
+		const char *name = cost_coef_names[j];
 		size_t len = strlen(name);
-		double *v = coef_field(&p->k, j), to = *v * c;
+		double *v = cost_coef_field(&p->k, j), to = *v * c;
 		bool is_fixed = false;
 
 		for (int i = 0; fixed[i]; i++)
@@ -517,7 +517,7 @@ static int one_step(struct run *r, long step, struct err *e)
 						       sc.groups, sc.engines };
 	}
 	if (moved && !r->ctl)
-		switch_cost_add(&r->spent, &sc);
+		plan_switch_cost_add(&r->spent, &sc);
 	if (rec.status == STEP_OK) {
 		r->last_ok_s = rec.step_time_s;
 		r->window[r->nwindow++ % RUN_WINDOW] = rec;
@@ -572,10 +572,10 @@ int records_load(struct records *rs, const char *file, const struct job *job, st
 	int rc;
 
 	memset(rs, 0, sizeof *rs);
-	if ((rc = lines_open(&in, file, e)))
+	if ((rc = in_lines_open(&in, file, e)))
 		return rc;
 	/* a last line without its newline is a record cut short: dropped */
-	while ((rc = lines_next(&in, &line, &n, &whole, e)) == NR_OK && line && whole) {
+	while ((rc = in_lines_next(&in, &line, &n, &whole, e)) == NR_OK && line && whole) {
 		struct step_record rec;
 		if (rs->n == cap) {
 			char **np = realloc(rs->line, (size_t)(cap = cap ? 2 * cap : 256) *
@@ -600,7 +600,7 @@ int records_load(struct records *rs, const char *file, const struct job *job, st
 		rs->n++;
 		rs->bytes = (size_t)in.offset;
 	}
-	lines_close(&in);
+	in_lines_close(&in);
 	if (rc)
 		records_free(rs);
 	return rc;

@@ -264,9 +264,9 @@ static void step_scalars(struct pb *sum, const struct tblog_step *s)
 	scalar(sum, "time/step_s", r->step_time_s);
 	scalar(sum, "time/step_predicted_s", p ? p->step_time : NAN);
 	for (int st = 0; st < NSTAGES; st++) {
-		snprintf(tag, sizeof tag, "time/%s_s", stage_names[st]);
+		snprintf(tag, sizeof tag, "time/%s_s", job_stage_names[st]);
 		scalar(sum, tag, r->status == STEP_OK ? stage_s(r, (enum stage)st) : NAN);
-		snprintf(tag, sizeof tag, "time/%s_predicted_s", stage_names[st]);
+		snprintf(tag, sizeof tag, "time/%s_predicted_s", job_stage_names[st]);
 		scalar(sum, tag, p ? p->stage_time[st] : NAN);
 	}
 	scalar(sum, "time/transition_s", r->transition_s);

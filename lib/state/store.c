@@ -165,7 +165,7 @@ void store_sweep(const char *dir)
 	sweep(dir, NULL);
 }
 
-int work_begin(struct work *w, const char *dst, bool archive_ok, const struct store_opts *o,
+int store_work_begin(struct work *w, const char *dst, bool archive_ok, const struct store_opts *o,
 	       struct err *e)
 {
 	struct stat sb;
@@ -219,7 +219,7 @@ int work_begin(struct work *w, const char *dst, bool archive_ok, const struct st
 	return NR_OK;
 }
 
-int work_mkdirs(const struct work *w, const char *rel, struct err *e)
+int store_work_mkdirs(const struct work *w, const char *rel, struct err *e)
 {
 	char *p = store_path_join(w->out, rel);
 	int rc = NR_OK;
@@ -256,7 +256,7 @@ static int sync_dir(const char *path, const struct stat *sb, int flag, struct FT
 	return flag == FTW_DP ? fsync_path(path, O_RDONLY | O_DIRECTORY) : 0;
 }
 
-int work_commit(struct work *w, struct err *e)
+int store_work_commit(struct work *w, struct err *e)
 {
 	const struct store_opts *o = w->o;
 	const char *base;
@@ -276,7 +276,7 @@ int work_commit(struct work *w, struct err *e)
 		rc = err_set(e, NR_EIO, "interrupted");
 	/* never over what appeared at dst while we worked (another run's
 	 * output, a user's file): the first to finish keeps the name */
-	if (rc == NR_OK && move_noreplace(from, w->dst) != 0)
+	if (rc == NR_OK && out_move_noreplace(from, w->dst) != 0)
 		rc = errno == EEXIST ?
 			err_set(e, NR_EIO, "'%s' already exists: it appeared while this ran, and "
 				"an output is never put over anything; nothing was written", w->dst) :
@@ -291,7 +291,7 @@ int work_commit(struct work *w, struct err *e)
 	return rc;
 }
 
-void work_end(struct work *w)
+void store_work_end(struct work *w)
 {
 	if (w->dir && w->lock >= 0)
 		rm_rf(w->dir);
@@ -308,7 +308,7 @@ void work_end(struct work *w)
 
 /* --- aux files -------------------------------------------------------------------------- */
 
-int work_write(const struct work *w, const char *rel, const void *buf, size_t len,
+int store_work_write(const struct work *w, const char *rel, const void *buf, size_t len,
 		     struct err *e)
 {
 	char *path = store_path_join(w->out, rel);
@@ -317,7 +317,7 @@ int work_write(const struct work *w, const char *rel, const void *buf, size_t le
 
 	if (!path)
 		return err_oom(e);
-	if ((rc = work_mkdirs(w, rel, e))) {
+	if ((rc = store_work_mkdirs(w, rel, e))) {
 		free(path);
 		return rc;
 	}
@@ -355,7 +355,7 @@ int store_add_aux(struct work *w, struct manifest *m, const char *rel, const voi
 			return err_oom(e);
 		m->aux = na;
 	}
-	if ((rc = work_write(w, rel, buf, len, e)))
+	if ((rc = store_work_write(w, rel, buf, len, e)))
 		return rc;
 	a = &m->aux[m->naux];
 	a->path = store_strdup(rel);
@@ -672,7 +672,7 @@ static int add_dst_shard(struct xfer *x, struct work *w, struct manifest *m, siz
 	if (rc || x->ndst == first)
 		return rc;
 	store_shard_path(rel, sizeof rel, &mm->lo, kind, tp, pp, dp);
-	if ((rc = work_mkdirs(w, rel, e)))
+	if ((rc = store_work_mkdirs(w, rel, e)))
 		return rc;
 	path = store_path_join(w->out, rel);
 	show = store_path_join(w->dst, rel);
@@ -731,7 +731,7 @@ int store_finish(struct xfer *x, struct work *w, struct manifest *m, struct err 
 	if (rc == NR_OK && !path)
 		rc = err_oom(e);
 	if (rc == NR_OK)
-		rc = write_file_atomic(path, text, strlen(text), e);
+		rc = out_write_file_atomic(path, text, strlen(text), e);
 	free(path);
 	free(text);
 	return rc;
@@ -811,7 +811,7 @@ int store_apply(const char *src, const struct store_layout *to, int nto, const c
 	if (!archive)
 		rc = store_open(&s, src, NULL, e);
 	if (rc == NR_OK)
-		rc = work_begin(&w, dst, true, o, e);
+		rc = store_work_begin(&w, dst, true, o, e);
 	if (rc == NR_OK && archive)
 		rc = store_open(&s, src, &w, e);
 	if (rc == NR_OK)
@@ -844,9 +844,9 @@ int store_apply(const char *src, const struct store_layout *to, int nto, const c
 	if (rc == NR_OK)
 		rc = store_finish(&x, &w, &m, e);
 	if (rc == NR_OK)
-		rc = work_commit(&w, e);
+		rc = store_work_commit(&w, e);
 	xfer_free(&x);
-	work_end(&w);
+	store_work_end(&w);
 	manifest_free(&m);
 	store_close(&s);
 	return rc;

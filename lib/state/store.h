@@ -35,7 +35,7 @@
  * before they create anything, build their output under a temporary name
  * beside it (DST.tmp.XXXXXX, locked while in use; one left by a killed
  * run is removed by the next), sync it and rename it into place without
- * replacing anything (out.h's move_noreplace: what appeared at the name
+ * replacing anything (out.h's out_move_noreplace: what appeared at the name
  * meanwhile, a user's file or another run's output, stays, and the call
  * fails with NR_EIO saying it exists), so the output appears complete or
  * not at all, and never modify their input.

@@ -266,7 +266,7 @@ static int load_foreign(const char *path, json_t **out, struct err *e)
 	json_error_t je;
 	char *buf;
 	size_t len, bom;
-	int rc = read_file(path, &buf, &len, e);
+	int rc = in_read_file(path, &buf, &len, e);
 
 	if (rc)
 		return rc;
@@ -754,7 +754,7 @@ int store_import(const struct store_hf *models, int n, const char *dst,
 		}
 	}
 	if (rc == NR_OK)
-		rc = work_begin(&w, dst, true, o, e);
+		rc = store_work_begin(&w, dst, true, o, e);
 	for (int i = 0; i < n && rc == NR_OK; i++) {
 		rc = add_ckpt_src(&x, &c[i], base, e);
 		if (rc == NR_OK)
@@ -768,9 +768,9 @@ int store_import(const struct store_hf *models, int n, const char *dst,
 	if (rc == NR_OK)
 		rc = store_finish(&x, &w, &m, e);
 	if (rc == NR_OK)
-		rc = work_commit(&w, e);
+		rc = store_work_commit(&w, e);
 	xfer_free(&x);
-	work_end(&w);
+	store_work_end(&w);
 	manifest_free(&m);
 	for (int i = 0; i < n; i++)
 		ckpt_free(&c[i]);
@@ -837,7 +837,7 @@ static int export_origin(struct xfer *x, struct work *w, const struct store *s,
 
 		rc = store_read_aux(s, h->index, &buf, &len, e);
 		if (rc == NR_OK) {
-			rc = work_write(w, HF_INDEX, buf, len, e);
+			rc = store_work_write(w, HF_INDEX, buf, len, e);
 			free(buf);
 		}
 	}
@@ -900,7 +900,7 @@ static int write_json(const struct work *w, const char *rel, json_t *doc, struct
 		return err_oom(e);
 	n = strlen(s);
 	s[n] = '\n'; /* json_dumps leaves room: its NUL becomes the final newline */
-	rc = work_write(w, rel, s, n + 1, e);
+	rc = store_work_write(w, rel, s, n + 1, e);
 	free(s);
 	return rc;
 }
@@ -954,7 +954,7 @@ static int write_config(const struct work *w, const struct store *s, const struc
 		return write_json(w, HF_CONFIG, c, e);
 	}
 	json_decref(c);
-	rc = work_write(w, HF_CONFIG, buf, len, e);
+	rc = store_work_write(w, HF_CONFIG, buf, len, e);
 	free(buf);
 	return rc;
 }
@@ -971,7 +971,7 @@ static int write_extra(const struct work *w, const struct store *s, const struct
 
 		rc = store_read_aux(s, mm->hf.extra[i], &buf, &len, e);
 		if (rc == NR_OK) {
-			rc = work_write(w, strrchr(mm->hf.extra[i], '/') + 1, buf, len, e);
+			rc = store_work_write(w, strrchr(mm->hf.extra[i], '/') + 1, buf, len, e);
 			free(buf);
 		}
 	}
@@ -1083,7 +1083,7 @@ int store_export(const char *src, const char *model, uint64_t max_shard, const c
 	if (!archive)
 		rc = store_open(&s, src, NULL, e);
 	if (rc == NR_OK)
-		rc = work_begin(&w, dst, false, o, e);
+		rc = store_work_begin(&w, dst, false, o, e);
 	if (rc == NR_OK && archive)
 		rc = store_open(&s, src, &w, e);
 	if (rc == NR_OK && (mi = pick_model(&s, model, e)) < 0)
@@ -1100,9 +1100,9 @@ int store_export(const char *src, const char *model, uint64_t max_shard, const c
 	if (rc == NR_OK)
 		rc = xfer_run(&x, e);
 	if (rc == NR_OK)
-		rc = work_commit(&w, e);
+		rc = store_work_commit(&w, e);
 	xfer_free(&x);
-	work_end(&w);
+	store_work_end(&w);
 	store_close(&s);
 	return rc;
 }

@@ -95,16 +95,16 @@ struct work {
 /* Refuse an existing dst, remove what killed runs left beside it, and
  * make the work directory.  archive_ok: a name ending in .tar, .tar.zst
  * or .tzst makes an archive. */
-int work_begin(struct work *w, const char *dst, bool archive_ok, const struct store_opts *o,
+int store_work_begin(struct work *w, const char *dst, bool archive_ok, const struct store_opts *o,
 	       struct err *e);
 /* Sync the tree, pack it when dst is an archive, and rename it to dst. */
-int work_commit(struct work *w, struct err *e);
+int store_work_commit(struct work *w, struct err *e);
 /* Remove the work directory and everything in it. */
-void work_end(struct work *w);
+void store_work_end(struct work *w);
 /* Make the folders of rel (a path relative to w->out). */
-int work_mkdirs(const struct work *w, const char *rel, struct err *e);
+int store_work_mkdirs(const struct work *w, const char *rel, struct err *e);
 /* Write buf as w->out/rel (folders made), synced. */
-int work_write(const struct work *w, const char *rel, const void *buf, size_t len,
+int store_work_write(const struct work *w, const char *rel, const void *buf, size_t len,
 	       struct err *e);
 
 /* A store opened for reading; an archive is extracted into w->dir/src. */

@@ -316,7 +316,7 @@ static int write_shard(const struct work *w, struct manifest *m, size_t *mcap, i
 		goto out;
 	XXH3_64bits_reset(s.h);
 	store_shard_path(rel, sizeof rel, &s.mm->lo, kind, tp, pp, dp);
-	if ((rc = work_mkdirs(w, rel, e)) ||
+	if ((rc = store_work_mkdirs(w, rel, e)) ||
 	    (rc = st_header_build(s.desc, s.n, NULL, 0, &hdr, &hlen, &dlen, e)))
 		goto out;
 	if (!(path = store_path_join(w->out, rel))) {
@@ -458,7 +458,7 @@ int store_save(const char *dst, const struct store_state *models, int n, json_t 
 				rc = err_oom(e);
 	}
 	if (rc == NR_OK)
-		rc = work_begin(&w, dst, true, o, e);
+		rc = store_work_begin(&w, dst, true, o, e);
 	for (int i = 0; i < n && rc == NR_OK; i++) {
 		rc = write_model(&w, &m, &mcap, i, &models[i], e);
 		if (rc == NR_OK && models[i].origin)
@@ -471,8 +471,8 @@ int store_save(const char *dst, const struct store_state *models, int n, json_t 
 		rc = store_finish(&none, &w, &m, e);
 	}
 	if (rc == NR_OK)
-		rc = work_commit(&w, e);
-	work_end(&w);
+		rc = store_work_commit(&w, e);
+	store_work_end(&w);
 	manifest_free(&m);
 	return rc;
 }

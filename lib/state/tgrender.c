@@ -300,7 +300,7 @@ int tgraph_svg(const struct env *v, const struct tgraph *g, const char *file, st
 	free(start);
 	if (!(text = sb_take(&t)))
 		return err_oom(e);
-	rc = write_file_atomic(file, text, strlen(text), e);
+	rc = out_write_file_atomic(file, text, strlen(text), e);
 	free(text);
 	return rc;
 }

@@ -238,7 +238,7 @@ static double engine_train(struct engine_side *s, clockid_t clk)
 	    model_backward(&s->m, &s->acts, &b, &(struct model_dout){ s->dlogp, NULL, NULL }, NULL,
 			   &e))
 		fail("training step", &e);
-	adamw_step(&s->adamw, s->adamw.lr, ++s->adam_t, s->spans, s->nspans, s->w, s->am, s->av,
+	optim_adamw_step(&s->adamw, s->adamw.lr, ++s->adam_t, s->spans, s->nspans, s->w, s->am, s->av,
 		   s->g);
 	return now(clk) - t0;
 }

@@ -105,14 +105,14 @@ static void recovery(const char *title, long n, double stall_rate)
 	printf("fit %s: %ld records, 5%% noise%s, 20%% of steps held out\n", title, n,
 	       stall_rate > 0 ? ", stalled steps 10x slower" : "");
 	for (int j = 0; j < COEF_FIELDS; j++) {
-		double err = res->c[j].value / coef_get(&truth, j) - 1;
+		double err = res->c[j].value / cost_coef_get(&truth, j) - 1;
 		if (!res->c[j].fitted) {
-			printf("  %-16s kept at its prior: %s\n", coef_names[j], res->c[j].why);
+			printf("  %-16s kept at its prior: %s\n", cost_coef_names[j], res->c[j].why);
 			kept++;
 			continue;
 		}
 		printf("  %-16s true %-10.4g fitted %-10.4g error %+6.2f%%  (standard error %.2f%%)\n",
-		       coef_names[j], coef_get(&truth, j), res->c[j].value, 100 * err,
+		       cost_coef_names[j], cost_coef_get(&truth, j), res->c[j].value, 100 * err,
 		       100 * res->c[j].se / res->c[j].value);
 		worst = fmax(worst, fabs(err));
 	}

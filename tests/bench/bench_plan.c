@@ -26,7 +26,7 @@ static int setup(struct env *v, const char *job, const char *cluster)
 {
 	struct err e;
 
-	coef_defaults((struct coef *)v->k);
+	cost_coef_defaults((struct coef *)v->k);
 	if (job_load((struct job *)v->job, job, &e) ||
 	    cluster_load((struct cluster *)v->cl, cluster, &e)) {
 		fprintf(stderr, "bench_plan: %s\n", e.msg);
@@ -67,7 +67,7 @@ static void search_speed(struct env *v, const char *job, const char *cluster, in
 
 	if (setup(v, job, cluster))
 		return;
-	space_init(&sp);
+	search_space_init(&sp);
 	if (time_search(v, &sp, false, runs, &p, &wall, &cpu)) {
 		printf("search %s on %s: no plan\n", job, cluster);
 		return;
@@ -89,7 +89,7 @@ static void against_exhaustive(struct env *v, const char *job, int nodes,
 	if (setup(v, job, "examples/clusters/h100-8x8.json"))
 		return;
 	((struct cluster *)v->cl)->nodes = nodes;
-	space_init(&sp);
+	search_space_init(&sp);
 	for (int i = 0; pins && pins[i]; i++)
 		search_pin_parse(v->job, pins[i], &sp, &e);
 	if (time_search(v, &sp, false, 5, &fast, &w, &tf) ||
@@ -244,7 +244,7 @@ static void baselines(struct env *v, const char *job, const char *cluster)
 
 	if (setup(v, job, cluster))
 		return;
-	space_init(&sp);
+	search_space_init(&sp);
 	if (plan_search(v, &sp, false, NULL, &best, &st, &e)) {
 		printf("layouts %-28s %-26s: %s\n", strrchr(job, '/') + 1,
 		       strrchr(cluster, '/') + 1, e.msg);
@@ -253,7 +253,7 @@ static void baselines(struct env *v, const char *job, const char *cluster)
 	printf("layouts %-28s %-26s adaptive %8.2f s/step", strrchr(job, '/') + 1,
 	       strrchr(cluster, '/') + 1, best.step_time);
 	for (int l = LAYOUT_VERL; l <= LAYOUT_OPENRLHF; l++) {
-		space_init(&sp);
+		search_space_init(&sp);
 		if (layout_space(v, (enum plan_layout)l, NULL, &sp, &e) ||
 		    plan_search(v, &sp, false, NULL, &base, &st, &e))
 			printf("  %s: does not fit", layout_names[l]);

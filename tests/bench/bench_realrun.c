@@ -222,7 +222,7 @@ static void memory(double rss_growth)
 		char name[64];
 
 		snprintf(name, sizeof name, "%s@%s", job.models[ms->model].name,
-			 stage_names[ms->stage]);
+			 job_stage_names[ms->stage]);
 		printf("  %-22s %8.2f MiB, predicted %8.2f MiB: %.3f\n", name, meas / MIB,
 		       ms->peak / MIB, meas / ms->peak);
 		worst = fmax(worst, fabs(meas / ms->peak - 1));
@@ -375,7 +375,7 @@ int main(int argc, char **argv)
 	double rss0, flops, bytes;
 
 	openblas_set_num_threads(threads);
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, JOB, &e) || cluster_load(&cl, CLUSTER, &e))
 		fail("inputs", &e);
 

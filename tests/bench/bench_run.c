@@ -62,7 +62,7 @@ static int load(const char *jobfile, const char *clusterfile)
 {
 	struct err e;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, jobfile, &e) || cluster_load(&cl, clusterfile, &e)) {
 		printf("bench_run: %s\n", e.msg);
 		return -1;

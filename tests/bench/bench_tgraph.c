@@ -39,7 +39,7 @@ static int search(const struct env *v, enum plan_layout layout, const char *pin,
 	struct search_stats st;
 	struct err e;
 
-	space_init(&sp);
+	search_space_init(&sp);
 	if (layout_space(v, layout, NULL, &sp, &e) || (pin && search_pin_parse(v->job, pin, &sp, &e)) ||
 	    plan_search(v, &sp, false, NULL, p, &st, &e)) {
 		printf("tgraph: no plan: %s\n", e.msg);
@@ -119,7 +119,7 @@ int main(void)
 	struct env vf = { &job, &full, &k }, vd = { &job, &down, &k }, vh = { &job, &half, &k };
 	struct err e;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, "examples/jobs/ppo-llama3-8b.json", &e) ||
 	    cluster_load(&full, "examples/clusters/h100-128x8.json", &e)) {
 		printf("tgraph: %s\n", e.msg);

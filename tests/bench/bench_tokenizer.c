@@ -192,7 +192,7 @@ int main(void)
 		json_t *root;
 		double t0 = cpu(), t1, t2, t3;
 
-		if (read_file(file, &buf, &len, &e))
+		if (in_read_file(file, &buf, &len, &e))
 			break;
 		t1 = cpu();
 		root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);

@@ -82,7 +82,7 @@ static void load_env(struct env_docs *d, const char *job, const char *cluster)
 {
 	struct err e = { 0 };
 
-	coef_defaults(&d->k);
+	cost_coef_defaults(&d->k);
 	if (job_load(&d->job, job, &e) || (cluster && cluster_load(&d->cl, cluster, &e)))
 		fail(&e);
 	d->v = (struct env){ &d->job, &d->cl, &d->k };

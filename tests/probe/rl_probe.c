@@ -63,7 +63,7 @@ static json_t *stats(const struct rl_stats *s)
 
 static void config(json_t *j, struct rl_config *c)
 {
-	rl_config_defaults(c, RL_PPO);
+	rlconf_defaults(c, RL_PPO);
 	c->gamma = num(j, "gamma");
 	c->lam = num(j, "lam");
 	c->clip_ratio_low = num(j, "clip_ratio_low");
@@ -73,8 +73,8 @@ static void config(json_t *j, struct rl_config *c)
 	c->kl_coef = num(j, "kl_coef");
 	c->kl_loss_coef = num(j, "kl_loss_coef");
 	c->entropy_coeff = num(j, "entropy_coeff");
-	if (rl_kl_parse(json_string_value(need(j, "kl_penalty")), &c->kl_penalty) ||
-	    rl_kl_parse(json_string_value(need(j, "kl_loss_type")), &c->kl_loss_type))
+	if (rlconf_kl_parse(json_string_value(need(j, "kl_penalty")), &c->kl_penalty) ||
+	    rlconf_kl_parse(json_string_value(need(j, "kl_loss_type")), &c->kl_loss_type))
 		die("kl_penalty or kl_loss_type");
 }
 
@@ -88,7 +88,7 @@ static json_t *adamw(json_t *j)
 	struct optim_span *s = calloc(nspans, sizeof *s);
 	json_t *out;
 
-	optim_config_defaults(&c, num(j, "lr"));
+	rlconf_optim_defaults(&c, num(j, "lr"));
 	c.adamw.beta1 = json_number_value(json_array_get(need(j, "betas"), 0));
 	c.adamw.beta2 = json_number_value(json_array_get(need(j, "betas"), 1));
 	c.adamw.eps = num(j, "eps");
@@ -105,7 +105,7 @@ static json_t *adamw(json_t *j)
 
 		for (size_t i = 0; i < n; i++)
 			g[i] = (float)json_number_value(json_array_get(json_array_get(steps, t), i));
-		adamw_step(&c.adamw, c.adamw.lr, (long)t + 1, s, nspans, w, m, v, g);
+		optim_adamw_step(&c.adamw, c.adamw.lr, (long)t + 1, s, nspans, w, m, v, g);
 		free(g);
 	}
 	out = json_pack("{s:o}", "params", array(w, n));

@@ -15,7 +15,7 @@ static void setup(const char *jobfile, const char *clusterfile)
 {
 	struct err e;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, jobfile, &e) || cluster_load(&cl, clusterfile, &e)) {
 		printf("# %s\n", e.msg);
 		unit_failed = 1;
@@ -29,7 +29,7 @@ static bool baseline(enum plan_layout l, const char *const pins[], struct plan *
 	struct search_stats st;
 	struct err e;
 
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(layout_space(&v, l, NULL, &sp, &e) == NR_OK);
 	for (int i = 0; pins && pins[i]; i++)
 		CHECK(layout_pin(&job, l, pins[i], &sp, &e) == NR_OK);
@@ -107,7 +107,7 @@ static void test_pins_keep_the_layout(void)
 	struct err e;
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(layout_space(&v, LAYOUT_VERL, NULL, &sp, &e) == NR_OK);
 	CHECK(layout_pin(&job, LAYOUT_VERL, "actor@training=tp4", &sp, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "the verl layout fixes actor@training's TP at 1, not 4") != NULL);
@@ -122,18 +122,18 @@ static void test_pins_keep_the_layout(void)
 	CHECK(baseline(LAYOUT_VERL, (const char *const[]){ "actor@training=fsdp", NULL }, &p));
 	CHECK(p.home[model("actor")].tp == 1 && p.npools == 1);
 	/* verl-tuned picks its rollout TP among 1, 2, 4, 8 */
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(layout_space(&v, LAYOUT_VERL_TUNED, NULL, &sp, &e) == NR_OK);
 	CHECK(layout_pin(&job, LAYOUT_VERL_TUNED, "actor@generation=tp4", &sp, &e) == NR_OK);
 	CHECK(sp.gen.tp == 4);
 	CHECK(layout_pin(&job, LAYOUT_VERL_TUNED, "actor@generation=tp16", &sp, &e) == NR_EINPUT);
 	/* OpenRLHF's Adam offload */
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(layout_space(&v, LAYOUT_OPENRLHF, NULL, &sp, &e) == NR_OK);
 	CHECK(layout_pin(&job, LAYOUT_OPENRLHF, "actor@training=nooffload", &sp, &e) == NR_EINPUT);
 	CHECK(layout_pin(&job, LAYOUT_OPENRLHF, "reference@inference=nooffload", &sp, &e) == NR_OK);
 	/* adaptive: the pin as given */
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(layout_pin(&job, LAYOUT_ADAPTIVE, "actor@training=tp4", &sp, &e) == NR_OK);
 	CHECK(sp.home[model("actor")].tp == 4);
 }

@@ -27,7 +27,7 @@ static int load(const char *job_file, const char *cluster_file)
 		unit_failed = 1;
 		return -1;
 	}
-	coef_defaults_for(&k, cl.engine);
+	cost_coef_defaults_for(&k, cl.engine);
 	return 0;
 }
 
@@ -91,9 +91,9 @@ static void test_measured_on_the_simulator_is_the_prediction(void)
 	      "{\"nereus\": 1, \"kind\": \"response\", \"step\": 6, \"mean\": 2000, \"p90\": 4000, "
 	      "\"max\": 8192}\n"
 	      "{\"nereus\": 1, \"kind\": \"up\", \"step\": 8, \"nodes\": [1]}\n", 12);
-	CHECK(cmp_init(&c, &o, &e) == NR_OK);
-	CHECK(cmp_predict(&c, &e) == NR_OK);
-	CHECK(cmp_measure(&c, &ce, &e) == NR_OK);
+	CHECK(compare_init(&c, &o, &e) == NR_OK);
+	CHECK(compare_predict(&c, &e) == NR_OK);
+	CHECK(compare_measure(&c, &ce, &e) == NR_OK);
 	CHECK(x.opened == CMP_NROWS && x.closed == CMP_NROWS);
 	for (int i = 0; i < CMP_NROWS; i++) {
 		const struct cmp_result *p = &c.pred[i], *m = &c.meas[i];
@@ -102,10 +102,10 @@ static void test_measured_on_the_simulator_is_the_prediction(void)
 		CHECK(m->s.done == 12 && m->s.ok == p->s.ok && m->s.transitions == p->s.transitions);
 		CHECK_NEAR(m->s.total_s, p->s.total_s, 1e-12);
 		CHECK_NEAR(m->tokens_s, p->tokens_s, 1e-12);
-		CHECK(!(cmp_oracle_gap(m, &c.meas[CMP_ORACLE]) < -0.02));
+		CHECK(!(compare_oracle_gap(m, &c.meas[CMP_ORACLE]) < -0.02));
 	}
-	CHECK_NEAR(cmp_ratio(&c.meas[CMP_ADAPTIVE], &c.meas[CMP_ADAPTIVE]), 1, 1e-12);
-	cmp_free(&c);
+	CHECK_NEAR(compare_ratio(&c.meas[CMP_ADAPTIVE], &c.meas[CMP_ADAPTIVE]), 1, 1e-12);
+	compare_free(&c);
 }
 
 static void test_rows_the_engine_does_not_run_are_skipped(void)
@@ -120,18 +120,18 @@ static void test_rows_the_engine_does_not_run_are_skipped(void)
 		return;
 	o.noise = 0;
 	CHECK(cl.engine == CLUSTER_ENGINE_BUILTIN);
-	CHECK(cmp_init(&c, &o, &e) == NR_OK);
-	CHECK(cmp_predict(&c, &e) == NR_OK);
+	CHECK(compare_init(&c, &o, &e) == NR_OK);
+	CHECK(compare_predict(&c, &e) == NR_OK);
 	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
 		const struct cmp_result *r = &c.pred[refused[i]];
 
 		CHECK(!r->ran && !r->doc);
 		CHECK(strstr(r->why, "the built-in engine does not run FSDP (zero 3)") != NULL);
-		CHECK(isnan(cmp_ratio(&c.pred[CMP_ADAPTIVE], r)));
+		CHECK(isnan(compare_ratio(&c.pred[CMP_ADAPTIVE], r)));
 	}
 	CHECK(c.pred[CMP_ADAPTIVE].ran && c.pred[CMP_FIXED].ran && c.pred[CMP_FIXED_BEST].ran &&
 	      c.pred[CMP_VERL_MEGATRON].ran && c.pred[CMP_ORACLE].ran);
-	cmp_free(&c);
+	compare_free(&c);
 }
 
 /* Without events every step runs the job's batch: its sequences, each of
@@ -145,8 +145,8 @@ static void test_throughput_is_tokens_over_the_total(void)
 	if (load("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json"))
 		return;
 	o.noise = 0;
-	CHECK(cmp_init(&c, &o, &e) == NR_OK);
-	CHECK(cmp_predict(&c, &e) == NR_OK);
+	CHECK(compare_init(&c, &o, &e) == NR_OK);
+	CHECK(compare_predict(&c, &e) == NR_OK);
 	for (int i = 0; i < CMP_NROWS; i++) {
 		const struct cmp_result *r = &c.pred[i];
 		double tokens = (double)r->s.ok * (double)job_sequences(&job) *
@@ -155,10 +155,10 @@ static void test_throughput_is_tokens_over_the_total(void)
 		CHECK(r->ran && r->s.ok == 5);
 		CHECK_NEAR(r->tokens, tokens, 1e-12);
 		CHECK_NEAR(r->tokens_s, tokens / r->s.total_s, 1e-12);
-		CHECK_NEAR(cmp_ratio(&c.pred[CMP_ADAPTIVE], r),
+		CHECK_NEAR(compare_ratio(&c.pred[CMP_ADAPTIVE], r),
 			   c.pred[CMP_ADAPTIVE].tokens_s / r->tokens_s, 1e-12);
 	}
-	cmp_free(&c);
+	compare_free(&c);
 }
 
 int main(void)

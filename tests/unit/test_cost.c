@@ -78,7 +78,7 @@ static void setup(void)
 	for (int i = 0; i < 16; i++)
 		cl.up[i] = true;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 }
 
 static struct pconf pc(int tp, int pp, int dp, int mb, enum recompute rc, enum zero_stage zero)
@@ -596,11 +596,11 @@ static void test_move_same_layout(void)
 	struct pconf tr = pc(2, 1, 4, 1, RC_SELECTIVE, ZERO_0), gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
 
 	setup();
-	CHECK(move_bytes(&L8, &tr, &gen, true) == 0);
+	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 0);
 	CHECK(cost_move(&env, &L8, &tr, &gen, true) == 0);
 	for (int t = 1; t <= 8; t *= 2) {
 		tr.tp = gen.tp = t;
-		CHECK(move_bytes(&L8, &tr, &gen, true) == 0);
+		CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 0);
 	}
 }
 
@@ -619,15 +619,15 @@ static void test_move_bytes_and_time(void)
 	struct pconf tr = pc(4, 1, 2, 1, RC_SELECTIVE, ZERO_0), gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
 
 	setup();
-	CHECK(move_bytes(&L8, &tr, &gen, true) == 4014082048.0);
+	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 4014082048.0);
 	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, true), 4014082048.0 / INTRA, REL);
 	tr = pc(2, 2, 4, 1, RC_SELECTIVE, ZERO_0);
-	CHECK(move_bytes(&L8, &tr, &gen, true) == 4015128576.0);
+	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 4015128576.0);
 	tr = pc(2, 1, 4, 1, RC_SELECTIVE, ZERO_0);
 	gen = pc(4, 1, 2, 1, RC_NONE, ZERO_0);
-	CHECK(move_bytes(&L8, &tr, &gen, true) == 4016179200.0);
+	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 4016179200.0);
 	gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
-	CHECK(move_bytes(&L8, &tr, &gen, false) == 8030261248.0);
+	CHECK(cost_move_bytes(&L8, &tr, &gen, false) == 8030261248.0);
 	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, false), 8030261248.0 / INTER, REL);
 	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, false), 0.209121387, 1e-8);
 	/* a training group wider than a node moves over the inter-node link:
@@ -636,7 +636,7 @@ static void test_move_bytes_and_time(void)
 	 * = 3,011,609,600 bytes / 38.4e9 */
 	tr = pc(8, 2, 1, 1, RC_SELECTIVE, ZERO_0);
 	gen = pc(4, 1, 4, 1, RC_NONE, ZERO_0);
-	CHECK(move_bytes(&L8, &tr, &gen, true) == 3011609600.0);
+	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 3011609600.0);
 	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, true), 3011609600.0 / INTER, REL);
 }
 
@@ -701,7 +701,7 @@ static void setup_builtin(void)
 	cl.gpu.tflops = 0.03;
 	cl.gpu.hbm_gbps = 12;
 	cl.engine = CLUSTER_ENGINE_BUILTIN;
-	coef_defaults_for(&k, CLUSTER_ENGINE_BUILTIN);
+	cost_coef_defaults_for(&k, CLUSTER_ENGINE_BUILTIN);
 }
 
 static double s4_pass(void)
@@ -802,7 +802,7 @@ static void test_builtin_decode_adds(void)
 	CHECK_NEAR(t[2].compute - t[1].compute, t[1].compute - t[0].compute, 1e-9);
 	job.prompts_per_step = 16;
 	cl.engine = CLUSTER_ENGINE_MEGATRON;
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	CHECK(cost_gen(&env, &S4, &c, room, &t[0]));
 	k.decode_eff = 0.3;
 	CHECK(cost_gen(&env, &S4, &c, room, &u));

@@ -145,7 +145,7 @@ static void test_greedy_without_cache(void)
 	tbatch_make(&pr, prompt_lens, 4, a.vocab, 6);
 	CHECK(run_gen(&t, &pr, NULL, &p, CTX, &g) == NR_OK);
 	CHECK(model_acts_init(&acts, &t.m, CTX, CTX, false, &e) == NR_OK);
-	CHECK(kv_cache_init(&kv, &t.m, 1, CTX, &e) == NR_OK);
+	CHECK(model_kv_cache_init(&kv, &t.m, 1, CTX, &e) == NR_OK);
 	for (int s = 0; s < 4; s++) {
 		int seq[CTX], n = pr.start[s + 1] - pr.start[s];
 
@@ -163,7 +163,7 @@ static void test_greedy_without_cache(void)
 			seq[n++] = best;
 		}
 	}
-	kv_cache_free(&kv);
+	model_kv_cache_free(&kv);
 	model_acts_free(&acts);
 	tiny_free(&t);
 }
@@ -337,7 +337,7 @@ static void check_counts(const float *logits, int V, struct gen_params p, const 
 		lse += exp(logits[v] * it - m);
 	lse = m + log(lse);
 	for (int i = 0; i < N; i++) {
-		int tok = gen_sample(logits, V, &p, (i + 0.5) / N, cand, &lp);
+		int tok = generator_sample(logits, V, &p, (i + 0.5) / N, cand, &lp);
 
 		count[tok]++;
 		CHECK(fabs(lp - (logits[tok] * it - lse)) < 1e-5);
@@ -397,7 +397,7 @@ static void test_sampler_mask(void)
 			lse += exp(z[v] * it);
 		lse = log(lse);
 		for (int i = 0; i < N; i++) {
-			int tok = gen_sample(z, 5, &ps[k], (i + 0.5) / N, cand, &lp);
+			int tok = generator_sample(z, 5, &ps[k], (i + 0.5) / N, cand, &lp);
 
 			CHECK(tok >= 0 && tok < 4);
 			if (tok < 0 || tok >= 4)
@@ -413,8 +413,8 @@ static void test_sampler_mask(void)
 		}
 	}
 	/* nothing left to draw from */
-	CHECK(gen_sample(none, 5, &ps[0], 0.5, cand, &lp) == -1);
-	CHECK(gen_sample(none, 5, &ps[1], 0.5, cand, &lp) == -1);
+	CHECK(generator_sample(none, 5, &ps[0], 0.5, cand, &lp) == -1);
+	CHECK(generator_sample(none, 5, &ps[1], 0.5, cand, &lp) == -1);
 }
 
 static void test_bad_prompts(void)
@@ -482,10 +482,10 @@ static void test_not_finite(void)
 	float none[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
 	int tokens[4] = { 1, 2, 3, 4 };
 
-	CHECK(gen_sample(nan_z, 4, &greedy, 0.5, cand, &lp) == -1);
-	CHECK(gen_sample(nan_z, 4, &topk, 0.5, cand, &lp) == -1);
-	CHECK(gen_sample(inf_z, 4, &greedy, 0.5, cand, &lp) == -1);
-	CHECK(gen_sample(none, 4, &greedy, 0.5, cand, &lp) == -1);
+	CHECK(generator_sample(nan_z, 4, &greedy, 0.5, cand, &lp) == -1);
+	CHECK(generator_sample(nan_z, 4, &topk, 0.5, cand, &lp) == -1);
+	CHECK(generator_sample(inf_z, 4, &greedy, 0.5, cand, &lp) == -1);
+	CHECK(generator_sample(none, 4, &greedy, 0.5, cand, &lp) == -1);
 	CHECK(tiny_init(&t, &a, 1, 1, 0, 0, comm_self(), 0.5f) == NR_OK);
 	t.w[0] = NAN; /* an embedding entry: every position of a token 0 */
 	tokens[2] = 0;

@@ -370,7 +370,7 @@ static void test_attention(void)
 	float *qkv = malloc(T * RS * sizeof *qkv), *out = malloc(T * OS * sizeof *out);
 	float *lse = malloc(T * G * Q * sizeof *lse), *dout = malloc(T * OS * sizeof *dout);
 	float *dqkv = malloc(T * RS * sizeof *dqkv);
-	float *scratch = malloc(attn_scratch_floats(130, Q) * sizeof *scratch);
+	float *scratch = malloc(kernels_attn_scratch_floats(130, Q) * sizeof *scratch);
 	double *ref = malloc(T * OS * sizeof *ref), *qd, *wd;
 	struct attn_ctx c = { .start = start, .B = 4, .h = h };
 
@@ -413,7 +413,7 @@ static void test_attention_decode(void)
 	int start[2] = { 0, n }, slot[2] = { 2, 0 }, len[2] = { n, 17 };
 	float qkv[n * RS], out[n * OS], lse[n * G * Q], dec[2 * OS], q[2 * RS];
 	float kc[SLOTS * n * G * D], vc[SLOTS * n * G * D];
-	float *scratch = malloc(attn_scratch_floats(n, Q) * sizeof *scratch);
+	float *scratch = malloc(kernels_attn_scratch_floats(n, Q) * sizeof *scratch);
 
 	fill(qkv, n * RS, 1, 40);
 	K->attention_forward(out, lse, qkv, start, 1, &h, scratch);

@@ -20,7 +20,7 @@ static void setup(const char *jobfile, const char *clusterfile)
 {
 	struct err e;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, jobfile, &e) || cluster_load(&cl, clusterfile, &e)) {
 		printf("# %s\n", e.msg);
 		unit_failed = 1;
@@ -86,9 +86,9 @@ static void test_verl_fsdp_settings(void)
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
 	verl_fsdp_plan(&p);
-	CHECK(target_verl_workers(&job, &p) == TARGET_VERL_FSDP);
-	CHECK(target_check(&v, &p, TARGET_VERL_FSDP, &r));
-	text = target_settings(&v, &p, TARGET_VERL_FSDP);
+	CHECK(engines_verl_workers(&job, &p) == TARGET_VERL_FSDP);
+	CHECK(engines_check(&v, &p, TARGET_VERL_FSDP, &r));
+	text = engines_settings(&v, &p, TARGET_VERL_FSDP);
 	CHECK(text != NULL);
 	if (!text)
 		return;
@@ -142,9 +142,9 @@ static void test_verl_megatron_settings(void)
 	p.gen = (struct pconf){ 4, 1, 16, 1, RC_NONE, ZERO_0, false };
 	CHECK(plan_place(&cl, &p));
 	plan_evaluate(&v, &p);
-	CHECK(target_verl_workers(&job, &p) == TARGET_VERL_MEGATRON);
-	CHECK(target_check(&v, &p, TARGET_VERL_MEGATRON, &r));
-	text = target_settings(&v, &p, TARGET_VERL_MEGATRON);
+	CHECK(engines_verl_workers(&job, &p) == TARGET_VERL_MEGATRON);
+	CHECK(engines_check(&v, &p, TARGET_VERL_MEGATRON, &r));
+	text = engines_settings(&v, &p, TARGET_VERL_MEGATRON);
 	CHECK(text != NULL);
 	if (!text)
 		return;
@@ -196,10 +196,10 @@ static void test_openrlhf_settings(void)
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
 	openrlhf_plan(&p);
-	CHECK(target_check(&v, &p, TARGET_OPENRLHF, &r));
+	CHECK(engines_check(&v, &p, TARGET_OPENRLHF, &r));
 	for (int i = 0; i < r.n; i++)
 		printf("# %s\n", r.line[i]);
-	text = target_settings(&v, &p, TARGET_OPENRLHF);
+	text = engines_settings(&v, &p, TARGET_OPENRLHF);
 	CHECK(text != NULL);
 	if (!text)
 		return;
@@ -238,44 +238,44 @@ static void test_reasons(void)
 	verl_fsdp_plan(&p);
 	p.home[model("actor")].tp = 2;
 	p.home[model("actor")].dp = 32;
-	CHECK(target_verl_workers(&job, &p) == TARGET_VERL_FSDP);
-	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(engines_verl_workers(&job, &p) == TARGET_VERL_FSDP);
+	CHECK(!engines_check(&v, &p, TARGET_VERL_FSDP, &r));
 	CHECK(r.n == 1 && has_reason(&r, "actor runs at tp 2, pp 1 with ZeRO-3; verl's FSDP"));
 	/* and Megatron's workers no ZeRO-3 */
-	CHECK(!target_check(&v, &p, TARGET_VERL_MEGATRON, &r));
+	CHECK(!engines_check(&v, &p, TARGET_VERL_MEGATRON, &r));
 	CHECK(has_reason(&r, "critic runs at ZeRO-3; verl's Megatron workers have no ZeRO-3"));
 	/* a rollout TP vLLM refuses */
 	verl_fsdp_plan(&p);
 	p.gen.tp = 3;
-	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(!engines_check(&v, &p, TARGET_VERL_FSDP, &r));
 	CHECK(has_reason(&r, "the rollout's tp 3 does not divide the actor's 32 attention heads"));
 	CHECK(has_reason(&r, "the rollout's tp 3 and the actor's 8 key/value heads"));
 	/* micro-batches that do not fill a rank's share: 128 / 64 = 2 < 4 */
 	verl_fsdp_plan(&p);
 	p.home[model("critic")].mb = 4;
-	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(!engines_check(&v, &p, TARGET_VERL_FSDP, &r));
 	CHECK(r.n == 1 && has_reason(&r, "critic: 2 sequences per data-parallel rank are not a "
 				     "whole number of micro-batches of 4"));
 	/* a mini-batch of 24 sequences over 64 ranks leaves some with none */
 	job.prompts_per_step = 96;
 	verl_fsdp_plan(&p);
-	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(!engines_check(&v, &p, TARGET_VERL_FSDP, &r));
 	CHECK(r.n == 2 && has_reason(&r, "actor: a mini-batch of 24 sequences over 64 "
 				     "data-parallel ranks leaves some with none"));
 	/* and 90 prompts do not make 4 mini-batches */
 	job.prompts_per_step = 90;
-	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(!engines_check(&v, &p, TARGET_VERL_FSDP, &r));
 	CHECK(r.n == 1 && has_reason(&r, "90 prompts do not split into 4 mini-batches"));
 	job.prompts_per_step = 512;
 	/* OpenRLHF's pools under verl, and its shared flags */
 	openrlhf_plan(&p);
-	CHECK(!target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(!engines_check(&v, &p, TARGET_VERL_FSDP, &r));
 	CHECK(has_reason(&r, "the rollout and critic are on a pool apart from the actor"));
 	CHECK(has_reason(&r, "critic and reward share a pool apart from the actor"));
 	p.home[model("critic")].mb = 2;
 	p.home[model("reward")].offload = true;
 	p.home[model("reference")].zero = ZERO_0;
-	CHECK(!target_check(&v, &p, TARGET_OPENRLHF, &r));
+	CHECK(!engines_check(&v, &p, TARGET_OPENRLHF, &r));
 	CHECK(r.n == 2);
 	CHECK(has_reason(&r, "actor and critic run micro-batches of 4 and 2; OpenRLHF has one "
 			 "--train.micro_batch_size"));
@@ -285,19 +285,19 @@ static void test_reasons(void)
 	p.npools = 2;
 	p.pools[0].items |= bit("actor") | bit("reference");
 	p.pools[1] = p.pools[2];
-	CHECK(!target_check(&v, &p, TARGET_OPENRLHF, &r));
+	CHECK(!engines_check(&v, &p, TARGET_OPENRLHF, &r));
 	CHECK(has_reason(&r, "the rollout shares a pool with actor and reference; OpenRLHF"));
 	/* Megatron: the models beside the actor run in its processes */
 	verl_fsdp_plan(&p);
 	for (int m = 0; m < job.nmodels; m++)
 		p.home[m] = (struct pconf){ 2, 1, 32, 1, RC_FULL, ZERO_1, false };
 	p.home[model("reference")] = (struct pconf){ 1, 1, 64, 1, RC_SELECTIVE, ZERO_0, false };
-	CHECK(target_verl_workers(&job, &p) == TARGET_VERL_MEGATRON);
-	CHECK(!target_check(&v, &p, TARGET_VERL_MEGATRON, &r));
+	CHECK(engines_verl_workers(&job, &p) == TARGET_VERL_MEGATRON);
+	CHECK(!engines_check(&v, &p, TARGET_VERL_MEGATRON, &r));
 	CHECK(r.n == 1 && has_reason(&r, "reference runs at tp 1, pp 1 beside the actor at tp 2"));
 	/* the built-in engine keeps weights whole */
 	verl_fsdp_plan(&p);
-	CHECK(!target_check(&v, &p, TARGET_BUILTIN, &r));
+	CHECK(!engines_check(&v, &p, TARGET_BUILTIN, &r));
 	CHECK(r.n == job.nmodels && has_reason(&r, "the built-in engine keeps the weights whole"));
 }
 
@@ -310,31 +310,31 @@ static void test_runs_conf(void)
 
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
 	a = model("actor");
-	CHECK(target_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
+	CHECK(engines_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
 			       &(struct pconf){ 1, 1, 32, 1, RC_FULL, ZERO_3, false }));
-	CHECK(!target_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
+	CHECK(!engines_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
 				&(struct pconf){ 1, 1, 32, 1, RC_FULL, ZERO_2, false }));
-	CHECK(!target_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
+	CHECK(!engines_runs_conf(&job, TARGET_VERL_FSDP, &sh, a,
 				&(struct pconf){ 1, 1, 32, 1, RC_SELECTIVE, ZERO_3, false }));
-	CHECK(!target_runs_conf(&job, TARGET_VERL_MEGATRON, &sh, a,
+	CHECK(!engines_runs_conf(&job, TARGET_VERL_MEGATRON, &sh, a,
 				&(struct pconf){ 2, 1, 8, 1, RC_FULL, ZERO_3, false }));
-	CHECK(target_runs_conf(&job, TARGET_VERL_MEGATRON, &sh, a,
+	CHECK(engines_runs_conf(&job, TARGET_VERL_MEGATRON, &sh, a,
 			       &(struct pconf){ 8, 1, 1, 1, RC_FULL, ZERO_0, false }));
-	CHECK(!target_runs_conf(&job, TARGET_BUILTIN, &sh, a,
+	CHECK(!engines_runs_conf(&job, TARGET_BUILTIN, &sh, a,
 				&(struct pconf){ 1, 1, 8, 1, RC_FULL, ZERO_3, false }));
 	/* 128 sequences of a mini-batch over 256 ranks */
-	CHECK(!target_runs_conf(&job, TARGET_OPENRLHF, &sh, a,
+	CHECK(!engines_runs_conf(&job, TARGET_OPENRLHF, &sh, a,
 				&(struct pconf){ 1, 1, 256, 1, RC_FULL, ZERO_3, false }));
-	CHECK(target_runs_conf(&job, TARGET_ANY, &sh, a,
+	CHECK(engines_runs_conf(&job, TARGET_ANY, &sh, a,
 			       &(struct pconf){ 1, 1, 256, 1, RC_SELECTIVE, ZERO_3, false }));
 	/* what a variant fixes for every model */
 	sh.zero = ZERO_3;
 	sh.infer_mb = 4;
-	CHECK(target_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
+	CHECK(engines_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
 			       &(struct pconf){ 1, 1, 8, 4, RC_SELECTIVE, ZERO_3, false }));
-	CHECK(!target_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
+	CHECK(!engines_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
 				&(struct pconf){ 1, 1, 8, 4, RC_SELECTIVE, ZERO_0, false }));
-	CHECK(!target_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
+	CHECK(!engines_runs_conf(&job, TARGET_OPENRLHF, &sh, model("reference"),
 				&(struct pconf){ 1, 1, 8, 2, RC_SELECTIVE, ZERO_3, false }));
 }
 
@@ -344,9 +344,9 @@ static bool search(enum target t, bool exhaustive, struct plan *p)
 	struct search_stats st;
 	struct err e;
 
-	space_init(&sp);
+	search_space_init(&sp);
 	sp.target = t;
-	strcpy(p->layout, target_names[t]);
+	strcpy(p->layout, engines_names[t]);
 	return plan_search(&v, &sp, exhaustive, NULL, p, &st, &e) == NR_OK;
 }
 
@@ -360,16 +360,16 @@ static void test_space(void)
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
 	for (int t = TARGET_VERL_FSDP; t < NTARGETS; t++) {
 		CHECK(search((enum target)t, false, &p));
-		CHECK(target_check(&v, &p, (enum target)t, &r));
+		CHECK(engines_check(&v, &p, (enum target)t, &r));
 		for (int i = 0; i < r.n; i++)
-			printf("# %s: %s\n", target_names[t], r.line[i]);
+			printf("# %s: %s\n", engines_names[t], r.line[i]);
 	}
 	/* 24 sequences a mini-batch: verl's FSDP workers train on a number
 	 * of GPUs that divides 24, never 64 (the reward model may take the
 	 * rest) */
 	job.prompts_per_step = 96;
 	CHECK(search(TARGET_VERL_FSDP, false, &p));
-	CHECK(target_check(&v, &p, TARGET_VERL_FSDP, &r));
+	CHECK(engines_check(&v, &p, TARGET_VERL_FSDP, &r));
 	for (int i = 0; i < p.npools; i++)
 		CHECK(!(p.pools[i].items & bit("actor")) || 24 % p.pools[i].ngpus == 0);
 	job.prompts_per_step = 512;
@@ -378,7 +378,7 @@ static void test_space(void)
 		bool fast = search((enum target)t, false, &p);
 		CHECK(fast == search((enum target)t, true, &full));
 		CHECK(!fast || fabs(p.step_time - full.step_time) <= 1e-9 * full.step_time);
-		CHECK(!fast || target_check(&v, &p, (enum target)t, &r));
+		CHECK(!fast || engines_check(&v, &p, (enum target)t, &r));
 	}
 }
 

@@ -90,7 +90,7 @@ static void exact_without_noise(void)
 	CHECK(simulate_fit(&truth, &so, 400, NULL, &fo, &res) == NR_OK);
 	for (int j = 0; j < COEF_FIELDS; j++) {
 		CHECK(res.c[j].fitted);
-		CHECK_NEAR(res.c[j].value, coef_get(&truth, j), 1e-6);
+		CHECK_NEAR(res.c[j].value, cost_coef_get(&truth, j), 1e-6);
 	}
 	CHECK(res.mape_fit < 1e-8);
 }
@@ -106,7 +106,7 @@ static void exact_with_fsdp(void)
 	so.fsdp = true;
 	CHECK(simulate_fit(&truth, &so, 400, NULL, &fo, &res) == NR_OK);
 	for (int j = 0; j < COEF_FIELDS; j++)
-		CHECK_NEAR(res.c[j].value, coef_get(&truth, j), 1e-6);
+		CHECK_NEAR(res.c[j].value, cost_coef_get(&truth, j), 1e-6);
 	CHECK(res.mape_fit < 1e-8);
 }
 
@@ -123,10 +123,10 @@ static void recovers_with_noise(void)
 	CHECK(simulate_fit(&truth, &so, 6000, NULL, &fo, &res) == NR_OK);
 	for (int j = 0; j < COEF_FIELDS; j++) {
 		CHECK(res.c[j].fitted);
-		CHECK(rel(res.c[j].value, coef_get(&truth, j)) <= 0.03 ||
-		      fabs(res.c[j].value - coef_get(&truth, j)) <= 3 * res.c[j].se);
+		CHECK(rel(res.c[j].value, cost_coef_get(&truth, j)) <= 0.03 ||
+		      fabs(res.c[j].value - cost_coef_get(&truth, j)) <= 3 * res.c[j].se);
 		/* and the standard error says about how far */
-		CHECK(fabs(res.c[j].value - coef_get(&truth, j)) <= 4 * res.c[j].se);
+		CHECK(fabs(res.c[j].value - cost_coef_get(&truth, j)) <= 4 * res.c[j].se);
 	}
 	CHECK(res.mape_holdout <= 0.05);
 	CHECK(res.mape_holdout_step <= 0.05);
@@ -148,8 +148,8 @@ static void stalls_do_not_skew(void)
 	/* as without stalls: within 3% or, for a coefficient the records
 	 * pin less (allreduce_lat_s: 1.7% a standard error), within three */
 	for (int j = 0; j < COEF_FIELDS; j++)
-		CHECK(rel(res.c[j].value, coef_get(&truth, j)) <= 0.03 ||
-		      fabs(res.c[j].value - coef_get(&truth, j)) <= 3 * res.c[j].se);
+		CHECK(rel(res.c[j].value, cost_coef_get(&truth, j)) <= 0.03 ||
+		      fabs(res.c[j].value - cost_coef_get(&truth, j)) <= 3 * res.c[j].se);
 	CHECK(res.outliers >= 0.02 * res.fit_rows);
 	CHECK(res.median < 0.05);
 }
@@ -178,7 +178,7 @@ static void whole_batch_in_flight(void)
 static bool kept_because(const struct fit_result *res, const char *name, const char *why)
 {
 	for (int j = 0; j < COEF_FIELDS; j++) {
-		if (strcmp(coef_names[j], name) != 0)
+		if (strcmp(cost_coef_names[j], name) != 0)
 			continue;
 		if (res->c[j].fitted || !strstr(res->c[j].why, why)) {
 			printf("#   %s: fitted %d, why \"%s\"\n", name, res->c[j].fitted, res->c[j].why);
@@ -204,7 +204,7 @@ static void unexercised_keep_prior(void)
 	so.apart = false;
 	so.max_nodes = 1;
 	so.max_tp = 1;
-	coef_defaults(&d);
+	cost_coef_defaults(&d);
 	CHECK(simulate_fit_job(&small, &truth, &so, 1500, NULL, &fo, &res) == NR_OK);
 	CHECK(kept_because(&res, "host_eff", "offloaded"));
 	CHECK(kept_because(&res, "inter_eff", "spanning nodes"));
@@ -294,15 +294,15 @@ static void absorbed_partner_widens_the_error(void)
 			if (found.c[c].fitted && *found.c[c].absorbs) {
 				j = c;
 				for (int q = 0; q < COEF_FIELDS; q++)
-					if (strcmp(coef_names[q], found.c[c].absorbs) == 0)
+					if (strcmp(cost_coef_names[q], found.c[c].absorbs) == 0)
 						partner = q;
 				fit_prior_defaults(&p);
 				for (int q = 0; q < COEF_FIELDS; q++)
 					if (!found.c[q].fitted && q != partner)
-						p.se[q] = 0.005 * coef_get(&p.k, q);
+						p.se[q] = 0.005 * cost_coef_get(&p.k, q);
 				CHECK(simulate_fit_job(&small, &truth, &so, n, &p, &fo, &loose) == NR_OK);
 				/* the same records, the partner's prior known as well */
-				p.se[partner] = 0.005 * coef_get(&p.k, partner);
+				p.se[partner] = 0.005 * cost_coef_get(&p.k, partner);
 				CHECK(simulate_fit_job(&small, &truth, &so, n, &p, &fo, &tight) == NR_OK);
 			}
 	}
@@ -339,12 +339,12 @@ static void fixed_costs_not_pulled_by_their_prior(void)
 		for (int i = 0; i < 3; i++) {
 			const struct fit_coef *c = &res.c[watched[i]];
 			CHECK(c->fitted);
-			mean[i] += (c->value / coef_get(&k, watched[i]) - 1) / seeds;
+			mean[i] += (c->value / cost_coef_get(&k, watched[i]) - 1) / seeds;
 			CHECK(fabs(c->value - c->data) <= 0.1 * c->data_se);
 		}
 	}
 	for (int i = 0; i < 3; i++) {
-		printf("# %s: mean error %+.2f%%\n", coef_names[watched[i]], 100 * mean[i]);
+		printf("# %s: mean error %+.2f%%\n", cost_coef_names[watched[i]], 100 * mean[i]);
 		CHECK(fabs(mean[i]) <= tolerance[i]);
 	}
 }
@@ -364,7 +364,7 @@ static void records_alone_beside_the_fit(void)
 	CHECK(simulate_fit(&truth, &so, 400, NULL, &fo, &exact) == NR_OK);
 	for (int j = 0; j < COEF_FIELDS; j++) {
 		CHECK(exact.c[j].fitted);
-		CHECK_NEAR(exact.c[j].data, coef_get(&truth, j), 1e-6);
+		CHECK_NEAR(exact.c[j].data, cost_coef_get(&truth, j), 1e-6);
 		CHECK(exact.c[j].data_se >= 0);
 	}
 	so.noise = 0.05;
@@ -382,7 +382,7 @@ static void records_alone_beside_the_fit(void)
 		CHECK(fabs(held.c[j].data - free_.c[j].data) <= 0.25 * free_.c[j].data_se);
 		CHECK((held.c[j].apart > FIT_CONFLICT) == (j == 7));
 		if ((held.c[j].apart > FIT_CONFLICT) != (j == 7))
-			printf("#   %s: %g standard errors from its prior\n", coef_names[j],
+			printf("#   %s: %g standard errors from its prior\n", cost_coef_names[j],
 			       held.c[j].apart);
 	}
 }
@@ -437,7 +437,7 @@ static void warm_up_update_not_fitted(void)
 	CHECK(res.rows == rows - warm);
 	for (int j = 0; j < COEF_FIELDS; j++) {
 		CHECK(res.c[j].fitted);
-		CHECK_NEAR(res.c[j].value, coef_get(&truth, j), 1e-6);
+		CHECK_NEAR(res.c[j].value, cost_coef_get(&truth, j), 1e-6);
 	}
 	fit_free(f);
 	simrec_free(s);
@@ -477,7 +477,7 @@ static void document_loads(void)
 	CHECK(simulate_fit(&truth, &so, 300, NULL, &fo, &res) == NR_OK);
 	fit = fit_to_json(&res, &fo);
 	for (int j = 0; j < COEF_FIELDS; j++) {
-		json_t *c = json_object_get(json_object_get(fit, "coefficients"), coef_names[j]);
+		json_t *c = json_object_get(json_object_get(fit, "coefficients"), cost_coef_names[j]);
 		json_t *data = json_object_get(c, "data");
 		CHECK(c != NULL);
 		/* the records' own estimate where fitted, null where not */
@@ -485,11 +485,11 @@ static void document_loads(void)
 						res.c[j].data : json_is_null(data));
 	}
 	doc = json_pack("{s:i,s:s,s:o,s:o}", "nereus", 1, "kind", "cost", "coefficients",
-			coef_to_json(&res.k), "fit", fit);
+			cost_coef_to_json(&res.k), "fit", fit);
 	CHECK(jdoc_write(doc, file, JSON_INDENT(2), &e) == NR_OK);
 	CHECK(cost_load(&back, file, &e) == NR_OK);
 	for (int j = 0; j < COEF_FIELDS; j++)
-		CHECK(coef_get(&back, j) == coef_get(&res.k, j));
+		CHECK(cost_coef_get(&back, j) == cost_coef_get(&res.k, j));
 	{
 		struct fit_prior p;
 		CHECK(fit_prior_load(&p, file, &e) == NR_OK);

@@ -265,7 +265,7 @@ int main(void)
 		printf("# %s\n", e.msg);
 		return 1;
 	}
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	RUN(verl_times_each_model_stage);
 	RUN(openrlhf_stages_compose);
 	RUN(bad_lines_name_file_line_key);

@@ -26,14 +26,14 @@ static void test_document_bound(void)
 	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	CHECK(fd >= 0 && ftruncate(fd, (off_t)NR_DOC_MAX + 1) == 0);
 	close(fd);
-	CHECK(read_file(file, &buf, &len, &e) == NR_EINPUT);
+	CHECK(in_read_file(file, &buf, &len, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, file) && strstr(e.msg, "larger than 64 MiB"));
 	/* exactly the bound is a document */
 	CHECK(truncate(file, (off_t)NR_DOC_MAX) == 0);
-	CHECK(read_file(file, &buf, &len, &e) == NR_OK && len == NR_DOC_MAX && buf[len] == '\0');
+	CHECK(in_read_file(file, &buf, &len, &e) == NR_OK && len == NR_DOC_MAX && buf[len] == '\0');
 	free(buf);
 	/* an input with no size and no end: read up to the bound, then refused */
-	CHECK(read_file("/dev/zero", &buf, &len, &e) == NR_EINPUT);
+	CHECK(in_read_file("/dev/zero", &buf, &len, &e) == NR_EINPUT);
 	CHECK(strcmp(e.msg, "cannot read '/dev/zero': larger than 64 MiB, the most a document "
 		     "may be") == 0);
 	unlink(file);
@@ -48,19 +48,19 @@ static void test_lines(void)
 	size_t n;
 	bool whole;
 
-	CHECK(write_file_atomic(file, text, sizeof text - 1, &e) == NR_OK);
-	CHECK(lines_open(&in, file, &e) == NR_OK);
-	CHECK(lines_next(&in, &line, &n, &whole, &e) == NR_OK && line);
+	CHECK(out_write_file_atomic(file, text, sizeof text - 1, &e) == NR_OK);
+	CHECK(in_lines_open(&in, file, &e) == NR_OK);
+	CHECK(in_lines_next(&in, &line, &n, &whole, &e) == NR_OK && line);
 	CHECK(line && strcmp(line, "{\"a\": 1}") == 0 && n == 8 && whole && in.lineno == 1);
 	CHECK(in.offset == 3 + 9); /* the mark counts in the file's bytes */
-	CHECK(lines_next(&in, &line, &n, &whole, &e) == NR_OK && line && n == 0 && whole);
-	CHECK(lines_next(&in, &line, &n, &whole, &e) == NR_OK && line);
+	CHECK(in_lines_next(&in, &line, &n, &whole, &e) == NR_OK && line && n == 0 && whole);
+	CHECK(in_lines_next(&in, &line, &n, &whole, &e) == NR_OK && line);
 	CHECK(line && strcmp(line, "{\"b\": 2}\r") == 0 && in.lineno == 3);
-	CHECK(lines_next(&in, &line, &n, &whole, &e) == NR_OK && line);
+	CHECK(in_lines_next(&in, &line, &n, &whole, &e) == NR_OK && line);
 	CHECK(line && strcmp(line, "last") == 0 && !whole && in.lineno == 4);
 	CHECK(in.offset == sizeof text - 1);
-	CHECK(lines_next(&in, &line, &n, &whole, &e) == NR_OK && !line);
-	lines_close(&in);
+	CHECK(in_lines_next(&in, &line, &n, &whole, &e) == NR_OK && !line);
+	in_lines_close(&in);
 	unlink(file);
 }
 
@@ -86,17 +86,17 @@ static void test_line_bound(void)
 		CHECK(out_write(&o, big, NR_LINE_MAX + 2, &e) == NR_OK);
 		CHECK(out_commit(&o, &e) == NR_OK);
 	}
-	CHECK(lines_open(&in, file, &e) == NR_OK);
-	CHECK(lines_next(&in, &line, &n, NULL, &e) == NR_OK && line && n == 5);
-	CHECK(lines_next(&in, &line, &n, NULL, &e) == NR_OK && line && n == NR_LINE_MAX);
-	CHECK(lines_next(&in, &line, &n, NULL, &e) == NR_EINPUT);
+	CHECK(in_lines_open(&in, file, &e) == NR_OK);
+	CHECK(in_lines_next(&in, &line, &n, NULL, &e) == NR_OK && line && n == 5);
+	CHECK(in_lines_next(&in, &line, &n, NULL, &e) == NR_OK && line && n == NR_LINE_MAX);
+	CHECK(in_lines_next(&in, &line, &n, NULL, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, ":3: a line longer than 1 MiB") != NULL);
-	lines_close(&in);
+	in_lines_close(&in);
 	/* and a file that is one endless line */
-	CHECK(lines_open(&in, "/dev/zero", &e) == NR_OK);
-	CHECK(lines_next(&in, &line, &n, NULL, &e) == NR_EINPUT);
+	CHECK(in_lines_open(&in, "/dev/zero", &e) == NR_OK);
+	CHECK(in_lines_next(&in, &line, &n, NULL, &e) == NR_EINPUT);
 	CHECK(strcmp(e.msg, "/dev/zero:1: a line longer than 1 MiB, the most a line may be") == 0);
-	lines_close(&in);
+	in_lines_close(&in);
 	free(big);
 	unlink(file);
 }

@@ -1144,7 +1144,7 @@ static void test_cost_defaults_and_override(void)
 	struct err e;
 	json_t *o;
 
-	coef_defaults(&d);
+	cost_coef_defaults(&d);
 	CHECK(d.train_eff == 0.45 && d.infer_eff == 0.50 && d.prefill_eff == 0.55 &&
 	      d.decode_eff == 0.60 && d.intra_eff == 0.80 && d.inter_eff == 0.80 &&
 	      d.host_eff == 0.70 && d.allreduce_lat_s == 10e-6 && d.microbatch_s == 2e-3 &&
@@ -1158,11 +1158,11 @@ static void test_cost_defaults_and_override(void)
 			"\"step_s\": 0}, \"hardware\": {\"anything\": 1}, \"fit\": {}") == NR_OK);
 	CHECK(k.train_eff == 0.5 && k.workspace_gib == 4 && k.step_s == 0);
 	CHECK(k.infer_eff == d.infer_eff && k.frag == d.frag && k.stage_s == d.stage_s);
-	/* names and fields line up, and coef_to_json writes every one */
-	CHECK(coef_field(&k, 0) == &k.train_eff && coef_field(&k, COEF_FIELDS - 1) == &k.store_gbps);
-	CHECK(strcmp(coef_names[12], "act_factor") == 0 && coef_field(&k, 12) == &k.act_factor);
-	CHECK(coef_names[COEF_FIELDS] == NULL);
-	o = coef_to_json(&k);
+	/* names and fields line up, and cost_coef_to_json writes every one */
+	CHECK(cost_coef_field(&k, 0) == &k.train_eff && cost_coef_field(&k, COEF_FIELDS - 1) == &k.store_gbps);
+	CHECK(strcmp(cost_coef_names[12], "act_factor") == 0 && cost_coef_field(&k, 12) == &k.act_factor);
+	CHECK(cost_coef_names[COEF_FIELDS] == NULL);
+	o = cost_coef_to_json(&k);
 	CHECK(json_object_size(o) == COEF_FIELDS);
 	CHECK(json_real_value(json_object_get(o, "workspace_gib")) == 4.0);
 	json_decref(o);

@@ -535,7 +535,7 @@ static void test_load_file(void)
 	if (!dir[0])
 		return;
 	snprintf(f, sizeof f, "%s/bad.json", dir);
-	CHECK(write_file_atomic(f, s, strlen(s), &e) == NR_OK);
+	CHECK(out_write_file_atomic(f, s, strlen(s), &e) == NR_OK);
 	/* `..."x": [1,]}` '['=35 1=36 ','=37 ']'=38 */
 	CHECK(jdoc_load(&d, f, "job", &e) == NR_EINPUT);
 	snprintf(want, sizeof want, "%s:1:38: unexpected token near ']'", f);
@@ -547,7 +547,7 @@ static void test_load_file(void)
 	rmtree(dir);
 }
 
-/* write_file_atomic replaces the target and leaves no temporary file. */
+/* out_write_file_atomic replaces the target and leaves no temporary file. */
 static void test_write_atomic(void)
 {
 	char dir[PATH_MAX], f[PATH_MAX + 32], sub[PATH_MAX + 32];
@@ -562,9 +562,9 @@ static void test_write_atomic(void)
 	if (!dir[0])
 		return;
 	snprintf(f, sizeof f, "%s/out.json", dir);
-	CHECK(write_file_atomic(f, "first version\n", 14, &e) == NR_OK);
+	CHECK(out_write_file_atomic(f, "first version\n", 14, &e) == NR_OK);
 	CHECK(count_entries(dir) == 1);
-	CHECK(write_file_atomic(f, "two\n", 4, &e) == NR_OK);
+	CHECK(out_write_file_atomic(f, "two\n", 4, &e) == NR_OK);
 	CHECK(count_entries(dir) == 1); /* replaced, no out.json.tmp.* left */
 	buf = slurp(f, &len);
 	CHECK(buf && len == 4 && memcmp(buf, "two\n", 4) == 0);
@@ -584,14 +584,14 @@ static void test_write_atomic(void)
 	 * untouched, no temporary made */
 	snprintf(sub, sizeof sub, "%s/adir", dir);
 	CHECK(mkdir(sub, 0755) == 0);
-	CHECK(write_file_atomic(sub, "x", 1, &e) == NR_EINPUT);
+	CHECK(out_write_file_atomic(sub, "x", 1, &e) == NR_EINPUT);
 	CHECK(strncmp(e.msg, "cannot write '", 14) == 0);
 	CHECK(count_entries(dir) == 2);
 	CHECK(stat(sub, &st) == 0 && S_ISDIR(st.st_mode));
 	/* a folder that does not exist: the message names the output, not a
 	 * temporary */
 	snprintf(sub, sizeof sub, "%s/no/such/out.json", dir);
-	CHECK(write_file_atomic(sub, "x", 1, &e) == NR_EIO);
+	CHECK(out_write_file_atomic(sub, "x", 1, &e) == NR_EIO);
 	CHECK(strncmp(e.msg, "cannot write '", 14) == 0 && strstr(e.msg, "out.json':") != NULL);
 	CHECK(strstr(e.msg, ".tmp.") == NULL);
 	rmtree(dir);

@@ -43,7 +43,7 @@ static void setup(void)
 	job.response.max = 4096;
 	job.ppo_epochs = 1;
 	job.mini_batches = 4;
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 }
 
 static struct pconf pc(int tp, int pp, int dp, int mb, enum recompute rc, enum zero_stage zero)

@@ -149,7 +149,7 @@ static void a_step_peaks_as_planned(void)
 	double resident = 0;
 	struct err e;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	cl.up[0] = true;
 	snprintf(file, sizeof file, "%s/job.json", root);
 	CHECK(realpath("examples/tasks/repeat.jsonl", prompts) != NULL);
@@ -179,7 +179,7 @@ static void a_step_peaks_as_planned(void)
 			struct stime tm;
 			struct mem mm;
 
-			CHECK(gen_cost(&v, &gen, resident, &home, true, &tm, &mm, &want));
+			CHECK(plan_gen_cost(&v, &gen, resident, &home, true, &tm, &mm, &want));
 		} else {
 			want = resident + mc[st.ms[i].model].need[st.ms[i].stage];
 		}

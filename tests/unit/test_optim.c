@@ -24,14 +24,14 @@ static void adamw_by_hand(void)
 	struct optim_span s[] = { { 0, 1, true, false }, { 1, 1, false, false } };
 	float w[2] = { 1, 1 }, m[2] = { 0 }, v[2] = { 0 }, g[2] = { 0.5f, 0.5f };
 
-	optim_config_defaults(&c, 0.1);
-	adamw_step(&c.adamw, 0.1, 1, s, 2, w, m, v, g);
+	rlconf_optim_defaults(&c, 0.1);
+	optim_adamw_step(&c.adamw, 0.1, 1, s, 2, w, m, v, g);
 	CHECK_NEAR(w[0], 0.899, 1e-6);
 	CHECK_NEAR(w[1], 0.9, 1e-6);
 	CHECK_NEAR(m[0], 0.05, 1e-6);
 	CHECK_NEAR(v[0], 0.00025, 1e-6);
 	g[0] = g[1] = -0.5f;
-	adamw_step(&c.adamw, 0.1, 2, s, 2, w, m, v, g);
+	optim_adamw_step(&c.adamw, 0.1, 2, s, 2, w, m, v, g);
 	CHECK_NEAR(w[0], 0.90336415789, 1e-6);
 	CHECK_NEAR(w[1], 0.90526315789, 1e-6);
 	CHECK_NEAR(m[0], -0.005, 1e-5);
@@ -43,8 +43,8 @@ static void schedule(void)
 	struct optim_config c;
 	struct err e;
 
-	optim_config_defaults(&c, 1e-3);
-	CHECK(optim_config_check(&c, &e) == NR_OK);
+	rlconf_optim_defaults(&c, 1e-3);
+	CHECK(rlconf_optim_check(&c, &e) == NR_OK);
 	CHECK(optim_lr_at(&c, 0) == 1e-3 && optim_lr_at(&c, 1000) == 1e-3);
 
 	/* Warm-up over 4 steps: 1/4, 2/4, 3/4, then the peak. */
@@ -68,7 +68,7 @@ static void schedule(void)
 	CHECK_NEAR(optim_lr_at(&c, 40), 1e-4, 1e-12);
 
 	c.sched.min_lr_ratio = 1.5;
-	CHECK(optim_config_check(&c, &e) == NR_EINPUT && strstr(e.msg, "min_lr_ratio"));
+	CHECK(rlconf_optim_check(&c, &e) == NR_EINPUT && strstr(e.msg, "min_lr_ratio"));
 }
 
 static void norm_clipping(void)

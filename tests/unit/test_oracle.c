@@ -30,7 +30,7 @@ static void setup(void)
 	int fd;
 
 	events_free(&ev);
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, "examples/jobs/ppo-llama3-8b.json", &e) ||
 	    cluster_load(&cl, "examples/clusters/h100-8x8.json", &e)) {
 		printf("# %s\n", e.msg);

@@ -70,11 +70,11 @@ static void test_regular(void)
 	struct stat st;
 	struct err e;
 
-	CHECK(write_file_atomic(at("a.json"), "one\n", 4, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("a.json"), "one\n", 4, &e) == NR_OK);
 	CHECK(holds(at("a.json"), "one\n"));
 	CHECK(stat(at("a.json"), &st) == 0 && (st.st_mode & 07777) == 0644);
 	CHECK(chmod(at("a.json"), 0600) == 0);
-	CHECK(write_file_atomic(at("a.json"), "two\n", 4, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("a.json"), "two\n", 4, &e) == NR_OK);
 	CHECK(holds(at("a.json"), "two\n"));
 	CHECK(stat(at("a.json"), &st) == 0 && (st.st_mode & 07777) == 0600);
 	CHECK(temporaries() == 0);
@@ -86,20 +86,20 @@ static void test_symlinks(void)
 {
 	struct err e;
 
-	CHECK(write_file_atomic(at("target.json"), "old\n", 4, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("target.json"), "old\n", 4, &e) == NR_OK);
 	CHECK(symlink("target.json", at("link.json")) == 0);
-	CHECK(write_file_atomic(at("link.json"), "new\n", 4, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("link.json"), "new\n", 4, &e) == NR_OK);
 	CHECK(type_of(at("link.json")) == S_IFLNK);
 	CHECK(holds(at("target.json"), "new\n"));
 	/* a link to a link to a file not there yet */
 	CHECK(symlink("made.json", at("dangling")) == 0);
 	CHECK(symlink("dangling", at("twice")) == 0);
-	CHECK(write_file_atomic(at("twice"), "made\n", 5, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("twice"), "made\n", 5, &e) == NR_OK);
 	CHECK(type_of(at("twice")) == S_IFLNK && type_of(at("dangling")) == S_IFLNK);
 	CHECK(holds(at("made.json"), "made\n"));
 	/* a loop is an error naming the output */
 	CHECK(symlink("loop", at("loop")) == 0);
-	CHECK(write_file_atomic(at("loop"), "x", 1, &e) == NR_EIO);
+	CHECK(out_write_file_atomic(at("loop"), "x", 1, &e) == NR_EIO);
 	CHECK(strstr(e.msg, "loop':") != NULL);
 	CHECK(temporaries() == 0);
 }
@@ -113,15 +113,15 @@ static void test_directory(void)
 
 	CHECK(mkdir(at("d"), 0755) == 0);
 	CHECK(symlink("d", at("to-d")) == 0);
-	CHECK(write_file_atomic(at("d"), "x", 1, &e) == NR_EINPUT);
+	CHECK(out_write_file_atomic(at("d"), "x", 1, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "Is a directory") != NULL);
-	CHECK(write_file_atomic(at("to-d"), "x", 1, &e) == NR_EINPUT);
+	CHECK(out_write_file_atomic(at("to-d"), "x", 1, &e) == NR_EINPUT);
 	CHECK(out_check(at("to-d"), &e) == NR_EINPUT);
 	CHECK(out_open_stream(at("d"), false, &f, &e) == NR_EINPUT && !f);
 	CHECK(type_of(at("d")) == S_IFDIR && type_of(at("to-d")) == S_IFLNK);
 	CHECK(temporaries() == 0);
 	/* a folder that is not there: named as given, no temporary in sight */
-	CHECK(write_file_atomic(at("none/x.json"), "x", 1, &e) == NR_EIO);
+	CHECK(out_write_file_atomic(at("none/x.json"), "x", 1, &e) == NR_EIO);
 	CHECK(strstr(e.msg, "none/x.json': No such file or directory") != NULL);
 	CHECK(out_check(at("none/x.json"), &e) == NR_EIO);
 	CHECK(out_check(at("fresh.json"), &e) == NR_OK);
@@ -137,7 +137,7 @@ static void test_fifo(void)
 	CHECK(mkfifo(at("fifo"), 0644) == 0);
 	rd = open(at("fifo"), O_RDONLY | O_NONBLOCK); /* the reader */
 	CHECK(rd >= 0);
-	CHECK(write_file_atomic(at("fifo"), "through\n", 8, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("fifo"), "through\n", 8, &e) == NR_OK);
 	CHECK(read(rd, got, sizeof got) == 8 && memcmp(got, "through\n", 8) == 0);
 	CHECK(type_of(at("fifo")) == S_IFIFO);
 	/* and a record stream into it */
@@ -171,7 +171,7 @@ static void test_socket(void)
 	}
 	strcpy(sa.sun_path, at("sock"));
 	CHECK(s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(s, 1) == 0);
-	CHECK(write_file_atomic(at("sock"), "hello\n", 6, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("sock"), "hello\n", 6, &e) == NR_OK);
 	c = accept(s, NULL, NULL);
 	CHECK(c >= 0 && read(c, got, sizeof got) == 6 && memcmp(got, "hello\n", 6) == 0);
 	if (c >= 0)
@@ -199,7 +199,7 @@ static void test_char_device(void)
 		return;
 	}
 	close(fd);
-	CHECK(write_file_atomic(at("null"), "gone\n", 5, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("null"), "gone\n", 5, &e) == NR_OK);
 	CHECK(type_of(at("null")) == S_IFCHR);
 	CHECK(out_open_stream(at("null"), true, &f, &e) == NR_OK && f);
 	if (f)
@@ -218,12 +218,12 @@ static void test_descriptor(void)
 
 	CHECK(pipe(p) == 0);
 	snprintf(name, sizeof name, "/dev/fd/%d", p[1]);
-	CHECK(write_file_atomic(name, "fd\n", 3, &e) == NR_OK);
+	CHECK(out_write_file_atomic(name, "fd\n", 3, &e) == NR_OK);
 	CHECK(read(p[0], got, sizeof got) == 3 && memcmp(got, "fd\n", 3) == 0);
 	CHECK(fcntl(p[1], F_GETFD) >= 0); /* still open */
 	close(p[0]);
 	close(p[1]);
-	CHECK(write_file_atomic(name, "x", 1, &e) == NR_EIO); /* closed now */
+	CHECK(out_write_file_atomic(name, "x", 1, &e) == NR_EIO); /* closed now */
 }
 
 /* A write given up leaves nothing; a target that stops being a regular
@@ -233,7 +233,7 @@ static void test_abort_and_change(void)
 	struct outfile o;
 	struct err e;
 
-	CHECK(write_file_atomic(at("keep.json"), "kept\n", 5, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("keep.json"), "kept\n", 5, &e) == NR_OK);
 	CHECK(out_open(&o, at("keep.json"), &e) == NR_OK);
 	CHECK(out_write(&o, "half", 4, &e) == NR_OK);
 	out_abort(&o);
@@ -255,7 +255,7 @@ static void test_stream(void)
 	struct err e;
 	FILE *f = NULL;
 
-	CHECK(write_file_atomic(at("r.jsonl"), "old\n", 4, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("r.jsonl"), "old\n", 4, &e) == NR_OK);
 	CHECK(out_open_stream(at("r.jsonl"), true, &f, &e) == NR_OK && f);
 	if (f) {
 		fputs("more\n", f);
@@ -288,7 +288,7 @@ static void test_file_stream(void)
 	struct err e;
 	FILE *f = NULL;
 
-	CHECK(write_file_atomic(at("g.jsonl"), "old\n", 4, &e) == NR_OK);
+	CHECK(out_write_file_atomic(at("g.jsonl"), "old\n", 4, &e) == NR_OK);
 	CHECK(link(at("g.jsonl"), at("g-link")) == 0);
 	CHECK(out_open_file(&o, at("g.jsonl"), &f, &e) == NR_OK && f && f != stdout);
 	fputs("half\n", f);
@@ -312,8 +312,8 @@ static void test_file_stream(void)
  * the same through the fallback used where renameat2 is missing. */
 static void test_move_noreplace(void)
 {
-	int (*const moves[])(const char *, const char *) = { move_noreplace,
-							      move_noreplace_compat };
+	int (*const moves[])(const char *, const char *) = { out_move_noreplace,
+							      out_move_noreplace_compat };
 	struct err e;
 
 	for (int k = 0; k < 2; k++) {
@@ -323,10 +323,10 @@ static void test_move_noreplace(void)
 		snprintf(to, sizeof to, "m%d.to", k);
 		snprintf(d, sizeof d, "m%d.dir", k);
 		snprintf(dto, sizeof dto, "m%d.dirto", k);
-		CHECK(write_file_atomic(at(from), "ours\n", 5, &e) == NR_OK);
+		CHECK(out_write_file_atomic(at(from), "ours\n", 5, &e) == NR_OK);
 		CHECK(moves[k](at(from), at(to)) == 0);
 		CHECK(holds(at(to), "ours\n") && type_of(at(from)) == 0);
-		CHECK(write_file_atomic(at(from), "second\n", 7, &e) == NR_OK);
+		CHECK(out_write_file_atomic(at(from), "second\n", 7, &e) == NR_OK);
 		errno = 0;
 		CHECK(moves[k](at(from), at(to)) == -1 && errno == EEXIST);
 		CHECK(holds(at(to), "ours\n") && holds(at(from), "second\n"));

@@ -17,7 +17,7 @@ static void mape_by_hand(void)
 	const double pred[] = { 1, 2, 3, 4 }, meas[] = { 2, 2, 2, 2 };
 	struct mape m;
 
-	mape_of(pred, meas, 4, &m);
+	predict_mape_of(pred, meas, 4, &m);
 	CHECK(m.n == 4 && m.nlast == 1);
 	CHECK_NEAR(m.run, 0.5, 1e-15);
 	CHECK_NEAR(m.last, 1.0, 1e-15);
@@ -38,12 +38,12 @@ static void mape_skips_unknown(void)
 	meas[5] = NAN;   /* paused */
 	pred[9] = 0.5;   /* in the last quarter, steps 9-11: |0.5 - 1| */
 	meas[10] = NAN;
-	mape_of(pred, meas, 12, &m);
+	predict_mape_of(pred, meas, 12, &m);
 	CHECK(m.n == 9 && m.nlast == 2);
 	CHECK_NEAR(m.run, (8 * 0.1 + 0.5) / 9, 1e-12);
 	CHECK_NEAR(m.last, (0.5 + 0.1) / 2, 1e-12);
-	CHECK(mape_last_from(12) == 9 && mape_last_from(1) == 0 && mape_last_from(2) == 1 &&
-	      mape_last_from(5) == 3 && mape_last_from(0) == 0);
+	CHECK(predict_mape_last_from(12) == 9 && predict_mape_last_from(1) == 0 && predict_mape_last_from(2) == 1 &&
+	      predict_mape_last_from(5) == 3 && predict_mape_last_from(0) == 0);
 }
 
 static void mape_of_nothing(void)
@@ -51,9 +51,9 @@ static void mape_of_nothing(void)
 	const double nan[] = { NAN };
 	struct mape m;
 
-	mape_of(nan, nan, 0, &m);
+	predict_mape_of(nan, nan, 0, &m);
 	CHECK(m.n == 0 && m.nlast == 0 && isnan(m.run) && isnan(m.last));
-	mape_of(nan, nan, 1, &m);
+	predict_mape_of(nan, nan, 1, &m);
 	CHECK(m.n == 0 && isnan(m.run));
 }
 
@@ -71,7 +71,7 @@ static void predicts_the_model(void)
 
 	CHECK(job_load(&job, "examples/jobs/ppo-llama3-8b.json", &e) == NR_OK);
 	CHECK(cluster_load(&cl, "examples/clusters/h100-8x8.json", &e) == NR_OK);
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	cond_init(c, &job, &cl);
 	p->npools = 1;
 	p->pools[0] = (struct pool){ (1u << (1 + job.nmodels)) - 1, 64 };
@@ -125,7 +125,7 @@ static void refit_finds_the_level(void)
 
 	CHECK(job_load(&job, "examples/jobs/ppo-llama3-8b.json", &e) == NR_OK);
 	CHECK(cluster_load(&cl, "examples/clusters/h100-8x8.json", &e) == NR_OK);
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	slow = k;
 	slow.train_eff /= 5;
 	slow.infer_eff /= 5;

@@ -13,7 +13,7 @@ static struct rl_config ppo(void)
 {
 	struct rl_config c;
 
-	rl_config_defaults(&c, RL_PPO);
+	rlconf_defaults(&c, RL_PPO);
 	return c;
 }
 
@@ -142,7 +142,7 @@ static void grpo_kl_in_reward(void)
 	float r[6], sums[4], a[6];
 	struct err e;
 
-	rl_config_defaults(&c, RL_GRPO);
+	rlconf_defaults(&c, RL_GRPO);
 	c.use_kl_in_reward = true;
 	c.kl_penalty = RL_KL_K1;
 	c.kl_coef = 0.5;
@@ -258,7 +258,7 @@ static void kl_estimators(void)
 	CHECK(rl_kl_token_grad(RL_KL_K3, 0, -30) == 0);
 	CHECK(rl_kl_token(RL_KL_K3, -0.7, -0.7) == 0);
 
-	rl_config_defaults(&c, RL_GRPO);
+	rlconf_defaults(&c, RL_GRPO);
 	c.kl_loss_coef = 0.5;
 	loss = rl_kl_loss(&c, 5, lp, ref, 10, g, &st);
 	CHECK_NEAR(st.kl_loss, (exp(1) - 2 + exp(-2) + 1 + 10 + 10 + 0) / 10, 1e-6);
@@ -428,28 +428,28 @@ static void config(void)
 	struct err e;
 	enum rl_kl k;
 
-	rl_config_defaults(&c, RL_PPO);
-	CHECK(rl_config_check(&c, &e) == NR_OK);
+	rlconf_defaults(&c, RL_PPO);
+	CHECK(rlconf_check(&c, &e) == NR_OK);
 	CHECK(c.use_kl_in_reward && !c.use_kl_loss && c.kl_coef == 0.001);
 	CHECK(c.actor_optim.adamw.lr == 1e-6 && c.critic_optim.adamw.lr == 1e-5);
-	rl_config_defaults(&c, RL_GRPO);
+	rlconf_defaults(&c, RL_GRPO);
 	CHECK(!c.use_kl_in_reward && c.use_kl_loss && c.kl_loss_type == RL_KL_K3);
-	CHECK(rl_config_check(&c, &e) == NR_OK);
+	CHECK(rlconf_check(&c, &e) == NR_OK);
 
 	c.clip_ratio_c = 1;
-	CHECK(rl_config_check(&c, &e) == NR_EINPUT);
+	CHECK(rlconf_check(&c, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "\"clip_ratio_c\"") != NULL);
-	rl_config_defaults(&c, RL_GRPO);
+	rlconf_defaults(&c, RL_GRPO);
 	c.gamma = 1.5;
-	CHECK(rl_config_check(&c, &e) == NR_EINPUT && strstr(e.msg, "\"gamma\"") != NULL);
-	rl_config_defaults(&c, RL_GRPO);
+	CHECK(rlconf_check(&c, &e) == NR_EINPUT && strstr(e.msg, "\"gamma\"") != NULL);
+	rlconf_defaults(&c, RL_GRPO);
 	c.critic_optim.adamw.lr = 0;
-	CHECK(rl_config_check(&c, &e) == NR_EINPUT);
+	CHECK(rlconf_check(&c, &e) == NR_EINPUT);
 	CHECK(strstr(e.msg, "critic_optim: \"lr\"") != NULL);
 
-	CHECK(rl_kl_parse("low_var_kl", &k) == NR_OK && k == RL_KL_K3);
-	CHECK(rl_kl_parse("kl", &k) == NR_OK && k == RL_KL_K1);
-	CHECK(rl_kl_parse("mse", &k) == NR_EINPUT);
+	CHECK(rlconf_kl_parse("low_var_kl", &k) == NR_OK && k == RL_KL_K3);
+	CHECK(rlconf_kl_parse("kl", &k) == NR_OK && k == RL_KL_K1);
+	CHECK(rlconf_kl_parse("mse", &k) == NR_EINPUT);
 }
 
 int main(void)

@@ -151,7 +151,7 @@ static void test_records_append_at(void)
 	struct err e = { 0 };
 
 	snprintf(p, sizeof p, "%s/records.jsonl", dir);
-	CHECK(write_file_atomic(p, "a\nb\nc\nhalf", 10, &e) == NR_OK);
+	CHECK(out_write_file_atomic(p, "a\nb\nc\nhalf", 10, &e) == NR_OK);
 	CHECK(records_append_at(p, 4, &f, &e) == NR_OK);
 	if (f) {
 		fputs("x\n", f);

@@ -43,7 +43,7 @@ static void load(const char *file)
 {
 	struct err e;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, file, &e)) {
 		printf("# %s\n", e.msg);
 		unit_failed = 1;
@@ -84,7 +84,7 @@ static void test_grpo_fast_equals_exhaustive(void)
 	struct space sp;
 
 	load("examples/jobs/grpo-qwen-1.5b.json");
-	space_init(&sp);
+	search_space_init(&sp);
 	for (int nodes = 1; nodes <= 4; nodes *= 2) {
 		h100(nodes, 8);
 		agree(&sp);
@@ -98,7 +98,7 @@ static void test_grpo_degraded_fast_equals_exhaustive(void)
 	struct space sp;
 
 	load("examples/jobs/grpo-qwen-1.5b.json");
-	space_init(&sp);
+	search_space_init(&sp);
 	h100(4, 8);
 	cl.up[3] = cl.up[9] = cl.up[10] = false; /* two partial nodes */
 	agree(&sp);
@@ -110,7 +110,7 @@ static void test_ppo_pinned_fast_equals_exhaustive(void)
 	struct err e;
 
 	load("examples/jobs/ppo-llama3-8b.json");
-	space_init(&sp);
+	search_space_init(&sp);
 	/* the frozen and critic models fixed but for DP, so the exhaustive
 	 * enumeration stays small; the actor and the engines are free */
 	CHECK(search_pin_parse(&job, "critic@training=tp2,pp1,mb1,selective,zero,nooffload", &sp,
@@ -158,7 +158,7 @@ static void test_pools_hand_off_at_stage_ends(void)
 	seqs = 512.0 * 1;
 	lat = k.allreduce_lat_s;
 	for (int shape = 0; shape < 2; shape++) {
-		space_init(&sp);
+		search_space_init(&sp);
 		sp.npools = shape ? 1 + job.nmodels : 1;
 		for (int i = 0; i < sp.npools; i++)
 			sp.pool_items[i] = shape ? 1u << i : (1u << (1 + job.nmodels)) - 1;
@@ -193,11 +193,11 @@ static void no_pin_beats(const char *const pins[], struct plan *best)
 	struct space sp;
 	struct err e;
 
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(plan_search(&v, &sp, false, NULL, best, &st, &e) == NR_OK);
 	check_fits(best);
 	for (int i = 0; pins[i]; i++) {
-		space_init(&sp);
+		search_space_init(&sp);
 		CHECK(search_pin_parse(&job, pins[i], &sp, &e) == NR_OK);
 		CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
 		CHECK(p.step_time >= best->step_time * (1 - 1e-9));
@@ -248,7 +248,7 @@ static void test_qwen_7b_grpo_on_a100_40gb_is_exact(void)
 	job.response = (struct response_len){ 1024, 2048, 4096 };
 	a100_40();
 	no_pin_beats(pins, &best);
-	space_init(&sp);
+	search_space_init(&sp);
 	agree(&sp);
 }
 
@@ -261,7 +261,7 @@ static void test_pin_is_respected(void)
 
 	load("examples/jobs/ppo-llama3-8b.json");
 	h100(2, 8);
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(search_pin_parse(&job, "actor@training=tp4,pp2,dp2", &sp, &e) == NR_OK);
 	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
 	CHECK(p.home[0].tp == 4 && p.home[0].pp == 2 && p.home[0].dp == 2);
@@ -281,7 +281,7 @@ static void test_impossible_pin_is_infeasible(void)
 
 	load("examples/jobs/ppo-llama3-70b-8b-critic.json");
 	h100(1, 8);
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(search_pin_parse(&job, "actor@training=tp1,pp1,nozero", &sp, &e) == NR_OK);
 	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_EINFEASIBLE);
 	CHECK(strstr(e.msg, "actor@training needs at least") != NULL);
@@ -294,7 +294,7 @@ static void test_bad_pins_are_rejected(void)
 	struct err e;
 
 	load("examples/jobs/ppo-llama3-8b.json");
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(search_pin_parse(&job, "nobody@training=tp1", &sp, &e) == NR_EINPUT);
 	CHECK(search_pin_parse(&job, "actor@training=tq1", &sp, &e) == NR_EINPUT);
 	CHECK(search_pin_parse(&job, "actor@inference=tp1", &sp, &e) == NR_EINPUT);
@@ -313,10 +313,10 @@ static void test_baselines_not_faster(void)
 
 	load("examples/jobs/ppo-llama3-8b.json");
 	h100(8, 8);
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(plan_search(&v, &sp, false, NULL, &best, &st, &e) == NR_OK);
 	for (int l = LAYOUT_VERL; l <= LAYOUT_FIXED; l++) {
-		space_init(&sp);
+		search_space_init(&sp);
 		int rc;
 		CHECK(layout_space(&v, (enum plan_layout)l, &best, &sp, &e) == NR_OK);
 		rc = plan_search(&v, &sp, false, NULL, &base, &st, &e);
@@ -339,7 +339,7 @@ static void test_decision(void)
 
 	load("examples/jobs/ppo-llama3-8b.json");
 	h100(2, 8);
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(plan_search(&v, &sp, false, NULL, &cur, &st, &e) == NR_OK);
 	plan_decide(&v, &cur, &cur, 1000, 0.01, &d);
 	CHECK(!d.do_switch);

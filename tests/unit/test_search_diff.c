@@ -114,7 +114,7 @@ static void random_job(void)
 	for (int m = 1; m < job.nmodels; m++) {
 		struct model *md = &job.models[m];
 		md->role = roles[m - 1];
-		strcpy(md->name, role_names[md->role]);
+		strcpy(md->name, job_role_names[md->role]);
 		if (pick(2))
 			md->arch = job.models[pick(m)].arch;
 		else
@@ -136,7 +136,7 @@ static void random_job(void)
 
 static void random_coefficients(void)
 {
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	k.workspace_gib = between(0.1, 1);
 	k.frag = between(0, 0.2);
 	k.act_factor = between(0.8, 1.5);
@@ -178,7 +178,7 @@ static void test_fast_equals_exhaustive_and_no_pin_beats_it(void)
 		random_job();
 		random_cluster();
 		random_coefficients();
-		space_init(&sp);
+		search_space_init(&sp);
 		rf = plan_search(&v, &sp, false, NULL, &fast, &st, &e);
 		rx = plan_search(&v, &sp, true, NULL, &full, &st, &e);
 		CHECK(rf == rx);
@@ -195,7 +195,7 @@ static void test_fast_equals_exhaustive_and_no_pin_beats_it(void)
 		for (int i = 0; i < PINS; i++) {
 			char text[200];
 			random_pin(text, sizeof text);
-			space_init(&sp);
+			search_space_init(&sp);
 			if (search_pin_parse(&job, text, &sp, &e) != NR_OK)
 				continue;
 			pins++;

@@ -22,7 +22,7 @@ static void setup(const char *jobfile, int nodes)
 {
 	struct err e;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, jobfile, &e) ||
 	    cluster_load(&cl, "examples/clusters/h100-8x8.json", &e)) {
 		printf("# %s\n", e.msg);
@@ -206,7 +206,7 @@ static void step_time_is_the_models(void)
 	double t;
 
 	setup("examples/jobs/ppo-llama3-8b.json", 2);
-	space_init(&sp);
+	search_space_init(&sp);
 	CHECK(plan_search(&v, &sp, false, NULL, &p, &st, &e) == NR_OK);
 	cond_init(&c, &job, &cl);
 	CHECK_NEAR(cond_step_time(&c, &k, &p, NULL), p.step_time, 1e-12);

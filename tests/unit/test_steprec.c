@@ -81,7 +81,7 @@ static void from_plan_composes(void)
 	struct err e;
 	const struct env v = { &job, &cl, &k };
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	p->npools = 1;
 	p->pools[0] = (struct pool){ (1u << (1 + job.nmodels)) - 1, 64 };
 	for (int m = 0; m < job.nmodels; m++)

@@ -18,7 +18,7 @@ static void setup(void)
 {
 	struct err e;
 
-	coef_defaults(&k);
+	cost_coef_defaults(&k);
 	if (job_load(&job, "examples/jobs/ppo-llama3-8b.json", &e) ||
 	    cluster_load(&cl, "examples/clusters/h100-8x8.json", &e)) {
 		printf("# %s\n", e.msg);
@@ -44,7 +44,7 @@ static void test_same_plan_costs_nothing(void)
 
 	setup();
 	CHECK(search_shaped(&v, tp2, ONE_POOL, &a));
-	switch_cost(&v, &a, &a, -1, 0, &c);
+	plan_switch_cost(&v, &a, &a, -1, 0, &c);
 	CHECK(!c.world && c.groups == 0 && !c.engines);
 	CHECK(c.move_s == 0 && c.total_s == 0);
 }
@@ -59,7 +59,7 @@ static void test_new_groups_are_split(void)
 	setup();
 	CHECK(search_shaped(&v, tp2, ONE_POOL, &a));
 	CHECK(search_shaped(&v, tp4, ONE_POOL, &b));
-	switch_cost(&v, &a, &b, -1, 0, &c);
+	plan_switch_cost(&v, &a, &b, -1, 0, &c);
 	CHECK(!c.world && !c.engines);
 	/* tp4·dp4 on 16 GPUs: a TP and a DP group on every GPU */
 	CHECK(c.groups == 2);
@@ -67,7 +67,7 @@ static void test_new_groups_are_split(void)
 	CHECK_NEAR(c.total_s, c.move_s + c.comm_s, 1e-12);
 	/* the engines' TP changes: they are re-created */
 	CHECK(search_shaped(&v, gen4, ONE_POOL, &b));
-	switch_cost(&v, &a, &b, -1, 0, &c);
+	plan_switch_cost(&v, &a, &b, -1, 0, &c);
 	CHECK(c.engines && !c.world);
 	CHECK(c.groups == 1); /* the engines' new TP group */
 	CHECK_NEAR(c.engine_s, k.engine_init_s, 1e-12);
@@ -85,7 +85,7 @@ static void test_lost_gpu_rebuilds_the_communicator(void)
 	cl.up[15] = false;
 	CHECK(search_shaped(&v, NULL, ANY, &b));
 	plan_evaluate(&v, &a);
-	switch_cost(&v, &a, &b, -1, 0, &c);
+	plan_switch_cost(&v, &a, &b, -1, 0, &c);
 	CHECK(c.world);
 	CHECK(c.groups >= 1);
 	CHECK_NEAR(c.comm_s, k.comm_init_s + c.groups * k.comm_group_s, 1e-12);
@@ -100,12 +100,12 @@ static void test_store_reads_share_the_store(void)
 	setup();
 	CHECK(search_shaped(&v, tp2, ONE_POOL, &a));
 	k.store_gbps = 20;
-	switch_cost(&v, &a, &a, 1.5, 100e9, &c);
+	plan_switch_cost(&v, &a, &a, 1.5, 100e9, &c);
 	CHECK(c.graph);
 	CHECK_NEAR(c.store_s, 100e9 / 20e9 - 1.5, 1e-12);
 	CHECK_NEAR(c.total_s, 5.0, 1e-12);
 	/* when moving takes longer anyway, the store adds nothing */
-	switch_cost(&v, &a, &a, 8, 100e9, &c);
+	plan_switch_cost(&v, &a, &a, 8, 100e9, &c);
 	CHECK(c.store_s == 0 && c.total_s == 8);
 }
 

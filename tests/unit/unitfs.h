@@ -1,5 +1,5 @@
 /* Files for the unit tests that write some: a whole file read through the
- * library's read_file, and a directory tree removed. */
+ * library's in_read_file, and a directory tree removed. */
 #ifndef NEREUS_UNITFS_H
 #define NEREUS_UNITFS_H
 #include <dirent.h>
@@ -17,7 +17,7 @@ static inline char *slurp(const char *file, size_t *len)
 	char *buf = NULL;
 	struct err e;
 
-	if (read_file(file, &buf, len, &e))
+	if (in_read_file(file, &buf, len, &e))
 		return NULL;
 	return buf;
 }

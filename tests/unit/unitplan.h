@@ -22,7 +22,7 @@ static inline bool search_shaped(const struct env *v, const char *const pins[],
 	struct err e = { 0 };
 	int nmodels = v->job->nmodels, rc;
 
-	space_init(&sp);
+	search_space_init(&sp);
 	if (shape == ONE_POOL) {
 		sp.npools = 1;
 		sp.pool_items[0] = (1u << (1 + nmodels)) - 1;
@@ -55,7 +55,7 @@ static inline void load_env(struct job *job, struct cluster *cl, struct coef *k,
 {
 	struct err e = { 0 };
 
-	coef_defaults(k);
+	cost_coef_defaults(k);
 	CHECK(job_load(job, jobfile, &e) == NR_OK);
 	CHECK(cluster_load(cl, clusterfile, &e) == NR_OK);
 	if (nodes > 0)
