@@ -148,36 +148,6 @@ static int use_foreign(const struct fit_args *a, const struct job *job, const st
 	return rc;
 }
 
-/* The cost document: the prior's hardware record, if any, carried over. */
-static json_t *fit_document(const struct fit_args *a, const struct fit_result *res,
-			    long lines, long skipped, struct err *e)
-{
-	json_t *doc = json_object(), *fit = fit_to_json(res, &a->o), *hw = NULL;
-	struct jdoc d;
-
-	if (a->prior) {
-		if (jdoc_load(&d, a->prior, "cost", e)) {
-			json_decref(doc);
-			json_decref(fit);
-			return NULL;
-		}
-		hw = json_incref(json_object_get(d.root, "hardware"));
-		jdoc_free(&d);
-	}
-	json_object_set_new(fit, "trace", json_string(strcmp(a->trace, "-") ? a->trace :
-						       "<stdin>"));
-	json_object_set_new(fit, "lines", json_integer(lines));
-	json_object_set_new(fit, "skipped_lines", json_integer(skipped));
-	json_object_set_new(fit, "prior", a->prior ? json_string(a->prior) : json_null());
-	json_object_set_new(doc, "nereus", json_integer(NR_FORMAT));
-	json_object_set_new(doc, "kind", json_string("cost"));
-	json_object_set_new(doc, "coefficients", cost_coef_to_json(&res->k));
-	if (hw)
-		json_object_set_new(doc, "hardware", hw);
-	json_object_set_new(doc, "fit", fit);
-	return doc;
-}
-
 int cmd_fit(int argc, char **argv)
 {
 	struct fit_args a;
@@ -238,7 +208,9 @@ int cmd_fit(int argc, char **argv)
 			       "standard errors apart",
 			       cost_coef_names[j], res->c[j].value, res->c[j].prior, res->c[j].prior_se,
 			       res->c[j].data, res->c[j].data_se, res->c[j].apart);
-	if (!(doc = fit_document(&a, res, rd.lines, rd.skipped_lines, &e))) {
+	if (!(doc = fit_cost_document(res, &a.o, a.prior,
+				      strcmp(a.trace, "-") ? a.trace : "<stdin>", rd.lines,
+				      rd.skipped_lines, &e))) {
 		rc = e.code ? e.code : err_oom(&e);
 		goto fail;
 	}

@@ -1,81 +1,9 @@
-/* nereus-run's options, those of the run and of compare: the usage, the
- * option table and their parse. */
+/* nereus-run's options, those of the run and of compare: the option table
+ * and their parse (the help text is usage.c's). */
 #include <getopt.h>
 #include <string.h>
 
 #include "subcommands.h"
-
-static const char usage[] =
-	"usage: nereus-run [--engine sim] --job FILE --cluster FILE [--events FILE]\n"
-	"                  --steps N [--seed S] [--noise F] [--every K] [--min-gain F]\n"
-	"                  [--policy P] [--plan FILE] [--cost FILE]\n"
-	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
-	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
-	"                  [--refit K] [--log-every K] [--tensorboard DIR] [--quiet]\n"
-	"       nereus-run --engine builtin --job FILE --cluster FILE --state STORE\n"
-	"                  --steps N [--save DIR] [--save-every K] [--records FILE]\n"
-	"                  [--resume [--adopt]] [the options above but --seed and --noise]\n"
-	"       nereus-run init --job FILE [--seed S] -o STORE\n"
-	"       nereus-run generate|score --state STORE --prompts FILE [...]\n"
-	"       nereus-run compare [--engine builtin --state STORE] --job FILE\n"
-	"                  --cluster FILE [--events FILE] --steps N [--seed S]\n"
-	"                  [--noise F] [--every K] [--min-gain F] [--cost FILE]\n"
-	"                  [--charge HOW] [--out-dir DIR]\n"
-	"\n"
-	"  --engine E          sim (the default): the simulator; builtin: train the job\n"
-	"                      for real on this process\n"
-	"  --job FILE          the job document\n"
-	"  --cluster FILE      the cluster document at the start of the run\n"
-	"  --events FILE       the event trace (JSON Lines, nereus-events(5))\n"
-	"  --steps N           the run's length in steps\n"
-	"  --seed S            seed of the stage-time noise (default 1; sim only)\n"
-	"  --noise F           log-normal spread of stage times (default 0; sim only)\n"
-	"  --every K           the controller also runs every K steps (default 10; 0: only\n"
-	"                      when conditions change)\n"
-	"  --min-gain F        fraction of step time a switch must save (default 0.01)\n"
-	"  --refit K           refit the cost model at steps K, 2K, ... and plan with it\n"
-	"  --policy P          the plans the controller may choose: adaptive (default),\n"
-	"                      verl, verl-tuned, verl-megatron, openrlhf,\n"
-	"                      openrlhf-hybrid, fixed\n"
-	"  --plan FILE         follow the plan in FILE, switching when it is replaced\n"
-	"  --cost FILE         the cost model's coefficients (default: built-in priors)\n"
-	"  --state STORE       builtin: the state store the run starts from (nereus-run\n"
-	"                      init makes one; with --resume, the one it saved)\n"
-	"  --save DIR          builtin: save the state as DIR/step-NNNNNN (the step it\n"
-	"                      continues at) when the run ends or stops\n"
-	"  --save-every K      builtin: also after every K-th step\n"
-	"  --records FILE      write step records to FILE, replacing it (appending with\n"
-	"                      --resume; default: standard output)\n"
-	"  --resume            continue the run whose records are in --records FILE\n"
-	"                      (builtin: from the store --state, which --save wrote)\n"
-	"  --adopt             builtin, with --resume: take up another run's store\n"
-	"  --until STEP        stop before STEP (resume later with --resume)\n"
-	"  --summary FILE      write the summary document to FILE\n"
-	"  --svg FILE          draw step latency over the run\n"
-	"  --now DIR           keep DIR/cluster.json, DIR/job.json and DIR/remaining-steps\n"
-	"                      as they are at each step, for an outside controller\n"
-	"  --pace SECONDS      wait this long after each step (for outside controllers)\n"
-	"  --charge HOW        price transitions with the transition graph (graph, the\n"
-	"                      default) or with its lower bound only (bound)\n"
-	"  --out-dir DIR       compare: write each row's records and summary there\n";
-
-/* The help's end, apart: one string literal of it all would pass the 4095
- * bytes C11 promises. */
-static const char usage_end[] =
-	"  --log-every K       print a line on standard error every K steps: the step,\n"
-	"                      its time, reward, KL, response length, GPUs up and plan\n"
-	"  --tensorboard DIR   write TensorBoard event files in DIR: every rl figure,\n"
-	"                      step and stage times measured and predicted, GPUs up\n"
-	"  -q, --quiet         no decisions and no summary on standard error\n"
-	"  -h, --help          show this help\n"
-	"  -V, --version       show the version\n"
-	"\n"
-	"'nereus-run init --help' (and generate, score) say what the subcommands take.\n"
-	"\n"
-	"Exit status: 0 the run finished or stopped at --until, 2 bad usage or input,\n"
-	"3 the job can never fit (nothing fits, and no later event can change that),\n"
-	"4 runtime or I/O failure (builtin: a value that is not finite); interrupted,\n"
-	"it dies of the signal after the summary.\n";
 
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
@@ -160,8 +88,8 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 			break;
 		case 'q': a->quiet = true; break;
 		case 'h':
-			fputs(usage, stdout);
-			fputs(usage_end, stdout);
+			fputs(run_usage, stdout);
+			fputs(run_usage_end, stdout);
 			return OPTIONS_DONE;
 		case OPT_TENSORBOARD: a->tensorboard = optarg; break;
 		case OPT_LOG_EVERY:
@@ -206,10 +134,10 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 				return rc;
 			break;
 		default:
-			return option_tail(c, argc, argv, options, usage);
+			return option_tail(c, argc, argv, options, run_usage);
 		}
 	}
-	if ((rc = option_tail(-1, argc, argv, options, usage)))
+	if ((rc = option_tail(-1, argc, argv, options, run_usage)))
 		return rc;
 	if (!a->job || !a->cluster || a->steps < 0)
 		return usage_error("--job, --cluster and --steps are required");

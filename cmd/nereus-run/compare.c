@@ -10,6 +10,7 @@
 
 #include "subcommands.h"
 #include "mpi/groups.h"
+#include "mpi/ranks.h"
 #include "mpi/start.h"
 #include "run/compare.h"
 #include "run/now.h"
@@ -200,7 +201,7 @@ int compare_policies(const struct args *a, struct inputs *in)
 
 	x.a = a;
 	x.in = in;
-	if (mpi && (rc = start_ranks(&in->cl, &world, &br, &rank, &e)))
+	if (mpi && (rc = mpi_start_ranks(&in->cl, &world, &br, &rank, &e)))
 		return report(&e);
 	if (mpi) {
 		x.ranks = &br;

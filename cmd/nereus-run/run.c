@@ -52,24 +52,6 @@ static int resume_records(const struct args *a, const struct inputs *in, struct 
 	return run_resume(r, rs, a->records, e);
 }
 
-int start_ranks(const struct cluster *cl, struct comm *world, struct builtin_ranks *ranks,
-		int *rank, struct err *e)
-{
-	int argc = 0, size, rc;
-	char **argv = NULL;
-
-	if (mpi_begin(&argc, &argv, rank, &size, e))
-		return err_set(e, NR_EIO, "started by mpirun, but MPI does not start");
-	if ((rc = mpi_check_hosts(cl, e))) {
-		mpi_end();
-		return rc;
-	}
-	if ((rc = mpi_world(world, e)))
-		return rc;
-	*ranks = mpi_builtin_ranks(world);
-	return NR_OK;
-}
-
 /* --tensorboard DIR: the event file the run's steps go to, from now. */
 static int open_events(struct out *o, struct tblog *tb, const struct run *r, struct err *e)
 {
@@ -108,7 +90,7 @@ static int run_one(const struct args *a, struct inputs *in)
 		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
 		if (a->resume)
 			builtin_resume(&bi);
-		if (mpi && (rc = start_ranks(&in->cl, &world, &ranks, &o.rank, &e)))
+		if (mpi && (rc = mpi_start_ranks(&in->cl, &world, &ranks, &o.rank, &e)))
 			return report(&e);
 		if (mpi)
 			builtin_use_ranks(&bi, &ranks);

@@ -111,11 +111,10 @@ int saves_resume(struct saves *sv, const struct args *a, struct records *rs, str
 
 /* compare's policies side by side, the options parsed. */
 int compare_policies(const struct args *a, struct inputs *in);
-/* MPI for a run over ranks (run.c): the world, this process's rank in it,
- * and the built-in engine's ranks over it, once the ranks are found on the
- * hosts the cluster document says. */
-int start_ranks(const struct cluster *cl, struct comm *world, struct builtin_ranks *ranks,
-		int *rank, struct err *e);
+
+/* --help's text of the run and compare, in two string literals: one would
+ * pass the 4095 bytes C11 promises (usage.c). */
+extern const char run_usage[], run_usage_end[];
 
 /* The subcommands' mains, each given argv from its name on (the run's
  * from the program's); run.c's. */

@@ -3,6 +3,7 @@
 
 #include "mpi/groups.h"
 #include "mpi/live.h"
+#include "mpi/start.h"
 
 static int ranks_groups(const struct env *v, const struct plan *p, struct groups *g,
 			struct err *e)
@@ -21,4 +22,22 @@ static int ranks_move(const struct env *v, const struct plan *a, const struct pl
 struct builtin_ranks mpi_builtin_ranks(const struct comm *world)
 {
 	return (struct builtin_ranks){ world, ranks_groups, mpi_groups_free, ranks_move };
+}
+
+int mpi_start_ranks(const struct cluster *c, struct comm *world, struct builtin_ranks *ranks,
+		    int *rank, struct err *e)
+{
+	int argc = 0, size, rc;
+	char **argv = NULL;
+
+	if (mpi_begin(&argc, &argv, rank, &size, e))
+		return err_set(e, NR_EIO, "started by mpirun, but MPI does not start");
+	if ((rc = mpi_check_hosts(c, e))) {
+		mpi_end();
+		return rc;
+	}
+	if ((rc = mpi_world(world, e)))
+		return rc;
+	*ranks = mpi_builtin_ranks(world);
+	return NR_OK;
 }

@@ -9,4 +9,10 @@
 /* world: mpi_world's, which the caller keeps while the run lasts. */
 struct builtin_ranks mpi_builtin_ranks(const struct comm *world);
 
+/* MPI for a run over ranks: MPI started, the ranks found on the hosts
+ * cluster c says (mpi_check_hosts), the world (kept by the caller while the
+ * run lasts), this process's rank in it, and the engine's ranks over it. */
+int mpi_start_ranks(const struct cluster *c, struct comm *world, struct builtin_ranks *ranks,
+		    int *rank, struct err *e);
+
 #endif

@@ -674,3 +674,10 @@ char *engines_settings(const struct env *v, const struct plan *p, enum target t)
 		return openrlhf_settings(v, p);
 	return verl_settings(v, p, t == TARGET_VERL_MEGATRON);
 }
+
+enum target engines_verl_for(enum target space, const struct job *j, const struct plan *p)
+{
+	if (space == TARGET_VERL_FSDP || space == TARGET_VERL_MEGATRON)
+		return space;
+	return engines_verl_workers(j, p);
+}

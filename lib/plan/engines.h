@@ -65,6 +65,9 @@ bool engines_check(const struct env *v, const struct plan *p, enum target t,
 /* The verl workers a plan needs: FSDP when a model shards its weights over
  * DP (or every model runs on one GPU), else Megatron. */
 enum target engines_verl_workers(const struct job *j, const struct plan *p);
+/* The verl workers that print plan p: those space names when it names a
+ * verl space, else engines_verl_workers'. */
+enum target engines_verl_for(enum target space, const struct job *j, const struct plan *p);
 /* Plan p as target t's settings, one a line, a malloc'd string (NULL out
  * of memory): verl's Hydra overrides (t a verl target) or OpenRLHF's
  * flags.  p must pass engines_check. */

@@ -721,3 +721,38 @@ json_t *fit_to_json(const struct fit_result *r, const struct fit_opts *o)
 		"holdout_step", num(r->mape_holdout_step), "peak", num(r->mape_peak)));
 	return fit;
 }
+
+json_t *fit_cost_document(const struct fit_result *r, const struct fit_opts *o,
+			  const char *prior, const char *trace, long lines, long skipped,
+			  struct err *e)
+{
+	json_t *doc, *fit, *hw = NULL;
+	struct jdoc d;
+
+	if (prior) {
+		if (jdoc_load(&d, prior, "cost", e))
+			return NULL;
+		hw = json_incref(json_object_get(d.root, "hardware"));
+		jdoc_free(&d);
+	}
+	doc = json_object();
+	fit = fit_to_json(r, o);
+	if (!doc || !fit) {
+		json_decref(doc);
+		json_decref(fit);
+		json_decref(hw);
+		err_oom(e);
+		return NULL;
+	}
+	json_object_set_new(fit, "trace", json_string(trace));
+	json_object_set_new(fit, "lines", json_integer(lines));
+	json_object_set_new(fit, "skipped_lines", json_integer(skipped));
+	json_object_set_new(fit, "prior", prior ? json_string(prior) : json_null());
+	json_object_set_new(doc, "nereus", json_integer(NR_FORMAT));
+	json_object_set_new(doc, "kind", json_string("cost"));
+	json_object_set_new(doc, "coefficients", cost_coef_to_json(&r->k));
+	if (hw)
+		json_object_set_new(doc, "hardware", hw);
+	json_object_set_new(doc, "fit", fit);
+	return doc;
+}

@@ -142,6 +142,14 @@ void fit_prior_of(struct fit_prior *p, const struct fit_result *r);
 /* The "fit" section of a cost document (nereus-profile(1), OUTPUT). */
 json_t *fit_to_json(const struct fit_result *r, const struct fit_opts *o);
 
+/* The cost document of a fit of the records in trace (lines read, skipped
+ * of them skipped): the fitted coefficients, the prior's hardware record
+ * carried over when prior names a cost document, and the fit section. NULL
+ * with e set when the prior cannot be read or memory runs out. */
+json_t *fit_cost_document(const struct fit_result *r, const struct fit_opts *o,
+			  const char *prior, const char *trace, long lines, long skipped,
+			  struct err *e);
+
 /* Whether a step is held out at fraction holdout: a hash of the step
  * number, so the split does not depend on the order of the records. */
 bool fit_held_out(long step, double holdout);

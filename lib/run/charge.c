@@ -144,3 +144,18 @@ int charge_price(struct charge *ch, const struct env *v, const struct plan *a,
 	ch->cpu_seconds += clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	return NR_OK;
 }
+
+int charge_decide(const struct env *v, const struct plan *cur, const struct plan *next,
+		  long remaining_steps, double min_gain, struct decision *d, struct err *e)
+{
+	struct switch_cost sc;
+	int rc;
+
+	/* the state is where cur put it, whether or not cur fits now: the
+	 * graph moves it from there (what was on GPUs now down comes from the
+	 * store) */
+	if ((rc = charge_graph(v, cur, next, &sc, e)))
+		return rc;
+	plan_decide_with(v, cur, next, remaining_steps, min_gain, &sc, d);
+	return NR_OK;
+}

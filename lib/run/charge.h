@@ -54,5 +54,9 @@ void charge_transition(const struct env *v, const struct plan *a, const struct p
  * the graph cannot be built for the pair (c is then not set). */
 int charge_graph(const struct env *v, const struct plan *a, const struct plan *b,
 		 struct switch_cost *c, struct err *e);
+/* Whether to switch from cur to next, the switch priced by the graph from
+ * where cur put the state (plan_decide_with); charge_graph's errors. */
+int charge_decide(const struct env *v, const struct plan *cur, const struct plan *next,
+		  long remaining_steps, double min_gain, struct decision *d, struct err *e);
 
 #endif

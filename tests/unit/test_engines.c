@@ -87,6 +87,10 @@ static void test_verl_fsdp_settings(void)
 	setup("examples/jobs/ppo-llama3-8b.json", "examples/clusters/h100-8x8.json");
 	verl_fsdp_plan(&p);
 	CHECK(engines_verl_workers(&job, &p) == TARGET_VERL_FSDP);
+	/* --space names the workers; otherwise the plan's weights decide */
+	CHECK(engines_verl_for(TARGET_ANY, &job, &p) == TARGET_VERL_FSDP);
+	CHECK(engines_verl_for(TARGET_OPENRLHF, &job, &p) == TARGET_VERL_FSDP);
+	CHECK(engines_verl_for(TARGET_VERL_MEGATRON, &job, &p) == TARGET_VERL_MEGATRON);
 	CHECK(engines_check(&v, &p, TARGET_VERL_FSDP, &r));
 	text = engines_settings(&v, &p, TARGET_VERL_FSDP);
 	CHECK(text != NULL);

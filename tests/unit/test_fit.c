@@ -484,8 +484,14 @@ static void document_loads(void)
 		CHECK(res.c[j].fitted ? json_real_value(json_object_get(data, "value")) ==
 						res.c[j].data : json_is_null(data));
 	}
-	doc = json_pack("{s:i,s:s,s:o,s:o}", "nereus", 1, "kind", "cost", "coefficients",
-			cost_coef_to_json(&res.k), "fit", fit);
+	json_decref(fit);
+	doc = fit_cost_document(&res, &fo, NULL, "trace.jsonl", 300, 2, &e);
+	CHECK(doc != NULL && !json_object_get(doc, "hardware"));
+	fit = json_object_get(doc, "fit");
+	CHECK(!strcmp(json_string_value(json_object_get(fit, "trace")), "trace.jsonl"));
+	CHECK(json_integer_value(json_object_get(fit, "lines")) == 300);
+	CHECK(json_integer_value(json_object_get(fit, "skipped_lines")) == 2);
+	CHECK(json_is_null(json_object_get(fit, "prior")));
 	CHECK(jdoc_write(doc, file, JSON_INDENT(2), &e) == NR_OK);
 	CHECK(cost_load(&back, file, &e) == NR_OK);
 	for (int j = 0; j < COEF_FIELDS; j++)
@@ -497,6 +503,24 @@ static void document_loads(void)
 		CHECK(p.se[0] == res.c[0].se);
 	}
 	json_decref(doc);
+	{
+		/* a prior's hardware record is carried over, and the prior named */
+		const char *prior = "test_fit_prior.json";
+		json_t *pd = json_pack("{s:i,s:s,s:{},s:{s:s}}", "nereus", 1, "kind", "cost",
+				       "coefficients", "hardware", "gpu", "H100-SXM");
+		CHECK(jdoc_write(pd, prior, JSON_INDENT(2), &e) == NR_OK);
+		json_decref(pd);
+		doc = fit_cost_document(&res, &fo, prior, "<stdin>", 1, 0, &e);
+		CHECK(doc != NULL);
+		CHECK(!strcmp(json_string_value(json_object_get(json_object_get(doc, "hardware"),
+								"gpu")), "H100-SXM"));
+		CHECK(!strcmp(json_string_value(json_object_get(json_object_get(doc, "fit"),
+								"prior")), prior));
+		json_decref(doc);
+		CHECK(fit_cost_document(&res, &fo, "no-such-prior.json", "-", 1, 0, &e) == NULL);
+		CHECK(strstr(e.msg, "no-such-prior.json") != NULL);
+		remove(prior);
+	}
 	remove(file);
 }
 

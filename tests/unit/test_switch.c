@@ -136,6 +136,25 @@ static void test_payback_gates_the_switch(void)
 	}
 }
 
+/* charge_decide decides at the graph's price, as plan_decide_with does
+ * given charge_graph's. */
+static void test_decide_at_the_graphs_price(void)
+{
+	static struct plan a, b;
+	struct switch_cost sc;
+	struct decision d1, d2;
+	struct err e;
+
+	setup();
+	CHECK(search_shaped(&v, tp4, ONE_POOL, &a));
+	CHECK(search_shaped(&v, NULL, ANY, &b));
+	CHECK(charge_decide(&v, &a, &b, 1000000, 0.01, &d1, &e) == NR_OK);
+	CHECK(charge_graph(&v, &a, &b, &sc, &e) == NR_OK);
+	plan_decide_with(&v, &a, &b, 1000000, 0.01, &sc, &d2);
+	CHECK(d1.do_switch == d2.do_switch && d1.transition_s == d2.transition_s);
+	CHECK(d1.do_switch);
+}
+
 /* A price asked for again is remembered, not built again. */
 static void test_prices_are_remembered(void)
 {
@@ -194,6 +213,7 @@ int main(void)
 	RUN(test_lost_gpu_rebuilds_the_communicator);
 	RUN(test_store_reads_share_the_store);
 	RUN(test_payback_gates_the_switch);
+	RUN(test_decide_at_the_graphs_price);
 	RUN(test_prices_are_remembered);
 	RUN(test_many_prices_are_remembered);
 	return UNIT_END();
