@@ -79,3 +79,34 @@ t = [r["step_time_s"] for r in recs]
 assert recs[20]["transition_s"] < (t[19] - t[20]) * 20, (recs[20]["transition_s"], t[19], t[20])
 EOF
 }
+
+@test "replan-verl.sh fits verl's metrics, plans within verl-megatron, and writes the overrides when the switch pays" {
+	mkdir v
+	cp "$JOB" v/job.json
+	cp "$EXAMPLES/clusters/h100-8x8.json" v/cluster.json
+	cp "$EXAMPLES/metrics/verl-8b.jsonl" v/metrics.jsonl
+	echo 800 > v/remaining-steps
+	nereus-plan --job v/job.json --cluster v/cluster.json --layout verl -o v/plan.json
+	run "$EXAMPLES/replan-verl.sh" v
+	assert_success
+	[[ ${lines[0]} == *" replan-verl: cost model fitted to verl's last 16 steps" ]]
+	[[ ${lines[1]} == *" 800 steps left: switch: saves "*"; restart verl with the "*" overrides in overrides.txt" ]]
+	[ "$(jq -r .kind v/cost.json)" = cost ]
+	[ "$(jq -r .layout v/plan.json)" = verl-megatron ]
+	[ ! -e v/next.json ]
+	# the overrides are the Megatron workers' settings of the plan taken
+	grep -qx -- '--config-name=ppo_megatron_trainer' v/overrides.txt
+	grep -qx 'trainer.nnodes=8' v/overrides.txt
+	grep -qx 'trainer.n_gpus_per_node=8' v/overrides.txt
+	pp=$(jq -r '.model_stages[] | select(.model == "actor" and .stage == "training") | .pp' v/plan.json)
+	grep -qx "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=$pp" v/overrides.txt
+	# verl restarted on the new plan has logged nothing yet: the fit is kept,
+	# and so is the plan
+	: > v/metrics.jsonl
+	cp v/overrides.txt before.txt
+	run "$EXAMPLES/replan-verl.sh" v
+	assert_success
+	[[ ${lines[0]} == *" replan-verl: cost model kept: "* ]]
+	[[ ${lines[1]} == *" 800 steps left: keep: "* ]]
+	cmp v/overrides.txt before.txt
+}
