@@ -123,9 +123,10 @@ int store_import(const struct store_hf *models, int n, const char *dst,
 
 /* Write the weights of model (NULL: the store's only model) as a Hugging
  * Face checkpoint directory dst.  With max_shard 0, the files, names,
- * headers, config.json and index the store was imported from (when it has
- * them), else files of at most max_shard bytes of tensor data each
- * (max_shard 0 then means 5e9, Hugging Face's default): one
+ * headers, config.json and index the store was imported from (or that
+ * the store it was saved from kept) when it has them and every tensor
+ * still fits its header, else files of at most max_shard bytes of tensor
+ * data each (max_shard 0 then means 5e9, Hugging Face's default): one
  * model.safetensors when everything fits in one, else
  * model-0000k-of-0000n.safetensors and model.safetensors.index.json. */
 int store_export(const char *src, const char *model, uint64_t max_shard, const char *dst,
@@ -179,8 +180,9 @@ struct store_state {
 	void *ctx;
 	/* The store directory the state was loaded from, or NULL: when its
 	 * model of this name has the same architecture and came from a
-	 * Hugging Face checkpoint, its config.json and extra files are kept
-	 * (not its files' headers: export writes fresh files). */
+	 * Hugging Face checkpoint, its config.json, index, file headers and
+	 * extra files are kept, and export writes the tensors into those
+	 * files while each still fits its header. */
 	const char *origin;
 };
 

@@ -813,6 +813,77 @@ static int add_hf_file(struct xfer *x, const struct work *w, const struct mmodel
 static int write_config(const struct work *w, const struct store *s, const struct mmodel *mm,
 			struct err *e);
 
+/* Whether hdr[0..hlen), the header a checkpoint's file began with,
+ * describes tensors ids[0..n) of mm as the store holds them: those
+ * names and no others, each with the dtype and shape the store has, the
+ * data in the order of ids.  A store trained from it keeps the header,
+ * and a tensor may have changed dtype since. */
+static bool header_fits(const char *hdr, size_t hlen, const struct mmodel *mm, const int *ids,
+			size_t n)
+{
+	uint64_t len = 0, off = 0;
+	json_t *root;
+	bool fits;
+
+	for (size_t i = 0; i < 8 && i < hlen; i++)
+		len |= (uint64_t)(unsigned char)hdr[i] << (8 * i);
+	if (hlen < 8 || len != hlen - 8)
+		return false;
+	root = json_loadb(hdr + 8, len, JSON_REJECT_DUPLICATES, NULL);
+	fits = json_is_object(root) &&
+	       json_object_size(root) - (json_object_get(root, "__metadata__") != NULL) == n;
+	for (size_t i = 0; i < n && fits; i++) {
+		char name[LAYOUT_NAME_MAX];
+		uint64_t shape[BOX_MAXDIM], end;
+		int tensor, ndim;
+		struct box b;
+		enum st_dtype dtype;
+		json_t *t, *sh, *offs;
+
+		hf_tensor(&mm->lo.arch, ids[i], name, sizeof name, &tensor, &b, &ndim, shape);
+		dtype = (enum st_dtype)mmodel_dtype(mm, KIND_WEIGHT, tensor);
+		end = off + (uint64_t)box_volume(&b) * (uint64_t)st_dtype_bits(dtype) / 8;
+		t = json_object_get(root, name);
+		sh = json_object_get(t, "shape");
+		offs = json_object_get(t, "data_offsets");
+		fits = json_is_string(json_object_get(t, "dtype")) &&
+		       strcmp(json_string_value(json_object_get(t, "dtype")),
+			      st_dtype_name(dtype)) == 0 &&
+		       json_array_size(sh) == (size_t)ndim && json_array_size(offs) == 2 &&
+		       json_integer_value(json_array_get(offs, 0)) == (json_int_t)off &&
+		       json_integer_value(json_array_get(offs, 1)) == (json_int_t)end;
+		for (int d = 0; d < ndim && fits; d++)
+			fits = json_integer_value(json_array_get(sh, (size_t)d)) ==
+			       (json_int_t)shape[d];
+		off = end;
+	}
+	json_decref(root);
+	return fits;
+}
+
+/* Whether the store kept the files model mm came from and every kept
+ * header still fits its tensors, so that export can write them back. */
+static int origin_fits(const struct store *s, const struct mmodel *mm, bool *fits,
+		       struct err *e)
+{
+	const struct hf_origin *h = &mm->hf;
+	int rc = NR_OK;
+
+	*fits = h->nfiles > 0;
+	for (size_t f = 0; f < h->nfiles && rc == NR_OK && *fits; f++) {
+		char *hdr;
+		size_t hlen;
+
+		rc = store_read_aux(s, h->files[f].header, &hdr, &hlen, e);
+		if (rc == NR_OK) {
+			*fits = header_fits(hdr, hlen, mm, h->files[f].tensors,
+					    h->files[f].ntensors);
+			free(hdr);
+		}
+	}
+	return rc;
+}
+
 /* The files the store was imported from, with their headers verbatim. */
 static int export_origin(struct xfer *x, struct work *w, const struct store *s,
 			 const struct mmodel *mm, struct err *e)
@@ -1077,7 +1148,7 @@ int store_export(const char *src, const char *model, uint64_t max_shard, const c
 	struct store s = { 0 };
 	struct xfer x = { .o = o };
 	struct stat sb;
-	bool archive = stat(src, &sb) == 0 && !S_ISDIR(sb.st_mode);
+	bool archive = stat(src, &sb) == 0 && !S_ISDIR(sb.st_mode), origin = false;
 	int rc = NR_OK, mi = -1;
 
 	if (!archive)
@@ -1088,7 +1159,9 @@ int store_export(const char *src, const char *model, uint64_t max_shard, const c
 		rc = store_open(&s, src, &w, e);
 	if (rc == NR_OK && (mi = pick_model(&s, model, e)) < 0)
 		rc = NR_EINPUT;
-	if (rc == NR_OK && s.m.models[mi].hf.nfiles > 0 && max_shard == 0)
+	if (rc == NR_OK && max_shard == 0)
+		rc = origin_fits(&s, &s.m.models[mi], &origin, e);
+	if (rc == NR_OK && origin)
 		rc = export_origin(&x, &w, &s, &s.m.models[mi], e);
 	else if (rc == NR_OK)
 		rc = export_fresh(&x, &w, &s, &s.m.models[mi], max_shard ? max_shard : HF_MAX_SHARD,

@@ -157,8 +157,10 @@ bool store_path_ok(const char *path);
  * origin and per-tensor dtypes) into to, a model of the same
  * architecture (store_manifest.c). */
 int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from);
-/* Deep-copy from's extra files' names into to (part of mmodel_copy_origin). */
-int mmodel_copy_extra(struct mmodel *to, const struct mmodel *from);
+/* Deep-copy from's Hugging Face origin alone (the names of its kept
+ * config.json, index, file headers and extra files) into to, a model of
+ * the same architecture (part of mmodel_copy_origin). */
+int mmodel_copy_hf(struct mmodel *to, const struct mmodel *from);
 
 /* --- archives (store_tar.c) ------------------------------------------------------ */
 

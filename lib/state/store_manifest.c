@@ -152,23 +152,33 @@ void manifest_free(struct manifest *m)
 	memset(m, 0, sizeof *m);
 }
 
-int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from)
+/* Deep-copy from's extra files' names into to. */
+static int copy_extra(struct mmodel *to, const struct mmodel *from)
+{
+	struct hf_origin *t = &to->hf;
+
+	t->extra = calloc(from->hf.nextra + 1, sizeof *t->extra);
+	if (!t->extra)
+		return NR_EIO;
+	for (size_t i = 0; i < from->hf.nextra; i++) {
+		t->nextra = i + 1;
+		if (!(t->extra[i] = store_strdup(from->hf.extra[i])))
+			return NR_EIO;
+	}
+	return NR_OK;
+}
+
+int mmodel_copy_hf(struct mmodel *to, const struct mmodel *from)
 {
 	const struct hf_origin *f = &from->hf;
 	struct hf_origin *t = &to->hf;
 
-	if (from->wdtype) {
-		to->wdtype = malloc((size_t)from->layout.ntensors);
-		if (!to->wdtype)
-			return NR_EIO;
-		memcpy(to->wdtype, from->wdtype, (size_t)from->layout.ntensors);
-	}
 	to->has_hf = from->has_hf;
 	if (!from->has_hf)
 		return NR_OK;
 	t->config = store_strdup(f->config);
 	t->index = store_strdup(f->index);
-	t->files = calloc(f->nfiles, sizeof *t->files);
+	t->files = calloc(f->nfiles + 1, sizeof *t->files);
 	if (!t->config || (f->index && !t->index) || !t->files)
 		return NR_EIO;
 	for (size_t i = 0; i < f->nfiles; i++) {
@@ -183,22 +193,18 @@ int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from)
 		d->ntensors = f->files[i].ntensors;
 		memcpy(d->tensors, f->files[i].tensors, d->ntensors * sizeof *d->tensors);
 	}
-	return mmodel_copy_extra(to, from);
+	return copy_extra(to, from);
 }
 
-int mmodel_copy_extra(struct mmodel *to, const struct mmodel *from)
+int mmodel_copy_origin(struct mmodel *to, const struct mmodel *from)
 {
-	struct hf_origin *t = &to->hf;
-
-	t->extra = calloc(from->hf.nextra + 1, sizeof *t->extra);
-	if (!t->extra)
-		return NR_EIO;
-	for (size_t i = 0; i < from->hf.nextra; i++) {
-		t->nextra = i + 1;
-		if (!(t->extra[i] = store_strdup(from->hf.extra[i])))
+	if (from->wdtype) {
+		to->wdtype = malloc((size_t)from->layout.ntensors);
+		if (!to->wdtype)
 			return NR_EIO;
+		memcpy(to->wdtype, from->wdtype, (size_t)from->layout.ntensors);
 	}
-	return NR_OK;
+	return mmodel_copy_hf(to, from);
 }
 
 /* --- reading -------------------------------------------------------------------- */

@@ -387,9 +387,9 @@ static int write_model(const struct work *w, struct manifest *m, size_t *mcap, i
 	return rc;
 }
 
-/* Copy aux file rel of s into w, recorded in m, and its name into *out. */
+/* Copy aux file rel of s into w, recorded in m. */
 static int copy_aux(const struct store *s, const char *rel, struct work *w, struct manifest *m,
-		    char **out, struct err *e)
+		    struct err *e)
 {
 	char *buf;
 	size_t len;
@@ -399,20 +399,21 @@ static int copy_aux(const struct store *s, const char *rel, struct work *w, stru
 		rc = store_add_aux(w, m, rel, buf, len, e);
 		free(buf);
 	}
-	if (rc == NR_OK && !(*out = store_strdup(rel)))
-		rc = err_oom(e);
 	return rc;
 }
 
-/* Model i of m keeps the Hugging Face config.json and extra files of the
- * model of its name in store origin (a directory), when it has them and
- * the same architecture; an archive, another architecture or no such
- * model keep nothing. */
+/* Model i of m keeps the Hugging Face origin of the model of its name in
+ * store origin (a directory), when it has one and the same architecture:
+ * config.json, the index, each file's header and the extra files, so
+ * that export can write the trained tensors into the files they came
+ * from.  An archive, another architecture or no such model keep
+ * nothing. */
 static int keep_origin_of(const char *origin, struct work *w, struct manifest *m, int i,
 			  struct err *e)
 {
 	struct mmodel *mm = &m->models[i];
 	const struct mmodel *from = NULL;
+	const struct hf_origin *h = &mm->hf;
 	struct store s = { 0 };
 	struct stat st;
 	struct err scratch;
@@ -427,15 +428,15 @@ static int keep_origin_of(const char *origin, struct work *w, struct manifest *m
 		    arch_compare("", &s.m.models[k].lo.arch, &mm->lo.arch, "", &scratch) == NR_OK)
 			from = &s.m.models[k];
 	if (from) {
-		mm->has_hf = true;
-		mm->hf.files = calloc(1, sizeof *mm->hf.files);
-		mm->hf.extra = calloc(from->hf.nextra + 1, sizeof *mm->hf.extra);
-		rc = mm->hf.files && mm->hf.extra ?
-			     copy_aux(&s, from->hf.config, w, m, &mm->hf.config, e) : err_oom(e);
-	}
-	for (size_t k = 0; from && k < from->hf.nextra && rc == NR_OK; k++) {
-		rc = copy_aux(&s, from->hf.extra[k], w, m, &mm->hf.extra[k], e);
-		mm->hf.nextra = k + 1;
+		rc = mmodel_copy_hf(mm, from) ? err_oom(e) : NR_OK;
+		if (rc == NR_OK)
+			rc = copy_aux(&s, h->config, w, m, e);
+		if (rc == NR_OK && h->index)
+			rc = copy_aux(&s, h->index, w, m, e);
+		for (size_t k = 0; k < h->nfiles && rc == NR_OK; k++)
+			rc = copy_aux(&s, h->files[k].header, w, m, e);
+		for (size_t k = 0; k < h->nextra && rc == NR_OK; k++)
+			rc = copy_aux(&s, h->extra[k], w, m, e);
 	}
 	store_close(&s);
 	return rc;

@@ -1,7 +1,8 @@
 /* State in memory: a running job's rank buffers saved as a store and
  * loaded back into any layout, bit for bit; per-tensor dtypes (fp32 norms
  * beside bf16 weights) kept; the run's object carried through store_apply;
- * a corrupted piece refused by name. */
+ * a corrupted piece refused by name; the Hugging Face files of the store
+ * it was loaded from kept for export while its tensors fit them. */
 #include "state/safetensors.h"
 #include "state/store.h"
 #include "unit.h"
@@ -302,6 +303,83 @@ static void test_corrupt_piece(void)
 	mem_free(&m);
 }
 
+/* Whether files a and b hold the same bytes. */
+static bool same_file(const char *a, const char *b)
+{
+	size_t na, nb;
+	char *x = slurp(a, &na), *y = slurp(b, &nb);
+	bool same = x && y && na == nb && memcmp(x, y, na) == 0;
+
+	free(x);
+	free(y);
+	return same;
+}
+
+/* A store saved from one imported from a sharded checkpoint, holding the
+ * values it was loaded with, exports that checkpoint back bit for bit:
+ * its files, their headers and its index.  Once a norm has turned fp32
+ * the kept headers no longer describe the tensors, and export writes
+ * fresh files that hold it as fp32. */
+static void test_export_kept_shards(void)
+{
+	struct arch a = small_arch();
+	struct mem m;
+	struct store_state st;
+	struct store_hf hf = { .layout = { .name = "actor", .tp = 1, .pp = 1, .dp = 1 } };
+	struct st_file f = { 0 };
+	char ck[PATH_MAX + 64], imported[PATH_MAX + 64], name[64], got[PATH_MAX + 128],
+	     out[PATH_MAX + 128];
+	unsigned char *wd;
+	struct err e = { 0 };
+	int nfiles = 0, fd, nf32 = 0;
+
+	mem_make(&m, &a, 1, 1, 1, false);
+	for (int k = 0; k < NKINDS; k++)
+		fill(&m.lo, (enum state_kind)k, 0, 0, 0, m.buf[k][0][0][0]);
+	st = state_of(&m, "actor", false);
+	snprintf(ck, sizeof ck, "%s", at("k-ck"));
+	snprintf(imported, sizeof imported, "%s", at("k1"));
+	CHECK(store_save(at("k0"), &st, 1, NULL, NULL, &e) == NR_OK);
+	CHECK(store_export(at("k0"), NULL, 60000, ck, NULL, &e) == NR_OK);
+	hf.dir = ck;
+	CHECK(store_import(&hf, 1, imported, NULL, &e) == NR_OK);
+	st.origin = imported;
+	CHECK(store_save(at("k2"), &st, 1, NULL, NULL, &e) == NR_OK);
+	CHECK(store_export(at("k2"), NULL, 0, at("k-out"), NULL, &e) == NR_OK);
+	for (int n = 2; n < 10 && !nfiles; n++) {
+		snprintf(got, sizeof got, "%s/model-00001-of-%05d.safetensors", ck, n);
+		nfiles = access(got, F_OK) == 0 ? n : 0;
+	}
+	CHECK(nfiles > 1);
+	for (int k = 0; k < nfiles; k++) {
+		snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", k + 1, nfiles);
+		snprintf(got, sizeof got, "%s/%s", ck, name);
+		snprintf(out, sizeof out, "%s/k-out/%s", root, name);
+		CHECK(same_file(got, out));
+	}
+	snprintf(got, sizeof got, "%s/model.safetensors.index.json", ck);
+	CHECK(same_file(got, at("k-out/model.safetensors.index.json")));
+	CHECK(access(at("k-out/model.safetensors"), F_OK) != 0);
+
+	wd = malloc((size_t)m.lo.ntensors);
+	memset(wd, ST_BF16, (size_t)m.lo.ntensors);
+	wd[layout_tensor_index(&a, 1, LT_INPUT_NORM)] = ST_F32;
+	st.wdtype = wd;
+	CHECK(store_save(at("k3"), &st, 1, NULL, NULL, &e) == NR_OK);
+	CHECK(store_export(at("k3"), NULL, 0, at("k-fresh"), NULL, &e) == NR_OK);
+	CHECK(access(at("k-fresh/model.safetensors.index.json"), F_OK) != 0);
+	fd = open(at("k-fresh/model.safetensors"), O_RDONLY);
+	CHECK(fd >= 0 && st_read_fd(&f, "k-fresh", fd, &e) == NR_OK);
+	for (size_t i = 0; i < f.ntensors; i++)
+		nf32 += f.tensors[i].dtype == ST_F32;
+	CHECK(nf32 == 1);
+	if (fd >= 0)
+		close(fd);
+	st_file_free(&f);
+	free(wd);
+	mem_free(&m);
+}
+
 int main(void)
 {
 	snprintf(root, sizeof root, "%s/nereus-store-mem-XXXXXX",
@@ -311,6 +389,7 @@ int main(void)
 	RUN(test_save_load_any_layout);
 	RUN(test_dtypes_and_run);
 	RUN(test_corrupt_piece);
+	RUN(test_export_kept_shards);
 	rmtree(root);
 	return UNIT_END();
 }
