@@ -132,6 +132,22 @@ ms = {(m["model"], m["stage"]): (m["tp"], m.get("pp", 1), m["dp"]) for m in r["m
 assert ms[("actor", "training")] == (2, 1, 2), ms'
 }
 
+@test "the actor's weights move into its engines through the graph: PP2 → TP2 on 2 ranks, timed" {
+	nereus-plan --job job.json --cluster cpu2.json --pin actor@training=tp1,pp2,dp1,mb4 \
+		--pin reference@inference=tp1,pp2,dp1,mb4 --pin actor@generation=tp2,dp1 -o move.json
+	nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 3 \
+		--plan one.json --records one3.jsonl -q
+	run --separate-stderr ranks 2 --cluster cpu2.json --state st --steps 3 --plan move.json \
+		--records move.jsonl -q
+	assert_success
+	same_figures one3.jsonl move.jsonl
+	# each generation entry says what of its time moved the weights in
+	python3 -c 'import json
+for l in open("move.jsonl"):
+    g = [m for m in json.loads(l)["model_stages"] if m["stage"] == "generation"][0]
+    assert 0 < g["move_s"] <= g["time_s"], g'
+}
+
 @test "PPO with a critic, a reward model and tied embeddings: TP2·DP2 and PP2 as one process" {
 	python3 - <<'EOF'
 import json

@@ -61,6 +61,8 @@ struct ms_record {
 	bool same_pool;     /* generation: the engines share the GPUs of the
 			     * actor's training layout */
 	double time_s;      /* wall seconds, moving weights in included; NAN if absent */
+	double move_s;      /* generation: of time_s, moving the actor's weights into
+			     * the engines' layout; NAN if absent */
 	double peak_gib;    /* peak GiB on its busiest GPU, state other models keep
 			     * resident there included; NAN if not measured */
 	double concurrency; /* generation: sequences one engine decodes at once at

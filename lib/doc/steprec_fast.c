@@ -447,6 +447,7 @@ static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long nu
 	case E_OFFLOAD: return fast_bool(x, &ms->conf.offload);
 	case E_SAME_POOL: return fast_bool(x, &ms->same_pool);
 	case E_TIME_S: return fast_num(x, true, &ms->time_s);
+	case E_MOVE_S: return fast_num(x, true, &ms->move_s);
 	case E_PREDICTED_S: return fast_num(x, true, &ms->predicted_s);
 	case E_PEAK_GIB: return fast_num(x, true, &ms->peak_gib);
 	default: return fast_num(x, true, &ms->concurrency);
@@ -461,7 +462,7 @@ static bool fast_entry(struct lex *x, struct ms_record *ms)
 	unsigned seen = 0;
 
 	memset(ms, 0, sizeof *ms);
-	ms->time_s = ms->predicted_s = ms->peak_gib = ms->concurrency = NAN;
+	ms->time_s = ms->move_s = ms->predicted_s = ms->peak_gib = ms->concurrency = NAN;
 	if (!lex_char(x, '{'))
 		return false;
 	do {

@@ -97,6 +97,29 @@ static void take_optim(struct builtin *b, const json_t *run)
 		trainer_restart_optim(&b->t);
 }
 
+/* The conditions' cluster with every GPU of the plan the state is in up:
+ * ranks an event marked down are still running, and hand their state
+ * over before they hold nothing. */
+static void cluster_holding(const struct builtin *b, struct cluster *cl)
+{
+	*cl = b->c.cl;
+	for (int i = 0; i < cl->nodes * cl->gpus_per_node && i < MAX_GPUS; i++)
+		cl->up[i] = cl->up[i] || b->cur.gpu_pool[i] >= 0;
+}
+
+/* The actor's weights into the generation engines' copy, by the ranks'
+ * move through the transition graph (trainer_gen_move). */
+static int gen_move(void *ctx, struct err *e)
+{
+	struct builtin *b = ctx;
+	struct cluster cl;
+	struct env v = { &b->c.job, &cl, &b->k };
+	struct exec_stats st;
+
+	cluster_holding(b, &cl);
+	return b->ranks->gen_move(&v, &b->cur, &b->rs, &st, e);
+}
+
 /* The state of the store b->state laid out as plan p on this rank. */
 static int open_ranks(struct builtin *b, const struct env *v, const struct plan *p, const int *mb,
 		      struct err *e)
@@ -115,6 +138,7 @@ static int open_ranks(struct builtin *b, const struct env *v, const struct plan 
 	if ((rc = x->world->agree(x->world->ctx, rc, e)) == NR_OK)
 		rc = trainer_open(&b->t, &b->job, &b->g, &b->rs, mb, e);
 	b->t.origin = b->state;
+	b->t.gen_move = (struct trainer_gen_move){ gen_move, b };
 	if ((rc = x->world->agree(x->world->ctx, rc, e)) == NR_OK)
 		take_optim(b, store_reader_manifest(r)->run);
 	store_reader_close(r);
@@ -136,14 +160,11 @@ static int switch_ranks(struct builtin *b, const struct env *v, const struct pla
 	const struct builtin_ranks *x = b->ranks;
 	struct groups g;
 	struct rank_state rs;
-	struct cluster cl = *v->cl;
+	struct cluster cl;
 	struct env hand = { v->job, &cl, v->k };
 	int rc;
 
-	/* ranks an event marked down are still running: they hand their
-	 * state over in the move, then hold nothing */
-	for (int i = 0; i < cl.nodes * cl.gpus_per_node && i < MAX_GPUS; i++)
-		cl.up[i] = cl.up[i] || b->cur.gpu_pool[i] >= 0;
+	cluster_holding(b, &cl);
 	if ((rc = trainer_settle(&b->t, e)) || (rc = x->groups(v, p, &g, e)))
 		return rc;
 	if ((rc = x->move(&hand, &b->cur, p, &b->rs, &rs, e))) {
@@ -244,19 +265,21 @@ static int slowest(const struct builtin *b, struct trainer_stats *st, double *st
 		   struct err *e)
 {
 	const struct comm *w = b->ranks->world;
-	float v[2 * TRAINER_MAX_MS + 1];
+	float v[3 * TRAINER_MAX_MS + 1];
 	int n = 0, rc;
 
 	for (int i = 0; i < st->nms; i++) {
 		v[n++] = (float)st->ms[i].time_s;
 		v[n++] = (float)st->ms[i].peak_bytes;
+		v[n++] = (float)st->ms[i].move_s;
 	}
 	v[n++] = (float)*step_s;
 	if ((rc = w->allreduce_max(w->ctx, v, (size_t)n, e)))
 		return rc;
 	for (int i = 0; i < st->nms; i++) {
-		st->ms[i].time_s = v[2 * i];
-		st->ms[i].peak_bytes = (int64_t)v[2 * i + 1];
+		st->ms[i].time_s = v[3 * i];
+		st->ms[i].peak_bytes = (int64_t)v[3 * i + 1];
+		st->ms[i].move_s = v[3 * i + 2];
 	}
 	*step_s = v[n - 1];
 	return NR_OK;
@@ -296,13 +319,15 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 			struct ms_record *ms = &r->ms[i];
 			const struct model *md = job_model(&b->c.job, ms->model);
 
-			ms->time_s = ms->peak_gib = NAN;
+			ms->time_s = ms->peak_gib = ms->move_s = NAN;
 			ms->conf.rc = RC_NONE; /* the engine keeps every activation */
 			for (int k = 0; k < st.nms; k++)
 				if (md && st.ms[k].model == (int)(md - b->c.job.models) &&
 				    st.ms[k].stage == ms->stage) {
 					ms->time_s = st.ms[k].time_s;
 					ms->peak_gib = (double)st.ms[k].peak_bytes / GIB_F;
+					if (ms->stage == STAGE_GEN)
+						ms->move_s = st.ms[k].move_s;
 				}
 			if (ms->stage == STAGE_GEN)
 				ms->concurrency = (double)st.sequences;

@@ -38,6 +38,12 @@ struct builtin_ranks {
 	 * (to, made here) in memory by the global transition graph. */
 	int (*move)(const struct env *v, const struct plan *a, const struct plan *b,
 		    const struct rank_state *from, struct rank_state *to, struct err *e);
+	/* The actor's weights in s moved from its home layout of plan p into
+	 * s's copy for p's generation engines, by the transition graph
+	 * restricted to them (tgraph.h's tg_select_gen_weights): boxes only,
+	 * no whole tensor gathered. */
+	int (*gen_move)(const struct env *v, const struct plan *p, struct rank_state *s,
+			struct exec_stats *st, struct err *e);
 };
 
 struct builtin {

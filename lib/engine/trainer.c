@@ -134,6 +134,11 @@ void tr_idle_ms(struct trainer_stats *st, int model, enum stage stage)
 	ms_entry(st, model, stage);
 }
 
+void tr_move_ms(struct trainer_stats *st, int model, double move_s)
+{
+	ms_entry(st, model, STAGE_GEN)->move_s = move_s;
+}
+
 void tr_end_ms(struct trainer *t, struct trainer_stats *st, int mi, enum stage stage, double t0)
 {
 	if (t->part[mi].held)

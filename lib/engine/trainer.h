@@ -49,6 +49,8 @@ struct trainer_ms {
 	int model;           /* job model */
 	enum stage stage;
 	double time_s;       /* wall seconds */
+	double move_s;       /* generation: of them, moving the actor's weights into
+			      * the generation layout's copy (0: it is the actor's) */
 	int64_t peak_bytes;  /* what the process held at its height: every
 			      * model's state, and the stage's own activations
 			      * and gradients, or the generator's */
@@ -88,6 +90,15 @@ struct part {
 	const struct comm *c[NGROUPS]; /* its groups */
 };
 
+/* How the generation layout's copy of the actor's weights is brought up
+ * to date each step: by fn when the run gives one (over ranks: the
+ * transition graph restricted to the actor's weights), else tensor by
+ * tensor over the world.  fn is collective over the world. */
+struct trainer_gen_move {
+	int (*fn)(void *ctx, struct err *e);
+	void *ctx;
+};
+
 struct trainer {
 	const struct job *job;
 	struct tokenizer tok;
@@ -102,6 +113,8 @@ struct trainer {
 	struct part part[MAX_ITEMS]; /* the job's models, then the generation layout */
 	int gen;                    /* the generation layout's index */
 	bool gen_alias;             /* it is the actor's home layout: no copy to sync */
+	struct trainer_gen_move gen_move;
+	double move_s;              /* the last sync's seconds */
 	int actor, critic, ref, reward; /* job models, -1 when absent */
 	int mb[MAX_MODELS];         /* sequences per micro-batch */
 	long opt_steps[MAX_MODELS]; /* optimizer steps taken */

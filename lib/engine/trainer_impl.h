@@ -31,6 +31,8 @@ void tr_add_ms(struct trainer_stats *st, int model, enum stage stage, double t0,
  * bytes, so that every rank lists the step's model-stages alike and
  * their figures are the most of any rank's. */
 void tr_idle_ms(struct trainer_stats *st, int model, enum stage stage);
+/* The seconds model's generation spent moving its weights in. */
+void tr_move_ms(struct trainer_stats *st, int model, double move_s);
 /* The end of model mi's stage begun at t0: on its ranks, its time and
  * peak added to st (tr_add_ms at tr_stage_end); elsewhere tr_idle_ms. */
 void tr_end_ms(struct trainer *t, struct trainer_stats *st, int mi, enum stage stage, double t0);
@@ -72,6 +74,10 @@ void tr_pack_sequences(struct trainer *t, long s, int P, int n);
 int tr_forward_all(struct trainer *t, int mi, float temp, struct err *e);
 /* Part to's weights made part from's.  Every rank of the world calls it. */
 int tr_copy_weights(struct trainer *t, int from, int to, struct err *e);
+/* The generation layout's copy of the actor's weights made the actor's
+ * (t->gen_move, else tr_copy_weights), its seconds in t->move_s.  Every
+ * rank of the world calls it. */
+int tr_sync_gen(struct trainer *t, struct err *e);
 /* The gradients of sequences [s0, s1)'s loss (head h) for model mi, on
  * its ranks. */
 int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,

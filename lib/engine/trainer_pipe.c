@@ -380,6 +380,18 @@ int tr_copy_weights(struct trainer *t, int from, int to, struct err *e)
 	return rc;
 }
 
+int tr_sync_gen(struct trainer *t, struct err *e)
+{
+	double t0 = tr_now();
+	int rc = NR_OK;
+
+	if (!t->gen_alias)
+		rc = t->gen_move.fn ? t->gen_move.fn(t->gen_move.ctx, e)
+				    : tr_copy_weights(t, t->actor, t->gen, e);
+	t->move_s = t->gen_alias ? 0 : tr_now() - t0;
+	return rc;
+}
+
 /* The last stage's upstream gradients of micro-batch m into the
  * per-position arrays, from the losses of its responses: each the
  * token-mean over the mini-batch's denom tokens (rl.h), so the parts of a

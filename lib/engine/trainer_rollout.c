@@ -48,7 +48,7 @@ static int generate(struct trainer *t, long s, struct part *gp, int64_t *peak, s
 	stops_to_gen(&t->stops, &gparams);
 	*peak = trainer_bytes(t);
 	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
-	if (!t->gen_alias && (rc = tr_copy_weights(t, t->actor, t->gen, e)))
+	if ((rc = tr_sync_gen(t, e)))
 		return rc;
 	if (!gp->held)
 		return NR_OK;
@@ -113,6 +113,7 @@ static int generation_stage(struct trainer *t, long s, struct trainer_stats *st,
 		tr_add_ms(st, t->actor, STAGE_GEN, t0, peak);
 	else
 		tr_idle_ms(st, t->actor, STAGE_GEN);
+	tr_move_ms(st, t->actor, t->move_s);
 	rc = tr_agree(t, rc, e);
 	if (rc == NR_OK)
 		rc = tr_pool(t, t->share, 2 * N + (size_t)t->B, e);
@@ -296,5 +297,5 @@ int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct 
 
 int trainer_settle(struct trainer *t, struct err *e)
 {
-	return t->gen_alias ? NR_OK : tr_copy_weights(t, t->actor, t->gen, e);
+	return tr_sync_gen(t, e);
 }

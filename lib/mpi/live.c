@@ -126,13 +126,20 @@ int live_walk_world(const struct env *v, const struct plan *a, const struct plan
 		    const struct exec_source *src, const struct exec_sink *sink,
 		    struct exec_stats *st, struct err *e)
 {
+	return live_walk_world_select(v, a, b, &tg_select_all, src, sink, st, e);
+}
+
+int live_walk_world_select(const struct env *v, const struct plan *a, const struct plan *b,
+			   const struct tg_select *sel, const struct exec_source *src,
+			   const struct exec_sink *sink, struct exec_stats *st, struct err *e)
+{
 	struct mpi_xport m;
 	int rc;
 
 	memset(st, 0, sizeof *st);
 	if ((rc = xport_open(&m, true, e)))
 		return rc;
-	rc = exec_walk(v, a, b, src, sink, &m.x, st, e);
+	rc = exec_walk_select(v, a, b, sel, src, sink, &m.x, st, e);
 	xport_close(&m);
 	return rc;
 }

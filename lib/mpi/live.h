@@ -44,5 +44,9 @@ int live_move(const struct env *v, const struct plan *a, const struct plan *b,
 int live_walk_world(const struct env *v, const struct plan *a, const struct plan *b,
 		    const struct exec_source *src, const struct exec_sink *sink,
 		    struct exec_stats *st, struct err *e);
+/* live_walk_world of the state sel selects only (exec_walk_select). */
+int live_walk_world_select(const struct env *v, const struct plan *a, const struct plan *b,
+			   const struct tg_select *sel, const struct exec_source *src,
+			   const struct exec_sink *sink, struct exec_stats *st, struct err *e);
 
 #endif

@@ -19,9 +19,20 @@ static int ranks_move(const struct env *v, const struct plan *a, const struct pl
 	return live_move(v, a, b, from, to, &st, e);
 }
 
+static int ranks_gen_move(const struct env *v, const struct plan *p, struct rank_state *s,
+			  struct exec_stats *st, struct err *e)
+{
+	struct tg_select sel = tg_select_gen_weights(v->job);
+	struct exec_source src = rank_state_source(s);
+	struct exec_sink sink = rank_state_sink(s);
+
+	return live_walk_world_select(v, p, p, &sel, &src, &sink, st, e);
+}
+
 struct builtin_ranks mpi_builtin_ranks(const struct comm *world)
 {
-	return (struct builtin_ranks){ world, ranks_groups, mpi_groups_free, ranks_move };
+	return (struct builtin_ranks){ world, ranks_groups, mpi_groups_free, ranks_move,
+				       ranks_gen_move };
 }
 
 int mpi_start_ranks(const struct cluster *c, struct comm *world, struct builtin_ranks *ranks,

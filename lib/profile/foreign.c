@@ -38,7 +38,7 @@ int foreign_new(struct foreign *fg, enum foreign_engine engine, const struct env
 	for (int i = 0; i < b->nms; i++) {
 		struct ms_record *ms = &b->ms[i];
 		const struct model *md = job_model(j, ms->model);
-		ms->time_s = ms->peak_gib = ms->concurrency = NAN;
+		ms->time_s = ms->move_s = ms->peak_gib = ms->concurrency = NAN;
 		fg->pred[i] = p->ms[i].time.total;
 		if (engine != FOREIGN_VERL)
 			continue;

@@ -642,9 +642,10 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int exec_walk(const struct env *v, const struct plan *a, const struct plan *b,
-	      const struct exec_source *src, const struct exec_sink *sink,
-	      const struct exec_xport *x, struct exec_stats *st, struct err *e)
+int exec_walk_select(const struct env *v, const struct plan *a, const struct plan *b,
+		     const struct tg_select *sel, const struct exec_source *src,
+		     const struct exec_sink *sink, const struct exec_xport *x,
+		     struct exec_stats *st, struct err *e)
 {
 	struct walk w = {.v = v, .x = x, .src = src, .sink = sink};
 	uint64_t c[2] = {0, 0}; /* bytes sent, pieces taken */
@@ -653,7 +654,7 @@ int exec_walk(const struct env *v, const struct plan *a, const struct plan *b,
 
 	memset(st, 0, sizeof *st);
 	/* set up: everything that can fail alone, before any message */
-	rc = tgraph_build(v, a, b, &w.g, e);
+	rc = tgraph_build_select(v, a, b, sel, &w.g, e);
 	if (!rc)
 		rc = map_ranks(&w, e);
 	if (!rc)
@@ -698,6 +699,13 @@ out:
 	free(w.rank_of);
 	tgraph_free(&w.g);
 	return rc;
+}
+
+int exec_walk(const struct env *v, const struct plan *a, const struct plan *b,
+	      const struct exec_source *src, const struct exec_sink *sink,
+	      const struct exec_xport *x, struct exec_stats *st, struct err *e)
+{
+	return exec_walk_select(v, a, b, &tg_select_all, src, sink, x, st, e);
 }
 
 int exec_run(const struct env *v, const struct plan *a, const struct plan *b,

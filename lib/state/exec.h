@@ -25,6 +25,7 @@
 
 #include "plan/plan.h"
 #include "state/emu.h"
+#include "state/tgraph.h"
 
 struct exec_stats {
 	int ranks;
@@ -126,6 +127,15 @@ struct exec_xport {
 int exec_walk(const struct env *v, const struct plan *a, const struct plan *b,
 	      const struct exec_source *src, const struct exec_sink *sink,
 	      const struct exec_xport *x, struct exec_stats *st, struct err *e);
+
+/* exec_walk of the state sel selects only (tgraph.h): what plan A holds
+ * of it is filled from src, what plan B holds of it handed to sink, and
+ * nothing else read, moved or written.  With a = b and
+ * tg_select_gen_weights, the actor's weights into its engines. */
+int exec_walk_select(const struct env *v, const struct plan *a, const struct plan *b,
+		     const struct tg_select *sel, const struct exec_source *src,
+		     const struct exec_sink *sink, const struct exec_xport *x,
+		     struct exec_stats *st, struct err *e);
 
 /* exec_walk from the store src_store, verified against verify_store (may
  * be NULL): live_reshard's walk, for other transports. */

@@ -22,6 +22,13 @@
 const char *const tg_link_names[TG_NLINKS + 1] = { "local", "intra", "host", "inter", "store",
 						   NULL };
 
+const struct tg_select tg_select_all = { UINT32_MAX, UINT32_MAX, UINT32_MAX };
+
+struct tg_select tg_select_gen_weights(const struct job *job)
+{
+	return (struct tg_select){ .a_items = 1u << (1 + job_actor(job)), .b_items = 1u << ITEM_GEN, .kinds = 1u << KIND_WEIGHT };
+}
+
 #define SEG_DIV 64         /* a segment holds at most capacity / SEG_DIV bytes */
 #define RELAY_DIV 256      /* a run of pieces sharing relay trees: capacity / RELAY_DIV bytes */
 
@@ -159,7 +166,7 @@ static int check_memory(const struct env *v, struct tgraph *g, struct err *e)
 	const struct cluster *cl = v->cl;
 
 	for (int i = 0; i < g->b.n; i++)
-		for (int r = 0; r < g->b.u[i].nranks; r++)
+		for (int r = 0; r < g->b.u[i].nranks && (g->sel.b_items >> g->b.u[i].item & 1); r++)
 			if (!cl->up[g->b.u[i].rank_gpu[r]])
 				return err_set(e, NR_EINFEASIBLE, "the new plan puts %s '%s' on GPU %d, "
 					       "which is down", g->b.u[i].item == ITEM_GEN ?
@@ -185,7 +192,8 @@ static int check_memory(const struct env *v, struct tgraph *g, struct err *e)
 		bool held = false;
 
 		for (int i = 0; i < g->a.n && !held && !cl->up[gpu]; i++)
-			for (int r = 0; r < g->a.u[i].nranks && !held; r++)
+			for (int r = 0; r < g->a.u[i].nranks && !held &&
+				     (g->sel.a_items >> g->a.u[i].item & 1); r++)
 				held = g->a.u[i].rank_gpu[r] == gpu;
 		g->gpus_lost += held;
 	}
@@ -270,10 +278,10 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 	if (c->rmap)
 		memset(c->rmap, -1, (size_t)(g->ngpus / c->gpn + 1) * sizeof *c->rmap);
 	if (!g->lists || !g->before || !g->after || !g->peak || !c->load || !c->rmap ||
-	    tg_add_lists(g, &g->a, seg_max, &g->nsseg))
+	    tg_add_lists(g, &g->a, g->sel.a_items, seg_max, &g->nsseg))
 		return err_oom(e);
 	g->na = g->nlists;
-	if (tg_add_lists(g, &g->b, seg_max, &g->ndseg))
+	if (tg_add_lists(g, &g->b, g->sel.b_items, seg_max, &g->ndseg))
 		return err_oom(e);
 	g->sseg = calloc((size_t)g->nsseg + 1, sizeof *g->sseg);
 	g->dseg = calloc((size_t)g->ndseg + 1, sizeof *g->dseg);
@@ -307,12 +315,13 @@ static int build(struct ctx *c, const struct env *v, struct err *e)
 }
 
 static int build_graph(const struct env *v, const struct plan *a, const struct plan *b,
-		       bool literal, struct tgraph *g, struct err *e)
+		       const struct tg_select *sel, bool literal, struct tgraph *g, struct err *e)
 {
 	struct ctx c = { 0 };
 	int rc;
 
 	memset(g, 0, sizeof *g);
+	g->sel = *sel;
 	c.g = g;
 	c.literal = literal;
 	if ((rc = emu_build(v, a, &g->a, e)))
@@ -331,13 +340,19 @@ static int build_graph(const struct env *v, const struct plan *a, const struct p
 int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
 		 struct tgraph *g, struct err *e)
 {
-	return build_graph(v, a, b, false, g, e);
+	return build_graph(v, a, b, &tg_select_all, false, g, e);
+}
+
+int tgraph_build_select(const struct env *v, const struct plan *a, const struct plan *b,
+			const struct tg_select *sel, struct tgraph *g, struct err *e)
+{
+	return build_graph(v, a, b, sel, false, g, e);
 }
 
 int tgraph_build_literal(const struct env *v, const struct plan *a, const struct plan *b,
 			 struct tgraph *g, struct err *e)
 {
-	return build_graph(v, a, b, true, g, e);
+	return build_graph(v, a, b, &tg_select_all, true, g, e);
 }
 
 int tgraph_transition_seconds(const struct env *v, const struct plan *a, const struct plan *b,

@@ -136,8 +136,27 @@ struct tg_stage {
 	int round;               /* the round that moves it to host memory */
 };
 
+/* Which state a transition moves: the lists of A's EMUs whose item has
+ * its bit in a_items, of B's EMUs whose item has its bit in b_items, of
+ * the kinds with their bit in kinds.  The rest of either plan stays where
+ * it is: no edge reads or writes it, and the memory the graph schedules
+ * is what the selected lists hold.  Taking the actor's home weights as A
+ * and its engines' as B, with one plan on both sides, is the per-step
+ * move of the actor's weights into generation. */
+struct tg_select {
+	uint32_t a_items, b_items;
+	uint32_t kinds;
+};
+
+/* All of both plans. */
+extern const struct tg_select tg_select_all;
+
+/* The actor's weights, from its home layout in a to its engines in b. */
+struct tg_select tg_select_gen_weights(const struct job *job);
+
 struct tgraph {
 	struct emu_set a, b;
+	struct tg_select sel;
 	int ngpus;
 	double capacity;         /* bytes per GPU: cluster_gpu_bytes */
 	int64_t *before, *after, *peak; /* per GPU: resident bytes in A, in B, the most at any step */
@@ -172,6 +191,9 @@ struct tgraph {
  * when a holds more than that on a GPU that is up. */
 int tgraph_build(const struct env *v, const struct plan *a, const struct plan *b,
 		 struct tgraph *g, struct err *e);
+/* tgraph_build of the state sel selects only. */
+int tgraph_build_select(const struct env *v, const struct plan *a, const struct plan *b,
+			const struct tg_select *sel, struct tgraph *g, struct err *e);
 /* The same graph built as the definition above reads, for tests to hold
  * the fast paths to: every atom of every piece from a holder chosen for it
  * alone (then grouped), every list on its own, each step without the

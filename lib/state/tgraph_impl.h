@@ -161,9 +161,10 @@ void tg_copy_kept(struct tgraph *g, const int *twin);
 
 /* --- lists, segments and the schedule (tgraph_sched.c) --------------------- */
 
-/* Add the lists of s to g, cut into segments of at most seg_max bytes;
- * *nseg counts the segments. */
-int tg_add_lists(struct tgraph *g, const struct emu_set *s, int64_t seg_max, int *nseg);
+/* Add the lists of s that g->sel selects (of items in items) to g, cut
+ * into segments of at most seg_max bytes; *nseg counts the segments. */
+int tg_add_lists(struct tgraph *g, const struct emu_set *s, uint32_t items, int64_t seg_max,
+		 int *nseg);
 /* The segments of lists [from, to) into seg. */
 void tg_fill_segs(struct tgraph *g, int from, int to, struct tg_seg *seg);
 /* Schedule g's edges in rounds between allocations and frees. */

@@ -13,15 +13,19 @@
 
 /* --- lists and segments ------------------------------------------------------- */
 
-int tg_add_lists(struct tgraph *g, const struct emu_set *s, int64_t seg_max, int *nseg)
+int tg_add_lists(struct tgraph *g, const struct emu_set *s, uint32_t items, int64_t seg_max,
+		 int *nseg)
 {
 	for (int i = 0; i < s->n; i++)
-		for (int k = 0; k < s->u[i].nlists; k++) {
-			struct tg_list *tl = &g->lists[g->nlists++];
+		for (int k = 0; k < s->u[i].nlists && (items >> s->u[i].item & 1); k++) {
 			const struct emu_list *l = &s->u[i].lists[k];
+			struct tg_list *tl;
 			int eb = s->u[i].elem_bytes[l->kind];
 			int64_t at = 0;
 
+			if (!(g->sel.kinds >> l->kind & 1))
+				continue;
+			tl = &g->lists[g->nlists++];
 			tl->u = &s->u[i];
 			tl->l = l;
 			tl->seg_first = malloc((l->npieces + 1) * sizeof *tl->seg_first);

@@ -414,6 +414,46 @@ static void predictions(void)
 	free(text);
 }
 
+/* A generation entry's move_s: the simulator's is the cost model's move
+ * term of the plan, written and read back by either parser; elsewhere it
+ * is refused, as is a negative one. */
+static void gen_move(void)
+{
+	struct step_record a, b, c;
+	struct err e;
+	char *text, *pretty, *bad;
+	json_t *o;
+	int g = -1, other = -1;
+
+	record(&a, 4);
+	for (int i = 0; i < a.nms; i++)
+		if (a.ms[i].stage == STAGE_GEN)
+			g = i;
+		else
+			other = i;
+	CHECK(g >= 0 && other >= 0);
+	if (g < 0 || other < 0)
+		return;
+	CHECK(a.ms[g].move_s >= 0 && isnan(a.ms[other].move_s));
+	a.ms[g].move_s = 0.125;
+	text = line_of(&a);
+	CHECK(strstr(text, "\"move_s\":0.125") != NULL);
+	CHECK(parse(text, &b, NULL, &e) == NR_OK);
+	CHECK(b.ms[g].move_s == 0.125 && isnan(b.ms[other].move_s));
+	o = json_loads(text, 0, NULL);
+	pretty = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+	CHECK(parse(pretty, &c, NULL, &e) == NR_OK);
+	CHECK(c.ms[g].move_s == 0.125 && isnan(c.ms[other].move_s));
+	free(pretty);
+	json_decref(o);
+	bad = set_value(text, "move_s", "-1");
+	expect_line(bad, false, "move_s: expected a non-negative number");
+	a.ms[g].move_s = NAN;
+	a.ms[other].move_s = 0.5;
+	CHECK(steprec_check(&a, &job, &cl, &e) != NR_OK && strstr(e.msg, "move_s"));
+	free(text);
+}
+
 /* What an engine other than nereus-run's may not log (a p90 of the
  * response lengths, the engines' concurrency, peaks) may be absent, compact
  * or not; nereus-run's own records must have the first two. */
@@ -476,6 +516,7 @@ int main(void)
 	RUN(check_names_fields);
 	RUN(warm_up_critic_untimed);
 	RUN(predictions);
+	RUN(gen_move);
 	RUN(foreign_leave_out);
 	return UNIT_END();
 }
