@@ -540,6 +540,7 @@ void plan_to_record(const struct env *v, const struct plan *p, long step,
 	snprintf(r->engine, sizeof r->engine, "sim");
 	r->gpus_up = cluster_gpus_up(v->cl);
 	r->status = p->feasible ? STEP_OK : STEP_OOM;
+	r->staleness = p->staleness;
 	r->sequences = job_sequences(j);
 	r->prompt_len = j->prompt_len;
 	r->response = j->response;

@@ -83,6 +83,7 @@ static void build(struct search *s, struct plan *p)
 {
 	memset(p->pools, 0, sizeof p->pools);
 	p->npools = s->npools;
+	p->staleness = 0;
 	for (int i = 0; i < s->npools; i++) {
 		int zi = s->zi[i];
 		p->pools[i].items = s->pools[i];

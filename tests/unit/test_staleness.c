@@ -3,6 +3,7 @@
  * max(generation, inference + training) plus the actor's move into the
  * engines, and only when the engines have a pool of their own. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan/plan.h"
@@ -137,6 +138,38 @@ static void test_document(void)
 	json_decref(doc);
 }
 
+/* A step record of a plan one step ahead says so, and may leave the
+ * actor's inference unmeasured (its old log-probs are the sampler's);
+ * a synchronous step's may not. */
+static void record_reads_back(void)
+{
+	static struct plan p;
+	static struct step_record r, back;
+	struct err e;
+	char *line;
+	int actor_inf = -1;
+
+	disjoint_plan(&p, 1);
+	plan_to_record(&v, &p, 3, &r);
+	CHECK(r.staleness == 1);
+	for (int i = 0; i < r.nms; i++)
+		if (strcmp(r.ms[i].model, "actor") == 0 && r.ms[i].stage == STAGE_INF)
+			actor_inf = i;
+	CHECK(actor_inf >= 0);
+	if (actor_inf < 0)
+		return;
+	r.ms[actor_inf].time_s = NAN;
+	line = steprec_line(&r);
+	CHECK(line && strstr(line, "\"staleness\":1"));
+	CHECK(steprec_parse("r", 1, line, strlen(line), &job, &cl, &back, NULL, &e) == NR_OK);
+	CHECK(back.staleness == 1);
+	CHECK(steprec_check(&r, &job, &cl, &e) == NR_OK);
+	r.staleness = 0;
+	CHECK(steprec_check(&r, &job, &cl, &e) != NR_OK);
+	printf("# %s\n", e.msg);
+	free(line);
+}
+
 int main(void)
 {
 	setup();
@@ -144,5 +177,6 @@ int main(void)
 	RUN(test_overlap_priced);
 	RUN(test_shared_pool_refused);
 	RUN(test_document);
+	RUN(record_reads_back);
 	return UNIT_END();
 }
