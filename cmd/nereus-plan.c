@@ -21,7 +21,7 @@ const char *progname = "nereus-plan";
 static const char usage[] =
 	"usage: nereus-plan --job FILE --cluster FILE [--cost FILE] [--current FILE]\n"
 	"                   [--remaining-steps N] [--min-gain F] [--pin MODEL@STAGE=CONF]...\n"
-	"                   [--layout L] [--space S] [--exhaustive]\n"
+	"                   [--layout L] [--space S] [--exhaustive] [--max-staleness N]\n"
 	"                   [--format json|table|verl|openrlhf] [--svg FILE] [--stats]\n"
 	"                   [-o FILE]\n"
 	"\n"
@@ -39,6 +39,8 @@ static const char usage[] =
 	"  --space S              search only what an engine runs: verl-fsdp,\n"
 	"                         verl-megatron, openrlhf, builtin\n"
 	"  --exhaustive           enumerate the whole space (slow; for checking)\n"
+	"  --max-staleness N      1: the plan may generate one step ahead (staleness 1)\n"
+	"                         where that is faster; 0 (default): synchronous\n"
 	"  --format F             json (default), table, or an engine's settings:\n"
 	"                         verl (Hydra overrides), openrlhf (launch flags)\n"
 	"  --svg FILE             also draw the plan as a GPU timeline\n"
@@ -52,7 +54,8 @@ static const char usage[] =
 	"plan), 4 runtime or I/O failure.\n";
 
 enum { OPT_JOB = 256, OPT_CLUSTER, OPT_COST, OPT_CURRENT, OPT_REMAINING, OPT_MINGAIN,
-       OPT_PIN, OPT_LAYOUT, OPT_SPACE, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS };
+       OPT_PIN, OPT_LAYOUT, OPT_SPACE, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS,
+       OPT_STALENESS };
 
 static const struct option options[] = {
 	{ "job", required_argument, NULL, OPT_JOB },
@@ -65,6 +68,7 @@ static const struct option options[] = {
 	{ "layout", required_argument, NULL, OPT_LAYOUT },
 	{ "space", required_argument, NULL, OPT_SPACE },
 	{ "exhaustive", no_argument, NULL, OPT_EXHAUSTIVE },
+	{ "max-staleness", required_argument, NULL, OPT_STALENESS },
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "svg", required_argument, NULL, OPT_SVG },
 	{ "stats", no_argument, NULL, OPT_STATS },
@@ -78,7 +82,7 @@ struct args {
 	const char *job, *cluster, *cost, *current, *out, *svg;
 	const char *pins[64];
 	int npins;
-	long remaining;
+	long remaining, max_staleness;
 	double min_gain;
 	int layout;
 	enum target space;
@@ -111,6 +115,10 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		case OPT_MINGAIN:
 			if ((rc = parse_double("--min-gain", optarg, 0, &a->min_gain)))
+				return rc;
+			break;
+		case OPT_STALENESS:
+			if ((rc = parse_long("--max-staleness", optarg, 0, 1, &a->max_staleness)))
 				return rc;
 			break;
 		case OPT_PIN:
@@ -210,6 +218,7 @@ static int run(const struct args *a)
 	for (int i = 0; i < a->npins; i++)
 		if ((rc = layout_pin(&job, (enum plan_layout)a->layout, a->pins[i], &sp, &e)))
 			return report(&e);
+	sp.max_staleness = (int)a->max_staleness;
 	snprintf(best.layout, sizeof best.layout, "%s",
 		 a->space != TARGET_ANY ? engines_names[a->space] :
 		 a->npins && a->layout == LAYOUT_ADAPTIVE ? "pinned" : layout_names[a->layout]);

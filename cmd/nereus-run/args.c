@@ -8,7 +8,7 @@
 static const char usage[] =
 	"usage: nereus-run [--engine sim] --job FILE --cluster FILE [--events FILE]\n"
 	"                  --steps N [--seed S] [--noise F] [--every K] [--min-gain F]\n"
-	"                  [--policy P] [--plan FILE] [--cost FILE]\n"
+	"                  [--policy P] [--plan FILE] [--cost FILE] [--max-staleness N]\n"
 	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
 	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
 	"                  [--refit K] [--log-every K] [--tensorboard DIR] [--quiet]\n"
@@ -33,6 +33,8 @@ static const char usage[] =
 	"  --every K           the controller also runs every K steps (default 10; 0: only\n"
 	"                      when conditions change)\n"
 	"  --min-gain F        fraction of step time a switch must save (default 0.01)\n"
+	"  --max-staleness N   1: the controller may run plans one step ahead\n"
+	"                      (staleness 1) where that is faster; 0 (default): not\n"
 	"  --refit K           refit the cost model at steps K, 2K, ... and plan with it\n"
 	"  --policy P          the plans the controller may choose: adaptive (default),\n"
 	"                      verl, verl-tuned, verl-megatron, openrlhf,\n"
@@ -80,7 +82,8 @@ static const char usage_end[] =
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
        OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE, OPT_STATE,
-       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY, OPT_TENSORBOARD, OPT_REFIT };
+       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY, OPT_TENSORBOARD, OPT_REFIT,
+       OPT_STALENESS };
 
 static const struct option options[] = {
 	{ "engine", required_argument, NULL, OPT_ENGINE },
@@ -92,6 +95,7 @@ static const struct option options[] = {
 	{ "noise", required_argument, NULL, OPT_NOISE },
 	{ "every", required_argument, NULL, OPT_EVERY },
 	{ "min-gain", required_argument, NULL, OPT_MINGAIN },
+	{ "max-staleness", required_argument, NULL, OPT_STALENESS },
 	{ "policy", required_argument, NULL, OPT_POLICY },
 	{ "plan", required_argument, NULL, OPT_PLAN },
 	{ "cost", required_argument, NULL, OPT_COST },
@@ -195,6 +199,10 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 			break;
 		case OPT_MINGAIN:
 			if ((rc = parse_double("--min-gain", optarg, 0, &a->min_gain)))
+				return rc;
+			break;
+		case OPT_STALENESS:
+			if ((rc = parse_long("--max-staleness", optarg, 0, 1, &a->max_staleness)))
 				return rc;
 			break;
 		case OPT_PACE:

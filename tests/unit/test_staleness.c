@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plan/plan.h"
+#include "plan/search.h"
 #include "unit.h"
 
 static struct job job;
@@ -170,6 +171,36 @@ static void record_reads_back(void)
 	free(line);
 }
 
+/* The search keeps plans synchronous unless allowed one step ahead; then,
+ * on a job whose generation is the longer half of a step, it chooses
+ * staleness 1 on a pool of the engines' own, and says the time it takes. */
+static void search_chooses_ahead(void)
+{
+	static struct plan sync, ahead, again;
+	struct space sp;
+	struct search_stats st;
+	struct err e;
+	int gi = -1;
+
+	search_space_init(&sp);
+	CHECK(plan_search(&v, &sp, false, NULL, &sync, &st, &e) == NR_OK);
+	CHECK(sync.staleness == 0);
+	sp.max_staleness = 1;
+	CHECK(plan_search(&v, &sp, false, NULL, &ahead, &st, &e) == NR_OK);
+	printf("# synchronous %.3f s a step, allowed one step ahead %.3f s (staleness %d)\n",
+	       sync.step_time, ahead.step_time, ahead.staleness);
+	CHECK(ahead.staleness == 1);
+	CHECK(ahead.feasible);
+	CHECK(ahead.step_time < sync.step_time);
+	for (int i = 0; i < ahead.npools; i++)
+		if (ahead.pools[i].items & 1u)
+			gi = i;
+	CHECK(gi >= 0 && ahead.pools[gi].items == 1u);
+	memcpy(&again, &ahead, sizeof again);
+	plan_evaluate(&v, &again);
+	CHECK(again.step_time == ahead.step_time);
+}
+
 int main(void)
 {
 	setup();
@@ -178,5 +209,6 @@ int main(void)
 	RUN(test_shared_pool_refused);
 	RUN(test_document);
 	RUN(record_reads_back);
+	RUN(search_chooses_ahead);
 	return UNIT_END();
 }
