@@ -66,6 +66,7 @@ static int run(const struct args *a)
 	for (int i = 0; i < a->npins; i++)
 		if ((rc = layout_pin(&job, (enum plan_layout)a->layout, a->pins[i], &sp, &e)))
 			return report(&e);
+	sp.max_staleness = (int)a->max_staleness;
 	snprintf(best.layout, sizeof best.layout, "%s",
 		 a->space != TARGET_ANY ? engines_names[a->space] :
 		 a->npins && a->layout == LAYOUT_ADAPTIVE ? "pinned" : layout_names[a->layout]);

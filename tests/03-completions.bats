@@ -38,7 +38,7 @@ zsh_offers() {
 
 @test "bash: nereus-plan" {
 	run bash_offers nereus-plan --
-	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --min-gain --output --pin --remaining-steps --space --stats --svg --version'
+	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --max-staleness --min-gain --output --pin --remaining-steps --space --stats --svg --version'
 	run bash_offers nereus-plan --layout ''
 	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run bash_offers nereus-plan --format t
@@ -53,7 +53,7 @@ zsh_offers() {
 
 @test "zsh: nereus-plan" {
 	run zsh_offers nereus-plan --
-	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --min-gain --output --pin --remaining-steps --space --stats --svg --version'
+	assert_output '--cluster --cost --current --exhaustive --format --help --job --layout --max-staleness --min-gain --output --pin --remaining-steps --space --stats --svg --version'
 	run zsh_offers nereus-plan --layout ''
 	assert_output 'adaptive fixed openrlhf openrlhf-hybrid verl verl-megatron verl-tuned'
 	run zsh_offers nereus-plan --format t
@@ -109,7 +109,7 @@ zsh_offers() {
 	run bash_offers nereus-run ''
 	assert_output 'compare generate init score'
 	run bash_offers nereus-run --
-	assert_output '--adopt --charge --cluster --cost --engine --events --every --help --job --log-every --min-gain --noise --now --pace --plan --policy --quiet --records --refit --resume --save --save-every --seed --state --steps --summary --svg --tensorboard --until --version'
+	assert_output '--adopt --charge --cluster --cost --engine --events --every --help --job --log-every --max-staleness --min-gain --noise --now --pace --plan --policy --quiet --records --refit --resume --save --save-every --seed --state --steps --summary --svg --tensorboard --until --version'
 	run bash_offers nereus-run --engine ''
 	assert_output 'builtin sim'
 	run bash_offers nereus-run --engine builtin --state ''
@@ -143,7 +143,7 @@ zsh_offers() {
 	run zsh_offers nereus-run ''
 	assert_output 'compare generate init score'
 	run zsh_offers nereus-run --
-	assert_output '--adopt --charge --cluster --cost --engine --events --every --help --job --log-every --min-gain --noise --now --pace --plan --policy --quiet --records --refit --resume --save --save-every --seed --state --steps --summary --svg --tensorboard --until --version'
+	assert_output '--adopt --charge --cluster --cost --engine --events --every --help --job --log-every --max-staleness --min-gain --noise --now --pace --plan --policy --quiet --records --refit --resume --save --save-every --seed --state --steps --summary --svg --tensorboard --until --version'
 	run zsh_offers nereus-run --engine ''
 	assert_output 'builtin sim'
 	run zsh_offers nereus-run --engine builtin --state ''

@@ -81,6 +81,28 @@ event() {
 	holds steps.jsonl - "all(abs(r['step_time_s'] - $want) < 1e-5 * $want for r in recs)"
 }
 
+# Staleness 1 (nereus-plan(5)): with --max-staleness 1 the 8B job, whose
+# generation is the longer half of a step, runs one step ahead on a pool
+# of the engines' own, and the simulator's step takes what nereus-plan
+# predicts for it (generation overlapping inference and training), less
+# than the synchronous plan's.
+@test "--max-staleness 1: one step ahead where it pays, at nereus-plan's step time" {
+	nereus-plan --job "$JOB" --cluster c2.json -o sync.json
+	nereus-plan --job "$JOB" --cluster c2.json --max-staleness 1 -o ahead.json
+	"${RUN[@]}" --steps 3 --max-staleness 1 -q > steps.jsonl
+	sync=$(python3 -c 'import json; print(json.load(open("sync.json"))["step_time_s"])')
+	read -r want staleness < <(python3 -c 'import json; d = json.load(open("ahead.json")); print(d["step_time_s"], d["staleness"])')
+	[ "$staleness" -eq 1 ]
+	holds steps.jsonl - "all(r['staleness'] == 1 for r in recs)" \
+		"all(abs(r['step_time_s'] - $want) < 1e-5 * $want for r in recs)" \
+		"all(r['step_time_s'] < $sync for r in recs)"
+	run nereus-plan --job "$JOB" --cluster c2.json --max-staleness 1 --format table
+	assert_success
+	assert_output --partial "(one step ahead: staleness 1)"
+	"${RUN[@]}" --steps 3 -q > sync.jsonl
+	holds sync.jsonl - "all('staleness' not in r for r in recs)"
+}
+
 @test "noise is seeded: the same seed gives the same records, another seed others" {
 	"${RUN[@]}" --steps 20 --noise 0.1 --seed 7 -q > a.jsonl
 	"${RUN[@]}" --steps 20 --noise 0.1 --seed 7 -q > b.jsonl

@@ -352,3 +352,42 @@ for x in r[3:6]:
 	assert_success
 	[ "$(wc -l < resumed.jsonl)" -eq $((n + 2)) ]
 }
+
+# One step ahead (staleness 1) on 2 ranks: the engines on a pool of their
+# own (rank 1) keep the actor of one update earlier, brought up to date
+# right after they generate, and the store after 5 steps is one process's
+# (which keeps that copy itself) bit for bit; a synchronous run of the
+# same pools ends elsewhere.
+@test "staleness 1 on 2 ranks: the engines' pool one update behind, one process's bits" {
+	python3 - <<'PY'
+import json
+conf = {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 4, "zero": 0, "offload": False}
+for name, stale in (("ahead", 1), ("behind-not", 0)):
+    plan = {"nereus": 1, "kind": "plan", "layout": "pinned",
+            "pools": [{"gpus": "0", "count": 1, "items": ["actor", "reference"]},
+                      {"gpus": "1", "count": 1, "items": ["generation"]}],
+            "models": {m: dict(conf, pool=0) for m in ("actor", "reference")},
+            "generation": {"tp": 1, "dp": 1, "pool": 1}}
+    if stale:
+        plan["staleness"] = 1
+    json.dump(plan, open(name + ".json", "w"))
+PY
+	nereus-run --engine builtin --job job.json --cluster cpu2.json --state st --steps 5 \
+		--plan ahead.json --records one.jsonl --save one -q
+	for p in ahead behind-not; do
+		run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+			nereus-run --engine builtin --job job.json --cluster cpu2.json --state st \
+			--steps 5 --plan $p.json --records $p.jsonl --save $p -q
+		assert_success
+	done
+	diff -r one/step-000005/actor ahead/step-000005/actor
+	run diff -rq one/step-000005/actor behind-not/step-000005/actor
+	assert_failure
+	python3 -c '
+import json, sys
+r = [json.loads(l) for l in open("ahead.jsonl")]
+assert all(x["staleness"] == 1 for x in r), "staleness"
+inf = [m["time_s"] for x in r for m in x["model_stages"]
+       if m["model"] == "actor" and m["stage"] == "inference"]
+assert inf == [None] * 5, inf'
+}

@@ -11,7 +11,7 @@
 static const char usage[] =
 	"usage: nereus-plan --job FILE --cluster FILE [--cost FILE] [--current FILE]\n"
 	"                   [--remaining-steps N] [--min-gain F] [--pin MODEL@STAGE=CONF]...\n"
-	"                   [--layout L] [--space S] [--exhaustive]\n"
+	"                   [--layout L] [--space S] [--exhaustive] [--max-staleness N]\n"
 	"                   [--format json|table|verl|openrlhf] [--svg FILE] [--stats]\n"
 	"                   [-o FILE]\n"
 	"\n"
@@ -29,6 +29,8 @@ static const char usage[] =
 	"  --space S              search only what an engine runs: verl-fsdp,\n"
 	"                         verl-megatron, openrlhf, builtin\n"
 	"  --exhaustive           enumerate the whole space (slow; for checking)\n"
+	"  --max-staleness N      1: the plan may generate one step ahead (staleness 1)\n"
+	"                         where that is faster; 0 (default): synchronous\n"
 	"  --format F             json (default), table, or an engine's settings:\n"
 	"                         verl (Hydra overrides), openrlhf (launch flags)\n"
 	"  --svg FILE             also draw the plan as a GPU timeline\n"
@@ -42,7 +44,8 @@ static const char usage[] =
 	"plan), 4 runtime or I/O failure.\n";
 
 enum { OPT_JOB = 256, OPT_CLUSTER, OPT_COST, OPT_CURRENT, OPT_REMAINING, OPT_MINGAIN,
-       OPT_PIN, OPT_LAYOUT, OPT_SPACE, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS };
+       OPT_PIN, OPT_LAYOUT, OPT_SPACE, OPT_EXHAUSTIVE, OPT_FORMAT, OPT_SVG, OPT_STATS,
+       OPT_STALENESS };
 
 static const struct option options[] = {
 	{ "job", required_argument, NULL, OPT_JOB },
@@ -55,6 +58,7 @@ static const struct option options[] = {
 	{ "layout", required_argument, NULL, OPT_LAYOUT },
 	{ "space", required_argument, NULL, OPT_SPACE },
 	{ "exhaustive", no_argument, NULL, OPT_EXHAUSTIVE },
+	{ "max-staleness", required_argument, NULL, OPT_STALENESS },
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "svg", required_argument, NULL, OPT_SVG },
 	{ "stats", no_argument, NULL, OPT_STATS },
@@ -90,6 +94,10 @@ int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case OPT_MINGAIN:
 			if ((rc = parse_double("--min-gain", optarg, 0, &a->min_gain)))
+				return rc;
+			break;
+		case OPT_STALENESS:
+			if ((rc = parse_long("--max-staleness", optarg, 0, 1, &a->max_staleness)))
 				return rc;
 			break;
 		case OPT_PIN:

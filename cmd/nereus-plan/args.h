@@ -10,7 +10,7 @@ struct args {
 	const char *job, *cluster, *cost, *current, *out, *svg;
 	const char *pins[64];
 	int npins;
-	long remaining;
+	long remaining, max_staleness;
 	double min_gain;
 	int layout;
 	enum target space;

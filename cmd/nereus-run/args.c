@@ -8,7 +8,8 @@
 enum { OPT_ENGINE = 256, OPT_JOB, OPT_CLUSTER, OPT_EVENTS, OPT_STEPS, OPT_SEED, OPT_NOISE,
        OPT_EVERY, OPT_MINGAIN, OPT_POLICY, OPT_PLAN, OPT_COST, OPT_RECORDS, OPT_RESUME,
        OPT_UNTIL, OPT_SUMMARY, OPT_SVG, OPT_NOW, OPT_PACE, OPT_OUTDIR, OPT_CHARGE, OPT_STATE,
-       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY, OPT_TENSORBOARD, OPT_REFIT };
+       OPT_SAVE, OPT_SAVE_EVERY, OPT_ADOPT, OPT_LOG_EVERY, OPT_TENSORBOARD, OPT_REFIT,
+       OPT_STALENESS };
 
 static const struct option options[] = {
 	{ "engine", required_argument, NULL, OPT_ENGINE },
@@ -20,6 +21,7 @@ static const struct option options[] = {
 	{ "noise", required_argument, NULL, OPT_NOISE },
 	{ "every", required_argument, NULL, OPT_EVERY },
 	{ "min-gain", required_argument, NULL, OPT_MINGAIN },
+	{ "max-staleness", required_argument, NULL, OPT_STALENESS },
 	{ "policy", required_argument, NULL, OPT_POLICY },
 	{ "plan", required_argument, NULL, OPT_PLAN },
 	{ "cost", required_argument, NULL, OPT_COST },
@@ -123,6 +125,10 @@ int parse_args(int argc, char **argv, bool compare, struct args *a)
 			break;
 		case OPT_MINGAIN:
 			if ((rc = parse_double("--min-gain", optarg, 0, &a->min_gain)))
+				return rc;
+			break;
+		case OPT_STALENESS:
+			if ((rc = parse_long("--max-staleness", optarg, 0, 1, &a->max_staleness)))
 				return rc;
 			break;
 		case OPT_PACE:

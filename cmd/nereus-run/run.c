@@ -124,6 +124,7 @@ static int run_one(const struct args *a, struct inputs *in)
 	} else {
 		ctl_init(&ctl, (enum plan_layout)a->policy, a->min_gain, &in->k);
 		ctl.price_graph = !a->bound;
+		ctl.max_staleness = (int)a->max_staleness;
 		r.ctl = &ctl;
 		run_refit_hook(&r);
 	}

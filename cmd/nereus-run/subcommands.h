@@ -22,6 +22,7 @@ struct args {
 	const char *state, *save; /* builtin: the store to start from, where to save */
 	long steps, seed, every, until, save_every;
 	long refit;               /* --refit K; 0 when not given */
+	long max_staleness;       /* --max-staleness N: 1 lets the controller run one step ahead */
 	double noise, min_gain, pace;
 	int policy;
 	bool resume, quiet, bound;

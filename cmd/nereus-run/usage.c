@@ -5,7 +5,7 @@
 const char run_usage[] =
 	"usage: nereus-run [--engine sim] --job FILE --cluster FILE [--events FILE]\n"
 	"                  --steps N [--seed S] [--noise F] [--every K] [--min-gain F]\n"
-	"                  [--policy P] [--plan FILE] [--cost FILE]\n"
+	"                  [--policy P] [--plan FILE] [--cost FILE] [--max-staleness N]\n"
 	"                  [--records FILE] [--resume] [--until STEP] [--summary FILE]\n"
 	"                  [--svg FILE] [--now DIR] [--pace SECONDS] [--charge graph|bound]\n"
 	"                  [--refit K] [--log-every K] [--tensorboard DIR] [--quiet]\n"
@@ -30,6 +30,8 @@ const char run_usage[] =
 	"  --every K           the controller also runs every K steps (default 10; 0: only\n"
 	"                      when conditions change)\n"
 	"  --min-gain F        fraction of step time a switch must save (default 0.01)\n"
+	"  --max-staleness N   1: the controller may run plans one step ahead\n"
+	"                      (staleness 1) where that is faster; 0 (default): not\n"
 	"  --refit K           refit the cost model at steps K, 2K, ... and plan with it\n"
 	"  --policy P          the plans the controller may choose: adaptive (default),\n"
 	"                      verl, verl-tuned, verl-megatron, openrlhf,\n"

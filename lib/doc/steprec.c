@@ -80,8 +80,13 @@ static bool native(const struct step_record *r)
 	return strcmp(r->engine, "sim") == 0 || strcmp(r->engine, "builtin") == 0;
 }
 
+/* Whether model-stage ms ran in step r: not the critic's training in a
+ * warm-up step, nor one step ahead, the actor's inference (its old
+ * log-probs are the sampler's). */
 static bool ran(const struct step_record *r, const struct model *md, const struct ms_record *ms)
 {
+	if (r->staleness == 1 && md->role == ROLE_ACTOR && ms->stage == STAGE_INF)
+		return false;
 	return !(r->rl.known && r->rl.sft && md->role == ROLE_CRITIC && ms->stage == STAGE_TRAIN);
 }
 
@@ -265,7 +270,7 @@ int steprec_check(const struct step_record *r, const struct job *job,
 const char *const sr_record_keys[NRECORD_KEYS + 1] = {
 	"nereus", "kind", "step", "engine", "gpus_up", "status", "sequences", "prompt_len",
 	"response_len", "step_time_s", "predicted_step_s", "transition_s", "switch", "model_stages",
-	"rl", NULL
+	"rl", "staleness", NULL
 };
 
 const char *const sr_rl_keys[NRL_NUMS + 2] = {
@@ -509,7 +514,7 @@ static int parse_rl(const struct jdoc *d, json_t *o, struct step_rl *rl, struct 
 static int parse_fields(const struct jdoc *d, struct step_record *r, struct err *e)
 {
 	json_t *root = d->root, *resp = NULL, *stages = NULL, *sw = NULL, *rl = NULL, *o;
-	long step, gpus_up, seqs = 0, prompt = 0, rmax = 0;
+	long step, gpus_up, seqs = 0, prompt = 0, rmax = 0, staleness = 0;
 	int status, rc;
 	bool run;
 	size_t i;
@@ -535,8 +540,10 @@ static int parse_fields(const struct jdoc *d, struct step_record *r, struct err 
 	    (rc = jget_obj(d, root, "", "switch", false, &sw, e)) ||
 	    (sw && (rc = parse_switch(d, sw, &r->sw, e))) ||
 	    (rc = jget_arr(d, root, "", "model_stages", run, &stages, e)) ||
-	    (rc = jget_obj(d, root, "", "rl", false, &rl, e)))
+	    (rc = jget_obj(d, root, "", "rl", false, &rl, e)) ||
+	    (rc = jget_int(d, root, "", "staleness", false, 0, 1, &staleness, e)))
 		return rc;
+	r->staleness = (int)staleness;
 	for (int k = 0; k < NRL_NUMS; k++)
 		*sr_rl_num(&r->rl, k) = NAN;
 	if (rl && (rc = parse_rl(d, rl, &r->rl, e)))
@@ -708,6 +715,8 @@ json_t *steprec_to_json(const struct step_record *r)
 			json_object_set_new(rl, sr_rl_keys[k + 1], num_or_null(rl_value(&r->rl, k)));
 		json_object_set_new(o, "rl", rl);
 	}
+	if (r->staleness)
+		json_object_set_new(o, "staleness", json_integer(r->staleness));
 	return o;
 }
 

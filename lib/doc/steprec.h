@@ -114,6 +114,7 @@ struct step_record {
 	int nms;
 	struct ms_record ms[STEPREC_MAX_MS];
 	struct step_rl rl;   /* a real engine's RL figures */
+	int staleness;       /* the plan's (nereus-plan(5)); 0 when absent */
 };
 
 /* Parse one line (text, len bytes, no newline needed) of the file called
@@ -135,7 +136,8 @@ int steprec_parse(const char *name, long line, const char *text, size_t len,
  * equals gpus; a model's stages share one configuration and pool; a pool's
  * model-stages use the same GPUs; same_pool agrees with the pools; the
  * pools fit in gpus_up; with status ok every time is measured (but the
- * critic's training's in a warm-up step); measured times and peaks are
+ * critic's training's in a warm-up step, and the actor's inference's one
+ * step ahead); measured times and peaks are
  * positive and finite.
  * Errors name the field ("model_stages[2].time_s: ..."). */
 int steprec_check(const struct step_record *r, const struct job *job,

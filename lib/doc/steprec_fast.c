@@ -538,6 +538,7 @@ static bool fast_record_field(struct lex *x, int k, struct step_record *r,
 	case K_TRANSITION_S: return fast_num(x, false, &r->transition_s);
 	case K_SWITCH: return fast_switch(x, &r->sw);
 	case K_RL: return fast_rl(x, &r->rl);
+	case K_STALENESS: return fast_int(x, 0, 1, &num[k]);
 	default: return fast_stages(x, r);
 	}
 }
@@ -572,6 +573,7 @@ bool sr_fast_record(const char *text, size_t len, struct step_record *r)
 	r->status = (enum step_status)status;
 	r->sequences = num[K_SEQUENCES];
 	r->prompt_len = num[K_PROMPT_LEN];
+	r->staleness = (int)num[K_STALENESS];
 	return true;
 }
 

@@ -12,7 +12,7 @@
 /* A record's fields, in nereus-steps(5) order. */
 enum { K_NEREUS, K_KIND, K_STEP, K_ENGINE, K_GPUS_UP, K_STATUS, K_SEQUENCES, K_PROMPT_LEN,
        K_RESPONSE_LEN, K_STEP_TIME_S, K_PREDICTED_STEP_S, K_TRANSITION_S, K_SWITCH,
-       K_MODEL_STAGES, K_RL, NRECORD_KEYS };
+       K_MODEL_STAGES, K_RL, K_STALENESS, NRECORD_KEYS };
 
 /* The "rl" object: its phase, then its figures in this order. */
 #define NRL_NUMS 10

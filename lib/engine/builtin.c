@@ -298,6 +298,7 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 	if (!p || cond_plan_on_down(&b->c, p) || !b->open) {
 		paused(b, step, r);
 	} else {
+		trainer_set_staleness(&b->t, p->staleness);
 		t0 = seconds();
 		if ((rc = trainer_step(&b->t, step, &st, e)))
 			return rc;

@@ -270,6 +270,10 @@ static void unbind(struct trainer *t)
 	memset(t->xbuf, 0, sizeof t->xbuf);
 	t->dxbuf = NULL;
 	t->xcap = 0;
+	free(t->behind);
+	t->behind = NULL;
+	t->behind_n = 0;
+	t->behind_ready = false;
 }
 
 /* Decoders over rs's state for every layout the rank keeps.  When the
@@ -341,6 +345,13 @@ int trainer_open(struct trainer *t, const struct job *job, const struct groups *
 	if (rc)
 		trainer_close(t);
 	return rc;
+}
+
+void trainer_set_staleness(struct trainer *t, int staleness)
+{
+	if (staleness != t->staleness)
+		t->behind_ready = false;
+	t->staleness = staleness;
 }
 
 int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,

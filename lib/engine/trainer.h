@@ -120,6 +120,15 @@ struct trainer {
 	long opt_steps[MAX_MODELS]; /* optimizer steps taken */
 	struct generator gen_run;
 	bool has_gen;
+	/* the plan's staleness (nereus-plan(5)): 1 generates with the actor as
+	 * it was one update earlier, which behind keeps (the generation
+	 * layout's own copy, or when it aliases the actor's home layout, a
+	 * copy of the rank's actor weights [behind_n]); behind_ready: it holds
+	 * them (not on the first step, nor after a switch or a resume) */
+	int staleness;
+	bool behind_ready;
+	float *behind;
+	size_t behind_n;
 	float *xbuf[TRAINER_MAX_SLOTS], *dxbuf; /* pipeline hand-offs [T, H] */
 	int *rel[TRAINER_MAX_SLOTS]; /* each slot's micro-batch starts [B + 1] */
 	size_t xcap;
@@ -152,6 +161,9 @@ int trainer_open(struct trainer *t, const struct job *job, const struct groups *
  * before a switch, whose transition graph may take the actor's weights
  * from it.  Every rank of the world calls it. */
 int trainer_settle(struct trainer *t, struct err *e);
+/* The plan's staleness, 0 or 1 (nereus-plan(5)), for the steps from now;
+ * on a change, the next step generates with the weights as they are. */
+void trainer_set_staleness(struct trainer *t, int staleness);
 /* The same trainer on another plan's groups and state, after a switch. */
 int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,
 		   const int *mb, struct err *e);

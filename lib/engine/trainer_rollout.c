@@ -23,13 +23,49 @@ static int check_finite(const float *x, size_t n, long s, const char *what, stru
 
 /* --- the rollout ----------------------------------------------------------------------- */
 
+/* Staleness 1 on the actor's own layout: the rank's actor weights and
+ * t->behind exchanged, so that generation runs on the weights of one
+ * update earlier and behind keeps the actor's; behind_restore then makes
+ * the actor's weights its own again, and behind is what the next step
+ * generates with.  Where behind holds nothing yet (the first step, after
+ * a switch or a resume) it takes the weights as they are. */
+static int behind_swap(struct trainer *t, struct err *e)
+{
+	struct mstate *st = t->part[t->actor].st;
+	float *w = st->buf[KIND_WEIGHT];
+	size_t n = st->len[KIND_WEIGHT];
+
+	if (!t->behind_ready) {
+		free(t->behind);
+		if (!(t->behind = malloc((n + 1) * sizeof *t->behind)))
+			return err_oom(e);
+		memcpy(t->behind, w, n * sizeof *w);
+		t->behind_n = n;
+		t->behind_ready = true;
+	}
+	for (size_t i = 0; i < n; i++) {
+		float x = w[i];
+
+		w[i] = t->behind[i];
+		t->behind[i] = x;
+	}
+	return NR_OK;
+}
+
+static void behind_restore(struct trainer *t)
+{
+	struct mstate *st = t->part[t->actor].st;
+
+	memcpy(st->buf[KIND_WEIGHT], t->behind, t->behind_n * sizeof *t->behind);
+}
+
 /* Generation, on the generation layout's ranks: each replica samples its
  * block of the sequences into share (tokens, log-probs, then lengths, as
  * floats; one rank of the replica gives, the rest leave zeros).  The KV
  * cache and the engine's activations live for the stage; *peak gets what
  * the process held at its height.  Every rank of the world calls it: the
  * copy of the actor's weights the layout generates with is brought up to
- * date first. */
+ * date first, or one step behind, is the one of an update earlier. */
 static int generate(struct trainer *t, long s, struct part *gp, int64_t *peak, struct err *e)
 {
 	const struct job *job = t->job;
@@ -44,14 +80,21 @@ static int generate(struct trainer *t, long s, struct part *gp, int64_t *peak, s
 	int rc = NR_OK, b0, b1, *tok = NULL, *len = NULL, *start = t->rel[0];
 	uint64_t *ids = NULL;
 	float *lp = NULL;
+	bool swapped = false;
 
 	stops_to_gen(&t->stops, &gparams);
 	*peak = trainer_bytes(t);
 	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
-	if ((rc = tr_sync_gen(t, e)))
+	/* one step behind, the generation layout's copy is brought up to date
+	 * after generating instead (generation_stage) */
+	if (!(t->staleness && t->behind_ready) && (rc = tr_sync_gen(t, e)))
 		return rc;
 	if (!gp->held)
 		return NR_OK;
+	if (t->gen_alias && t->staleness) {
+		rc = behind_swap(t, e);
+		swapped = rc == NR_OK;
+	}
 	tr_replica_share(0, t->B, ro->dp_rank, ro->conf.dp, &b0, &b1);
 	nb = (size_t)(b1 - b0);
 	tok = malloc((nb * (size_t)tr_max_new(t) + 1) * sizeof *tok);
@@ -81,6 +124,8 @@ static int generate(struct trainer *t, long s, struct part *gp, int64_t *peak, s
 		generator_free(&t->gen_run);
 		t->has_gen = false;
 	}
+	if (swapped)
+		behind_restore(t);
 	/* one rank of the replica gives; token ids are exact as floats */
 	for (size_t b = 0; rc == NR_OK && ro->tp_rank == 0 && b < nb; b++) {
 		size_t row = ((size_t)b0 + b) * (size_t)tr_max_new(t);
@@ -113,8 +158,14 @@ static int generation_stage(struct trainer *t, long s, struct trainer_stats *st,
 		tr_add_ms(st, t->actor, STAGE_GEN, t0, peak);
 	else
 		tr_idle_ms(st, t->actor, STAGE_GEN);
-	tr_move_ms(st, t->actor, t->move_s);
 	rc = tr_agree(t, rc, e);
+	/* one step behind: the copy the next step generates with is the
+	 * actor's before this step's update */
+	if (rc == NR_OK && t->staleness && !t->gen_alias) {
+		rc = tr_sync_gen(t, e);
+		t->behind_ready = rc == NR_OK;
+	}
+	tr_move_ms(st, t->actor, t->move_s);
 	if (rc == NR_OK)
 		rc = tr_pool(t, t->share, 2 * N + (size_t)t->B, e);
 	for (size_t i = 0; rc == NR_OK && i < N; i++) {
@@ -148,6 +199,14 @@ static int rule_scores(struct trainer *t, long s, struct err *e)
 	return rc ? err_prefix(e, "step %ld", s) : NR_OK;
 }
 
+/* Whether the actor's inference forward gives its old log-probs: when
+ * the job gives it that stage and it generated with the weights it
+ * trains (staleness 0). */
+static bool actor_infers(const struct trainer *t)
+{
+	return t->job->models[t->actor].stages[STAGE_INF] && t->staleness == 0;
+}
+
 /* Model mi's inference forward on its ranks, its per-position figures
  * gathered into out (the score at each sequence's last token, for the
  * reward model); what names it in errors. */
@@ -179,7 +238,7 @@ static int inference_stage(struct trainer *t, long s, struct trainer_stats *st, 
 	const struct job *job = t->job;
 	float temp = (float)job->rl.temperature;
 	size_t N = t->off[t->B], B = (size_t)t->B;
-	bool actor = job->models[t->actor].stages[STAGE_INF];
+	bool actor = actor_infers(t);
 	int rc = NR_OK;
 
 	if (t->reward >= 0)
@@ -232,8 +291,9 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 		if (t->gen_len[b] > st->response_len_max)
 			st->response_len_max = t->gen_len[b];
 	/* the actor's log-probs, as its training forward takes them, else
-	 * the sampler's */
-	if (job->models[t->actor].stages[STAGE_INF]) {
+	 * the sampler's: one step behind, the sampler's are the behaviour
+	 * policy's, which PPO's ratio is to */
+	if (actor_infers(t)) {
 		if ((rc = check_finite(t->old_logp, N, s, "the actor's log-probs", e)))
 			return rc;
 	} else {

@@ -296,6 +296,11 @@ double cost_handoff(const struct env *v, double bytes, int span)
 	return bytes / cost_link_bw(v, span) + v->k->allreduce_lat_s;
 }
 
+double cost_stale_step(double gen, double inf_train, double move)
+{
+	return fmax(gen, inf_train) + move;
+}
+
 double cost_offload(const struct env *v, double bytes)
 {
 	return 2.0 * bytes / cost_host_bw(v);

@@ -73,6 +73,11 @@ double cost_move(const struct env *v, const struct arch *a, const struct pconf *
  * pools at the stage's end, over the links of a job spanning span GPUs:
  * one broadcast from the pool's first GPU (nereus-cost(5), HAND-OFFS). */
 double cost_handoff(const struct env *v, double bytes, int span);
+/* A step's stages with generation one step behind (staleness 1), on a
+ * pool of its own: generation of the next step runs while this one's
+ * inference and training do, so the step takes the longer of the two,
+ * then the actor's move into generation, which waits for training. */
+double cost_stale_step(double gen, double inf_train, double move);
 /* Seconds to move bytes per GPU to host memory and back. */
 double cost_offload(const struct env *v, double bytes);
 

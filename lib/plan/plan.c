@@ -310,6 +310,44 @@ static void shortfall(const struct env *v, struct plan *p, const struct ms_plan 
 		   cl->gpu.mem_gib, cl->headroom * 100);
 }
 
+/* The generation pool's other item, when it shares its GPUs with a model:
+ * the model's index, else -1. */
+static int gen_pool_model(const struct job *j, const struct plan *p)
+{
+	int gi = pool_of_item(p, ITEM_GEN);
+
+	for (int m = 0; gi >= 0 && m < j->nmodels; m++)
+		if (p->pools[gi].items & (1u << (1 + m)))
+			return m;
+	return -1;
+}
+
+/* The step's time from its stages': their sum, or with staleness 1 the
+ * overlap cost_stale_step prices, which needs generation on GPUs of its
+ * own (on shared ones the two would take turns). */
+static void step_time(const struct env *v, struct plan *p)
+{
+	double move = 0;
+	int shared;
+
+	p->step_time = v->k->step_s;
+	if (p->staleness == 0) {
+		for (int s = 0; s < NSTAGES; s++)
+			p->step_time += p->stage_time[s];
+		return;
+	}
+	if ((shared = gen_pool_model(v->job, p)) >= 0)
+		infeasible(p, "staleness 1 overlaps generation with training, which needs the "
+			   "generation engines on a pool of their own; their pool also holds "
+			   "'%s'", v->job->models[shared].name);
+	for (int i = 0; i < p->nms; i++)
+		if (p->ms[i].stage == STAGE_GEN)
+			move = p->ms[i].time.move;
+	p->step_time += cost_stale_step(p->stage_time[STAGE_GEN] - move,
+					p->stage_time[STAGE_INF] + p->stage_time[STAGE_TRAIN],
+					move);
+}
+
 void plan_evaluate(const struct env *v, struct plan *p)
 {
 	const struct job *j = v->job;
@@ -398,7 +436,6 @@ void plan_evaluate(const struct env *v, struct plan *p)
 		if (ms->peak > cap)
 			shortfall(v, p, ms);
 	}
-	p->step_time = v->k->step_s;
 	for (int i = 0; i < p->npools; i++)
 		span += p->pools[i].ngpus;
 	for (int s = 0; s < NSTAGES; s++) {
@@ -406,8 +443,8 @@ void plan_evaluate(const struct env *v, struct plan *p)
 		for (int i = 0; i < p->npools; i++)
 			p->stage_time[s] = fmax(p->stage_time[s], pool_t[i][s]);
 		p->stage_time[s] += plan_handoffs(v, p->pools, p->npools, span, (enum stage)s);
-		p->step_time += p->stage_time[s];
 	}
+	step_time(v, p);
 }
 
 /* --- what a switch moves --------------------------------------------------- */
@@ -503,6 +540,7 @@ void plan_to_record(const struct env *v, const struct plan *p, long step,
 	snprintf(r->engine, sizeof r->engine, "sim");
 	r->gpus_up = cluster_gpus_up(v->cl);
 	r->status = p->feasible ? STEP_OK : STEP_OOM;
+	r->staleness = p->staleness;
 	r->sequences = job_sequences(j);
 	r->prompt_len = j->prompt_len;
 	r->response = j->response;

@@ -44,6 +44,9 @@ struct plan {
 	struct pconf home[MAX_MODELS]; /* each model's home layout (and offload) */
 	struct pconf gen;              /* the generation engines' layout */
 	int gpu_pool[MAX_GPUS];        /* pool of each GPU, -1 when idle or down */
+	/* 0: synchronous; 1: step k generates with the actor of one step
+	 * earlier, overlapping training (nereus-plan(5), STALENESS) */
+	int staleness;
 	/* filled by plan_evaluate: */
 	int nms;
 	struct ms_plan ms[MAX_MS];

@@ -85,6 +85,8 @@ json_t *plan_to_json(const struct env *v, const struct plan *p)
 	json_object_set_new(doc, "feasible", json_boolean(p->feasible));
 	if (!p->feasible)
 		json_object_set_new(doc, "why", json_string(p->why));
+	if (p->staleness)
+		json_object_set_new(doc, "staleness", json_integer(p->staleness));
 	json_object_set_new(doc, "step_time_s", json_real(secs(p->step_time)));
 	for (int s = 0; s < NSTAGES; s++)
 		json_object_set_new(stages, job_stage_names[s], json_real(secs(p->stage_time[s])));
@@ -244,12 +246,14 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 	static const char *const keys[] = { "nereus", "kind", "layout", "job", "cluster",
 					    "gpus_up", "feasible", "why", "step_time_s",
 					    "stage_time_s", "pools", "models", "generation",
-					    "model_stages", "gpu_peak_gib", "decision", NULL };
+					    "model_stages", "gpu_peak_gib", "decision", "staleness",
+					    NULL };
 	static const char *const pkeys[] = { "gpus", "count", "items", "resident_gib",
 					     "peak_gib", NULL };
 	const struct job *j = v->job;
 	struct jdoc d;
 	json_t *pools, *models, *gen, *pl, *it;
+	long staleness = 0;
 	size_t i, k;
 	int rc, gpool;
 	char path[300], sub[340];
@@ -270,6 +274,7 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 	strcpy(p->layout, "adaptive");
 	if ((rc = jdoc_check_keys(&d, d.root, "", keys, e)) ||
 	    (rc = jget_str(&d, d.root, "", "layout", false, p->layout, sizeof p->layout, e)) ||
+	    (rc = jget_int(&d, d.root, "", "staleness", false, 0, 1, &staleness, e)) ||
 	    (rc = jget_arr(&d, d.root, "", "pools", true, &pools, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "models", true, &models, e)) ||
 	    (rc = jget_obj(&d, d.root, "", "generation", true, &gen, e)))
@@ -278,6 +283,7 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 		rc = jdoc_fail(&d, "pools", e, "expected 1 to %d pools", MAX_ITEMS);
 		goto out;
 	}
+	p->staleness = (int)staleness;
 	p->npools = (int)json_array_size(pools);
 	json_array_foreach(pools, i, pl) {
 		char gpus[4096];

@@ -56,9 +56,9 @@ char *plan_table(const struct env *v, const struct plan *p, const struct decisio
 	}
 	table_put(&t, &b);
 	table_free(&t);
-	sb_printf(&b, "stages: generation %.2f s, inference %.2f s, training %.2f s; step %.2f s\n",
+	sb_printf(&b, "stages: generation %.2f s, inference %.2f s, training %.2f s; step %.2f s%s\n",
 		  p->stage_time[STAGE_GEN], p->stage_time[STAGE_INF], p->stage_time[STAGE_TRAIN],
-		  p->step_time);
+		  p->step_time, p->staleness ? " (one step ahead: staleness 1)" : "");
 	if (d)
 		sb_printf(&b, "decision: %s — %s\n", d->do_switch ? "switch" : "keep", d->reason);
 	return sb_take(&b);

@@ -83,6 +83,7 @@ static void build(struct search *s, struct plan *p)
 {
 	memset(p->pools, 0, sizeof p->pools);
 	p->npools = s->npools;
+	p->staleness = 0;
 	for (int i = 0; i < s->npools; i++) {
 		int zi = s->zi[i];
 		p->pools[i].items = s->pools[i];
@@ -286,7 +287,8 @@ static void partitions(struct search *s, int item, int *block, int nblocks, int 
 		memset(s->pools, 0, sizeof s->pools);
 		for (int i = 0; i < s->nitems; i++)
 			s->pools[block[i]] |= 1u << i;
-		if (!engines_places(s->v->job, s->sp->target, s->pools, nblocks))
+		if (!engines_places(s->v->job, s->sp->target, s->pools, nblocks) ||
+		    (s->sp->gen_alone && s->pools[block[ITEM_GEN]] != 1u << ITEM_GEN))
 			return;
 		partition_handoffs(s);
 		s->st->partitions++;
@@ -307,6 +309,9 @@ static void pass(struct search *s, int *block, bool fewest)
 	if (s->sp->npools) {
 		s->npools = s->sp->npools;
 		memcpy(s->pools, s->sp->pool_items, sizeof s->pools);
+		for (int i = 0; s->sp->gen_alone && i < s->npools; i++)
+			if ((s->pools[i] & 1u << ITEM_GEN) && s->pools[i] != 1u << ITEM_GEN)
+				return;
 		partition_handoffs(s);
 		s->st->partitions++;
 		walk(s, 0, cluster_gpus_up(cl), (const double[NSTAGES]){ 0 });
@@ -509,9 +514,10 @@ out:
 	return rc;
 }
 
-int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
-		const struct plan *current, struct plan *best, struct search_stats *st,
-		struct err *e)
+/* The fastest plan of the variants engines_variant gives sp, synchronous. */
+static int search_variants(const struct env *v, const struct space *sp, bool exhaustive,
+			   const struct plan *current, struct plan *best,
+			   struct search_stats *st, struct err *e)
 {
 	struct space one = *sp;
 	struct search_stats each;
@@ -549,4 +555,59 @@ int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 		return rc;
 	}
 	return found ? NR_OK : NR_EINFEASIBLE;
+}
+
+static void add_stats(struct search_stats *to, const struct search_stats *st)
+{
+	to->partitions += st->partitions;
+	to->pool_fronts += st->pool_fronts;
+	to->candidates += st->candidates;
+	to->leaves += st->leaves;
+	to->seconds += st->seconds;
+	to->cpu_seconds += st->cpu_seconds;
+}
+
+/* p one step ahead in place of best when that is feasible and faster. */
+static void take_if_ahead_pays(const struct env *v, struct plan *p, struct plan *best)
+{
+	p->staleness = 1;
+	plan_evaluate(v, p);
+	if (p->feasible && p->step_time < best->step_time)
+		memcpy(best, p, sizeof *best);
+}
+
+/* Staleness 1 pays where generation is the longer half of a step, and
+ * needs the engines on a pool of their own: the synchronous search's plan
+ * is priced one step ahead when its engines have one, and so is the
+ * fastest synchronous plan of those whose engines do; the fastest of all
+ * is kept.  (The walk's bounds add the stages up, so it cannot prune by
+ * the overlap itself.) */
+int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
+		const struct plan *current, struct plan *best, struct search_stats *st,
+		struct err *e)
+{
+	struct space alone = *sp;
+	struct search_stats more;
+	struct plan *p;
+	struct err scratch;
+	int rc = search_variants(v, sp, exhaustive, current, best, st, e);
+
+	if (rc || sp->max_staleness < 1)
+		return rc;
+	if (!(p = malloc(sizeof *p)))
+		return err_oom(e);
+	memcpy(p, best, sizeof *p);
+	take_if_ahead_pays(v, p, best);
+	alone.gen_alone = true;
+	memcpy(p->layout, best->layout, sizeof p->layout);
+	rc = search_variants(v, &alone, exhaustive, current, p, &more, &scratch);
+	add_stats(st, &more);
+	if (rc == NR_OK)
+		take_if_ahead_pays(v, p, best);
+	free(p);
+	if (rc != NR_OK && rc != NR_EINFEASIBLE) {
+		*e = scratch;
+		return rc;
+	}
+	return NR_OK;
 }

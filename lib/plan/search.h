@@ -33,6 +33,8 @@ struct space {
 	int npools;                     /* 0: every partition of the items */
 	unsigned pool_items[MAX_ITEMS]; /* else these pools… */
 	int pool_size[MAX_ITEMS];       /* …with these sizes (0: free) */
+	bool gen_alone;                 /* only the engines on a pool of their own */
+	int max_staleness;              /* 1: plans may run one step ahead */
 };
 
 struct search_stats {
@@ -54,7 +56,11 @@ int search_pin_parse(const struct job *job, const char *text, struct space *sp, 
 /* Search; current (may be NULL) breaks ties toward the plan that moves the
  * fewest bytes from it.  NR_EINFEASIBLE with the shortfall in e when nothing
  * fits.  A target whose models share settings is searched once for each
- * of its variants (engines_variant), the fastest plan kept; st sums them. */
+ * of its variants (engines_variant), the fastest plan kept; st sums them.
+ * With sp->max_staleness 1 the plan may run one step ahead where that is
+ * faster (nereus-plan(5), STALENESS): the synchronous search's plan, and
+ * the fastest synchronous plan with the engines on a pool of their own,
+ * are each priced one step ahead too. */
 int plan_search(const struct env *v, const struct space *sp, bool exhaustive,
 		const struct plan *current, struct plan *best, struct search_stats *st,
 		struct err *e);

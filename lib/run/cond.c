@@ -62,21 +62,27 @@ void cond_pool_slowdown(const struct cond *c, const struct plan *p, double *fact
 double cond_step_time(const struct cond *c, const struct coef *k, const struct plan *p,
 		      const double *scale)
 {
-	double factor[MAX_ITEMS], pool_t[MAX_ITEMS][NSTAGES] = { { 0 } }, step = k->step_s;
+	double factor[MAX_ITEMS], pool_t[MAX_ITEMS][NSTAGES] = { { 0 } }, stage[NSTAGES];
+	double move = 0;
 
 	cond_pool_slowdown(c, p, factor);
 	for (int i = 0; i < p->nms; i++) {
 		const struct ms_plan *ms = &p->ms[i];
-		pool_t[ms->pool][ms->stage] += ms->time.total * factor[ms->pool] *
-					       (scale ? scale[i] : 1);
+		double f = factor[ms->pool] * (scale ? scale[i] : 1);
+
+		pool_t[ms->pool][ms->stage] += ms->time.total * f;
+		if (ms->stage == STAGE_GEN)
+			move = ms->time.move * f;
 	}
 	for (int s = 0; s < NSTAGES; s++) {
-		double worst = 0;
+		stage[s] = 0;
 		for (int i = 0; i < p->npools; i++)
-			worst = fmax(worst, pool_t[i][s]);
-		step += worst;
+			stage[s] = fmax(stage[s], pool_t[i][s]);
 	}
-	return step;
+	if (p->staleness)
+		return k->step_s + cost_stale_step(stage[STAGE_GEN] - move,
+						   stage[STAGE_INF] + stage[STAGE_TRAIN], move);
+	return k->step_s + stage[STAGE_GEN] + stage[STAGE_INF] + stage[STAGE_TRAIN];
 }
 
 bool cond_plan_on_down(const struct cond *c, const struct plan *p)

@@ -33,8 +33,9 @@ unsigned cond_replay(struct cond *c, const struct events *ev, size_t *next, long
 void cond_pool_slowdown(const struct cond *c, const struct plan *p, double *factor);
 /* p's step time under c: its evaluated model-stage times, each pool's
  * slowed by its factor and each multiplied by scale[i] (NULL: 1), stage by
- * stage the slowest pool, plus the fixed per-step cost.  p must have been
- * evaluated. */
+ * stage the slowest pool, added up (one step ahead, overlapped as
+ * cost_stale_step prices it), plus the fixed per-step cost.  p must have
+ * been evaluated. */
 double cond_step_time(const struct cond *c, const struct coef *k, const struct plan *p,
 		      const double *scale);
 /* Whether p places a pool on a GPU that is down. */

@@ -49,6 +49,7 @@ static int policy_space(const struct controller *c, const struct env *v, struct 
 	int rc;
 
 	search_space_init(sp);
+	sp->max_staleness = c->max_staleness;
 	if (c->policy != LAYOUT_FIXED)
 		return layout_space(v, c->policy, NULL, sp, e);
 	if ((rc = layout_space(v, LAYOUT_FIXED, &c->ref, sp, e)))

@@ -84,6 +84,7 @@ struct controller {
 	const struct ctl_script *script; /* follow this instead of searching */
 	const struct plan *script_cur;   /* the script's plan running */
 	double min_gain;     /* hysteresis: the fraction of step time a switch must save */
+	int max_staleness;   /* 1: its searches may choose plans one step ahead */
 	double refit_tol;    /* a refit moving no coefficient by more than this is ignored */
 	bool price_graph;    /* price switches with the transition graph, else the bound */
 	struct coef k;       /* the cost model it plans with */

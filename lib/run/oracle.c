@@ -24,7 +24,8 @@ static struct env env_of(const struct hindsight *h, int i)
  * more, which costs time, not correctness). */
 static bool same_shape(const struct plan *a, const struct plan *b, int n)
 {
-	if (a->npools != b->npools || memcmp(a->home, b->home, sizeof a->home) ||
+	if (a->npools != b->npools || a->staleness != b->staleness ||
+	    memcmp(a->home, b->home, sizeof a->home) ||
 	    memcmp(&a->gen, &b->gen, sizeof a->gen) ||
 	    memcmp(a->gpu_pool, b->gpu_pool, (size_t)n * sizeof a->gpu_pool[0]))
 		return false;

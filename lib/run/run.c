@@ -624,6 +624,7 @@ static bool plan_from_record(const struct cond *c, const struct step_record *rec
 	for (int g = 0; g < MAX_GPUS; g++)
 		p->gpu_pool[g] = -1;
 	snprintf(p->layout, sizeof p->layout, "adaptive");
+	p->staleness = rec->staleness;
 	for (int i = 0; i < rec->nms; i++) {
 		const struct ms_record *ms = &rec->ms[i];
 		const struct model *md = job_model(j, ms->model);
@@ -645,11 +646,12 @@ static bool plan_from_record(const struct cond *c, const struct step_record *rec
 	return p->npools > 0 && plan_place(&c->cl, p);
 }
 
-/* Whether two records ran the same plan, as far as records say: every
- * model-stage on the same pool with the same configuration. */
+/* Whether two records ran the same plan, as far as records say: the same
+ * staleness, every model-stage on the same pool with the same
+ * configuration. */
 static bool same_plan(const struct step_record *a, const struct step_record *b)
 {
-	if (a->nms != b->nms)
+	if (a->nms != b->nms || a->staleness != b->staleness)
 		return false;
 	for (int i = 0; i < a->nms; i++) {
 		const struct ms_record *x = &a->ms[i], *y = &b->ms[i];

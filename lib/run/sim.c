@@ -55,9 +55,9 @@ static double normal(uint64_t seed, long step, int i)
 	return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
-double sim_step_time(const struct step_record *r, double step_s)
+double sim_step_time(const struct step_record *r, double step_s, double move)
 {
-	double pool_t[STEPREC_MAX_MS][NSTAGES] = { { 0 } }, t = step_s;
+	double pool_t[STEPREC_MAX_MS][NSTAGES] = { { 0 } }, t = step_s, stage[NSTAGES];
 	int npools = 0;
 
 	for (int i = 0; i < r->nms; i++) {
@@ -67,12 +67,33 @@ double sim_step_time(const struct step_record *r, double step_s)
 			npools = m->pool + 1;
 	}
 	for (int s = 0; s < NSTAGES; s++) {
-		double worst = 0;
+		stage[s] = 0;
 		for (int i = 0; i < npools; i++)
-			worst = fmax(worst, pool_t[i][s]);
-		t += worst;
+			stage[s] = fmax(stage[s], pool_t[i][s]);
 	}
-	return t;
+	if (r->staleness)
+		return t + cost_stale_step(stage[STAGE_GEN] - move,
+					   stage[STAGE_INF] + stage[STAGE_TRAIN], move);
+	return t + stage[STAGE_GEN] + stage[STAGE_INF] + stage[STAGE_TRAIN];
+}
+
+/* The share of generation's predicted time in p that moves the actor's
+ * weights in. */
+static double move_share(const struct plan *p)
+{
+	for (int i = 0; i < p->nms; i++)
+		if (p->ms[i].stage == STAGE_GEN && p->ms[i].time.total > 0)
+			return p->ms[i].time.move / p->ms[i].time.total;
+	return 0;
+}
+
+/* The seconds generation's entry of r spent moving weights, at share. */
+static double gen_move(const struct step_record *r, double share)
+{
+	for (int i = 0; i < r->nms; i++)
+		if (r->ms[i].stage == STAGE_GEN)
+			return share * r->ms[i].time_s;
+	return 0;
 }
 
 static void paused(const struct sim *s, long step, struct step_record *r)
@@ -108,7 +129,8 @@ static int sim_step(void *self, long step, const struct plan *p, struct step_rec
 				r->ms[i].time_s *= factor[r->ms[i].pool] *
 						   exp(s->noise * z - s->noise * s->noise / 2);
 			}
-			r->step_time_s = sim_step_time(r, s->k.step_s);
+			r->step_time_s = sim_step_time(r, s->k.step_s,
+						       gen_move(r, move_share(&s->eval)));
 		}
 	}
 	snprintf(r->engine, sizeof r->engine, "sim");

@@ -32,7 +32,10 @@ void sim_init(struct sim *s, const struct job *job, const struct cluster *cl,
 struct engine sim_engine(struct sim *s);
 
 /* A step's time from its record: stage by stage, the slowest pool's sum of
- * its model-stages' times, plus the fixed per-step cost step_s. */
-double sim_step_time(const struct step_record *r, double step_s);
+ * its model-stages' times, plus the fixed per-step cost step_s; one step
+ * ahead (r->staleness 1), generation overlaps the other two stages as
+ * cost_stale_step prices it, move being the seconds of generation's time
+ * that moved the actor's weights in. */
+double sim_step_time(const struct step_record *r, double step_s, double move);
 
 #endif
