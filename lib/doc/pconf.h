@@ -15,7 +15,8 @@ extern const char *const pconf_recompute_names[NRECOMPUTE + 1];
  * are gathered a unit at a time while they compute.  A frozen model has
  * only weights: ZERO_0 or ZERO_3. */
 enum zero_stage { ZERO_0, ZERO_1, ZERO_2, ZERO_3, NZERO_STAGES };
-extern const char *const pconf_zero_names[NZERO_STAGES + 1]; /* "zero0" … "zero3", as pins spell them */
+/* "zero0" … "zero3", as pins spell them */
+extern const char *const pconf_zero_names[NZERO_STAGES + 1];
 
 struct pconf {
 	int tp, pp, dp;

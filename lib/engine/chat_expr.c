@@ -293,8 +293,8 @@ static int parse_math2(struct parser *p, struct expr **out)
 	int rc = parse_unary(p, out, true);
 	struct expr *b;
 
-	while (rc == NR_OK && (chat_is_op(p, "*") || chat_is_op(p, "/") || chat_is_op(p, "//") || chat_is_op(p, "%") ||
-			       chat_is_op(p, "**"))) {
+	while (rc == NR_OK && (chat_is_op(p, "*") || chat_is_op(p, "/") || chat_is_op(p, "//") ||
+			       chat_is_op(p, "%") || chat_is_op(p, "**"))) {
 		if (!chat_is_op(p, "*"))
 			return chat_fail(p->l, p->tk.line, "unsupported construct: the operator '%s'",
 				    p->tk.op);

@@ -26,7 +26,9 @@ const struct tg_select tg_select_all = { UINT32_MAX, UINT32_MAX, UINT32_MAX };
 
 struct tg_select tg_select_gen_weights(const struct job *job)
 {
-	return (struct tg_select){ .a_items = 1u << (1 + job_actor(job)), .b_items = 1u << ITEM_GEN, .kinds = 1u << KIND_WEIGHT };
+	return (struct tg_select){ .a_items = 1u << (1 + job_actor(job)),
+				   .b_items = 1u << ITEM_GEN,
+				   .kinds = 1u << KIND_WEIGHT };
 }
 
 #define SEG_DIV 64         /* a segment holds at most capacity / SEG_DIV bytes */
