@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/mem.h"
 #include "state/tgraph.h"
 
 int charge_graph(const struct env *v, const struct plan *a, const struct plan *b,
@@ -52,15 +53,9 @@ static void put(struct key *k, const void *x, size_t n)
 {
 	if (k->oom)
 		return;
-	if (k->n + n > k->cap) {
-		size_t cap = (k->n + n) * 2;
-		unsigned char *np = realloc(k->p, cap);
-		if (!np) {
-			k->oom = true;
-			return;
-		}
-		k->p = np;
-		k->cap = cap;
+	if (mem_grow(&k->p, &k->cap, k->n + n, 1)) {
+		k->oom = true;
+		return;
 	}
 	memcpy(k->p + k->n, x, n);
 	k->n += n;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/mem.h"
 
 const char *const ctl_act_names[] = { "keep", "start", "switch", "pause", NULL };
 
@@ -168,15 +169,9 @@ static void put(struct buf *b, const void *x, size_t n)
 {
 	if (b->oom)
 		return;
-	if (b->n + n > b->cap) {
-		size_t cap = (b->n + n) * 2;
-		unsigned char *np = realloc(b->p, cap);
-		if (!np) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
+	if (mem_grow(&b->p, &b->cap, b->n + n, 1)) {
+		b->oom = true;
+		return;
 	}
 	memcpy(b->p + b->n, x, n);
 	b->n += n;

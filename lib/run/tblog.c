@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/mem.h"
+
 uint32_t tblog_crc32c(const void *data, size_t n)
 {
 	const unsigned char *p = data;
@@ -40,17 +42,9 @@ static void pb_bytes(struct pb *b, const void *data, size_t n)
 {
 	if (b->oom)
 		return;
-	if (b->n + n > b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 256;
-		unsigned char *p;
-		while (cap < b->n + n)
-			cap *= 2;
-		if (!(p = realloc(b->p, cap))) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
+	if (mem_grow(&b->p, &b->cap, b->n + n, 1)) {
+		b->oom = true;
+		return;
 	}
 	memcpy(b->p + b->n, data, n);
 	b->n += n;
