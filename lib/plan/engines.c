@@ -488,12 +488,13 @@ static const char *yes(bool b)
 }
 
 /* The engines' share of a GPU's memory (vLLM's gpu_memory_utilization):
- * what the plan leaves them next to what their pool keeps resident, that
- * is their weights, workspace and KV room, rounded down. */
+ * what the plan leaves them next to what their pool's models keep
+ * resident (their own copy, kept or not, is theirs), that is their
+ * weights, workspace and KV room, rounded down. */
 static double gpu_share(const struct env *v, const struct plan *p)
 {
 	int gi = pool_of(p, ITEM_GEN);
-	double room = cluster_gpu_bytes(v->cl) - (gi >= 0 ? p->resident[gi] : 0);
+	double room = cluster_gpu_bytes(v->cl) - (gi >= 0 ? p->resident[gi] - p->gen_kept : 0);
 
 	return floor(room / (v->cl->gpu.mem_gib * GIB) * 100) / 100;
 }

@@ -348,17 +348,67 @@ static void step_time(const struct env *v, struct plan *p)
 					move);
 }
 
+bool plan_gen_resident(const struct plan *p)
+{
+	int gi = pool_of_item(p, ITEM_GEN);
+
+	if (p->staleness || p->gen_copy == GEN_COPY_RESIDENT)
+		return true;
+	if (p->gen_copy == GEN_COPY_FREED)
+		return false;
+	return gi < 0 || !(p->pools[gi].items & ~1u);
+}
+
+/* The generation entry, next to what the models of the engines' pool keep
+ * resident, its weights (the engines' copy) added to that pool's resident
+ * bytes when the copy stays: every model-stage there then peaks with it,
+ * and generation with it once.  false when the engines are in no pool. */
+static bool gen_stage(const struct env *v, struct plan *p, struct ms_plan *ms)
+{
+	int actor = job_actor(v->job), gi = pool_of_item(p, ITEM_GEN);
+	int ai = pool_of_item(p, 1 + actor);
+
+	memset(ms, 0, sizeof *ms);
+	ms->model = actor;
+	ms->stage = STAGE_GEN;
+	ms->pool = gi;
+	ms->conf = p->gen;
+	if (gi < 0) {
+		infeasible(p, "the generation engines are in no pool");
+		return false;
+	}
+	if (p->gen.tp * p->gen.dp != p->pools[gi].ngpus)
+		infeasible(p, "generation has tp·dp = %d on a pool of %d GPUs",
+			   p->gen.tp * p->gen.dp, p->pools[gi].ngpus);
+	if (!plan_gen_cost(v, &p->gen, p->resident[gi], &p->home[actor], gi == ai, &ms->time,
+			   &ms->mem, &ms->peak)) {
+		char name[160];
+		ms_name(v, actor, STAGE_GEN, name, sizeof name);
+		infeasible(p, "%s needs at least %.1f GiB per GPU for its weights and one "
+			   "sequence's KV cache (tp=%d), GPUs have %.1f GiB", name, ms->peak / GIB,
+			   p->gen.tp, cluster_gpu_bytes(v->cl) / GIB);
+	}
+	if (plan_gen_resident(p)) {
+		p->gen_kept = ms->mem.weights;
+		p->resident[gi] += p->gen_kept;
+	}
+	return true;
+}
+
 void plan_evaluate(const struct env *v, struct plan *p)
 {
 	const struct job *j = v->job;
 	double cap = cluster_gpu_bytes(v->cl);
 	double pool_t[MAX_ITEMS][NSTAGES] = { { 0 } };
 	struct mcost mc[MAX_MODELS];
-	int actor = job_actor(j), n = cluster_gpus(v->cl), span = 0;
+	struct ms_plan gen;
+	int n = cluster_gpus(v->cl), span = 0;
+	bool has_gen;
 
 	p->feasible = true;
 	p->why[0] = '\0';
 	p->nms = 0;
+	p->gen_kept = 0;
 	for (int i = 0; i < p->npools; i++) {
 		int count = 0;
 		for (int g = 0; g < n; g++) {
@@ -386,6 +436,7 @@ void plan_evaluate(const struct env *v, struct plan *p)
 		model_cost(v, m, &p->home[m], &mc[m]);
 		p->resident[pi] += mc[m].res;
 	}
+	has_gen = gen_stage(v, p, &gen);
 	for (int m = 0; m < j->nmodels; m++) {
 		int pi = pool_of_item(p, 1 + m);
 		if (pi < 0)
@@ -405,30 +456,9 @@ void plan_evaluate(const struct env *v, struct plan *p)
 			pool_t[pi][s] += mc[m].t[s];
 		}
 	}
-	{
-		int gi = pool_of_item(p, ITEM_GEN), ai = pool_of_item(p, 1 + actor);
-		struct ms_plan *ms = &p->ms[p->nms++];
-		ms->model = actor;
-		ms->stage = STAGE_GEN;
-		ms->pool = gi;
-		ms->conf = p->gen;
-		if (gi < 0) {
-			infeasible(p, "the generation engines are in no pool");
-			p->nms--;
-		} else {
-			if (p->gen.tp * p->gen.dp != p->pools[gi].ngpus)
-				infeasible(p, "generation has tp·dp = %d on a pool of %d GPUs",
-					   p->gen.tp * p->gen.dp, p->pools[gi].ngpus);
-			if (!plan_gen_cost(v, &p->gen, p->resident[gi], &p->home[actor], gi == ai,
-				      &ms->time, &ms->mem, &ms->peak)) {
-				char name[160];
-				ms_name(v, actor, STAGE_GEN, name, sizeof name);
-				infeasible(p, "%s needs at least %.1f GiB per GPU for its weights "
-					   "and one sequence's KV cache (tp=%d), GPUs have %.1f GiB",
-					   name, ms->peak / GIB, p->gen.tp, cap / GIB);
-			}
-			pool_t[gi][STAGE_GEN] += ms->time.total;
-		}
+	if (has_gen) {
+		p->ms[p->nms++] = gen;
+		pool_t[gen.pool][STAGE_GEN] += gen.time.total;
 	}
 	for (int i = 0; i < p->nms; i++) {
 		struct ms_plan *ms = &p->ms[i];

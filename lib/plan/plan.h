@@ -22,6 +22,11 @@
 #define ITEM_GEN 0 /* item 0: the actor's generation engines; item 1 + m: model m */
 #define MAX_MS (MAX_MODELS * NSTAGES)
 
+/* What becomes of the generation engines' copy of the actor's weights
+ * between generation stages (nereus-plan(5), generation.resident): the
+ * planner's rule (plan_gen_resident), or what a plan document says. */
+enum gen_copy { GEN_COPY_RULE, GEN_COPY_RESIDENT, GEN_COPY_FREED };
+
 struct pool {
 	unsigned items;   /* bit i set: item i runs here */
 	int ngpus;
@@ -43,6 +48,7 @@ struct plan {
 	struct pool pools[MAX_ITEMS];
 	struct pconf home[MAX_MODELS]; /* each model's home layout (and offload) */
 	struct pconf gen;              /* the generation engines' layout */
+	enum gen_copy gen_copy;        /* their copy kept or freed between generations */
 	int gpu_pool[MAX_GPUS];        /* pool of each GPU, -1 when idle or down */
 	/* 0: synchronous; 1: step k generates with the actor of one step
 	 * earlier, overlapping training (nereus-plan(5), STALENESS) */
@@ -51,12 +57,23 @@ struct plan {
 	int nms;
 	struct ms_plan ms[MAX_MS];
 	double resident[MAX_ITEMS];   /* per-GPU bytes each pool keeps between stages */
+	double gen_kept;              /* of the generation pool's, the engines' copy's */
 	double pool_peak[MAX_ITEMS];  /* per-GPU peak bytes of each pool */
 	double stage_time[NSTAGES];
 	double step_time;
 	bool feasible;
 	char why[512];                /* when infeasible: the shortfall, in words */
 };
+
+/* Whether the engines' copy of the actor's weights stays on their pool
+ * between generation stages: what the plan says, else the rule, kept
+ * with staleness 1 (the copy made after a generation is what the next
+ * generates with) or when the engines have their pool to themselves
+ * (nothing else runs there), freed after each generation when their pool
+ * also holds a model (whose stages then run without it, as verl's hybrid
+ * engine sleeps its rollout's weights).  Nothing is kept or freed when
+ * the engines generate from the actor's own weights. */
+bool plan_gen_resident(const struct plan *p);
 
 /* Place pools on GPUs that are up: pools of whole nodes take fully-up nodes,
  * smaller ones pack into nodes (first fit, largest first).  false when the

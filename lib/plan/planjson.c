@@ -118,6 +118,10 @@ json_t *plan_to_json(const struct env *v, const struct plan *p)
 		for (int i = 0; i < p->npools; i++)
 			if (p->pools[i].items & 1u)
 				json_object_set_new(g, "pool", json_integer(i));
+		/* engines generating from the actor's own weights hold no copy */
+		for (int i = 0; i < p->nms; i++)
+			if (p->ms[i].stage == STAGE_GEN && p->ms[i].mem.weights > 0)
+				json_object_set_new(g, "resident", json_boolean(plan_gen_resident(p)));
 		json_object_set_new(doc, "generation", g);
 	}
 	for (int i = 0; i < p->nms; i++) {
@@ -214,12 +218,14 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 {
 	static const char *const keys[] = { "tp", "pp", "dp", "micro_batch", "recompute", "zero",
 					    "fsdp", "offload", "pool", NULL };
+	static const char *const gkeys[] = { "tp", "pp", "dp", "micro_batch", "recompute", "zero",
+					     "fsdp", "offload", "pool", "resident", NULL };
 	long tp, pp = 1, dp, mb = 1, pl;
 	int rc_ = RC_SELECTIVE, rc;
 	enum zero_stage zero = ZERO_0;
 	bool off = false;
 
-	if ((rc = jdoc_check_keys(d, o, path, keys, e)) ||
+	if ((rc = jdoc_check_keys(d, o, path, gen ? gkeys : keys, e)) ||
 	    (rc = jget_int(d, o, path, "tp", true, 1, MAX_GPUS, &tp, e)) ||
 	    (rc = jget_int(d, o, path, "pp", false, 1, 4096, &pp, e)) ||
 	    (rc = jget_int(d, o, path, "dp", true, 1, MAX_GPUS, &dp, e)) ||
@@ -238,6 +244,26 @@ static int load_conf(const struct jdoc *d, json_t *o, const char *path, bool gen
 	*c = (struct pconf){ (int)tp, (int)pp, (int)dp, (int)mb, (enum recompute)rc_,
 			     gen ? ZERO_0 : zero, off };
 	*pool = (int)pl;
+	return NR_OK;
+}
+
+/* "resident" of the generation entry: the copy kept or freed, as the
+ * planner's rule when absent; staleness 1 generates with the copy made
+ * after the generation before, which must stay. */
+static int load_gen_copy(const struct jdoc *d, json_t *gen, struct plan *p, struct err *e)
+{
+	bool keep = true;
+	int rc;
+
+	if (!json_object_get(gen, "resident"))
+		return NR_OK;
+	if ((rc = jget_bool(d, gen, "generation", "resident", false, &keep, e)))
+		return rc;
+	if (!keep && p->staleness)
+		return jdoc_fail(d, "generation.resident", e, "with staleness 1 the engines "
+				 "generate with the copy made after the generation before, so it "
+				 "stays resident: expected true, got false");
+	p->gen_copy = keep ? GEN_COPY_RESIDENT : GEN_COPY_FREED;
 	return NR_OK;
 }
 
@@ -346,7 +372,8 @@ int plan_load(const struct env *v, struct plan *p, const char *file, struct err 
 			       json_object_size(models), j->name, j->nmodels);
 		goto out;
 	}
-	if ((rc = load_conf(&d, gen, "generation", true, false, &p->gen, &gpool, e)))
+	if ((rc = load_conf(&d, gen, "generation", true, false, &p->gen, &gpool, e)) ||
+	    (rc = load_gen_copy(&d, gen, p, e)))
 		goto out;
 	if (gpool >= p->npools || !(p->pools[gpool].items & 1u)) {
 		rc = jdoc_fail(&d, "generation.pool", e, "pool %d does not list \"generation\"",

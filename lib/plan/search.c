@@ -13,7 +13,10 @@
  * its resident bytes R (summed over its models) plus the largest need T of
  * one of its model-stages on top of them fit a GPU, and its engines, if it
  * has them, find room next to R for one sequence at its longest (the
- * built-in engine, for all it holds).  The engines take G(R, tp) + mv(tp):
+ * built-in engine, for all it holds).  (The engines' copy of the actor's
+ * weights joins R only on a pool of their own, plan_gen_resident, where
+ * no stage but theirs runs and their peak holds it either way: R leaves
+ * it out.)  The engines take G(R, tp) + mv(tp):
  * G does not decrease as R grows (less room for the KV cache, never fewer
  * decode steps, none cheaper: cost_gen), and mv moves the actor's weights
  * in, which depends on the actor's home layout when both share the pool.
