@@ -391,3 +391,60 @@ inf = [m["time_s"] for x in r for m in x["model_stages"]
        if m["model"] == "actor" and m["stage"] == "inference"]
 assert inf == [None] * 5, inf'
 }
+
+# The engines' copy kept or freed (nereus-plan(5), THE ENGINES' COPY) on 2
+# ranks: the actor on rank 0, the engines beside the reference on rank 1.
+# Both give one store bit for bit; freed, the reference's inference on
+# rank 1 peaks lower by the copy's bytes, and every entry's peak is the
+# plan's (the simulator's records carry its predictions unrounded), give
+# or take the 64-byte alignment of the engine's buffers.  One step ahead
+# the copy must stay: a plan freeing it is refused, naming the field.
+@test "the engines' copy kept or freed on 2 ranks: the same bits, the peaks the plan predicts" {
+	python3 - <<'PY'
+import json
+conf = {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 4, "zero": 0, "offload": False}
+for name, keep, stale in (("kept", True, 0), ("freed", False, 0), ("ahead-freed", False, 1)):
+    plan = {"nereus": 1, "kind": "plan", "layout": "pinned",
+            "pools": [{"gpus": "0", "count": 1, "items": ["actor"]},
+                      {"gpus": "1", "count": 1, "items": ["generation", "reference"]}],
+            "models": {"actor": dict(conf, pool=0), "reference": dict(conf, pool=1)},
+            "generation": {"tp": 1, "dp": 1, "pool": 1, "resident": keep}}
+    if stale:
+        plan["staleness"] = 1
+    json.dump(plan, open(name + ".json", "w"))
+PY
+	for p in kept freed; do
+		nereus-run --job job.json --cluster cpu2.json --plan $p.json --steps 1 \
+			--records sim-$p.jsonl -q
+		run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+			nereus-run --engine builtin --job job.json --cluster cpu2.json --state st \
+			--steps 3 --plan $p.json --records $p.jsonl --save $p -q
+		assert_success
+	done
+	for m in actor reference; do
+		diff -r kept/step-000003/$m freed/step-000003/$m
+	done
+	python3 - <<'PY'
+import json
+def peaks(f):
+    return [{(m["model"], m["stage"]): m["peak_gib"] * 2**30 for m in json.loads(l)["model_stages"]}
+            for l in open(f)]
+want = {p: peaks("sim-%s.jsonl" % p)[0] for p in ("kept", "freed")}
+got = {p: peaks("%s.jsonl" % p) for p in ("kept", "freed")}
+ref = ("reference", "inference")
+copy = want["kept"][ref] - want["freed"][ref]
+assert copy > 0, copy
+for p in got:
+    for step in got[p]:
+        assert step.keys() == want[p].keys(), (step.keys(), want[p].keys())
+        for k, v in step.items():
+            assert 0 <= v - want[p][k] <= 1024, (p, k, v, want[p][k])
+for a, b in zip(got["kept"], got["freed"]):
+    assert abs(a[ref] - b[ref] - copy) <= 64, (a[ref], b[ref], copy)
+    assert a[("actor", "generation")] == b[("actor", "generation")]
+PY
+	run --separate-stderr nereus-run --job job.json --cluster cpu2.json --plan ahead-freed.json \
+		--steps 1 -q
+	assert_failure 2
+	[[ $stderr == *"generation.resident: with staleness 1"* ]]
+}

@@ -299,6 +299,7 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 		paused(b, step, r);
 	} else {
 		trainer_set_staleness(&b->t, p->staleness);
+		trainer_set_gen_resident(&b->t, plan_gen_resident(p));
 		t0 = seconds();
 		if ((rc = trainer_step(&b->t, step, &st, e)))
 			return rc;

@@ -354,6 +354,11 @@ void trainer_set_staleness(struct trainer *t, int staleness)
 	t->staleness = staleness;
 }
 
+void trainer_set_gen_resident(struct trainer *t, bool resident)
+{
+	t->gen_free = !resident;
+}
+
 int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,
 		   const int *mb, struct err *e)
 {

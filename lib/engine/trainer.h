@@ -113,6 +113,9 @@ struct trainer {
 	struct part part[MAX_ITEMS]; /* the job's models, then the generation layout */
 	int gen;                    /* the generation layout's index */
 	bool gen_alias;             /* it is the actor's home layout: no copy to sync */
+	/* the plan frees the copy after each generation (plan_gen_resident
+	 * false): its weights' buffer goes, and comes back for the next move */
+	bool gen_free;
 	struct trainer_gen_move gen_move;
 	double move_s;              /* the last sync's seconds */
 	int actor, critic, ref, reward; /* job models, -1 when absent */
@@ -164,6 +167,11 @@ int trainer_settle(struct trainer *t, struct err *e);
 /* The plan's staleness, 0 or 1 (nereus-plan(5)), for the steps from now;
  * on a change, the next step generates with the weights as they are. */
 void trainer_set_staleness(struct trainer *t, int staleness);
+/* Whether the generation layout's copy of the actor's weights stays
+ * between steps (the plan's plan_gen_resident; the default) or is freed
+ * after each generation, for the steps from now.  Nothing changes where
+ * the layout is the actor's own, nor one step behind, whose copy stays. */
+void trainer_set_gen_resident(struct trainer *t, bool resident);
 /* The same trainer on another plan's groups and state, after a switch. */
 int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,
 		   const int *mb, struct err *e);

@@ -75,9 +75,13 @@ int tr_forward_all(struct trainer *t, int mi, float temp, struct err *e);
 /* Part to's weights made part from's.  Every rank of the world calls it. */
 int tr_copy_weights(struct trainer *t, int from, int to, struct err *e);
 /* The generation layout's copy of the actor's weights made the actor's
- * (t->gen_move, else tr_copy_weights), its seconds in t->move_s.  Every
- * rank of the world calls it. */
+ * (t->gen_move, else tr_copy_weights), its seconds in t->move_s, its
+ * buffer first given back where tr_free_gen freed it.  Every rank of the
+ * world calls it. */
 int tr_sync_gen(struct trainer *t, struct err *e);
+/* That copy's weights freed on this rank when the plan frees them after
+ * generation (t->gen_free); tr_sync_gen brings them back. */
+void tr_free_gen(struct trainer *t);
 /* The gradients of sequences [s0, s1)'s loss (head h) for model mi, on
  * its ranks. */
 int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,

@@ -380,16 +380,41 @@ int tr_copy_weights(struct trainer *t, int from, int to, struct err *e)
 	return rc;
 }
 
+/* The generation layout's weights given a buffer again where the plan
+ * freed them, bound to its decoder, for the move to fill. */
+static int gen_weights_back(struct trainer *t, struct err *e)
+{
+	struct part *gp = &t->part[t->gen];
+	struct mstate *st = gp->st;
+
+	if (t->gen_alias || !gp->held || st->buf[KIND_WEIGHT])
+		return NR_OK;
+	if (!(st->buf[KIND_WEIGHT] = calloc(st->len[KIND_WEIGHT] + 1, sizeof(float))))
+		return err_oom(e);
+	return model_bind(&gp->dec, &st->lo, st->buf[KIND_WEIGHT], NULL, e);
+}
+
 int tr_sync_gen(struct trainer *t, struct err *e)
 {
-	double t0 = tr_now();
-	int rc = NR_OK;
+	double t0;
+	int rc = tr_agree(t, gen_weights_back(t, e), e);
 
-	if (!t->gen_alias)
+	t0 = tr_now();
+	if (rc == NR_OK && !t->gen_alias)
 		rc = t->gen_move.fn ? t->gen_move.fn(t->gen_move.ctx, e)
 				    : tr_copy_weights(t, t->actor, t->gen, e);
 	t->move_s = t->gen_alias ? 0 : tr_now() - t0;
 	return rc;
+}
+
+void tr_free_gen(struct trainer *t)
+{
+	struct part *gp = &t->part[t->gen];
+
+	if (!t->gen_free || t->gen_alias || t->staleness || !gp->held)
+		return;
+	free(gp->st->buf[KIND_WEIGHT]);
+	gp->st->buf[KIND_WEIGHT] = NULL;
 }
 
 /* The last stage's upstream gradients of micro-batch m into the

@@ -154,6 +154,7 @@ static int generation_stage(struct trainer *t, long s, struct trainer_stats *st,
 	int64_t peak;
 	int rc = generate(t, s, gp, &peak, e);
 
+	tr_free_gen(t);
 	if (gp->held)
 		tr_add_ms(st, t->actor, STAGE_GEN, t0, peak);
 	else
