@@ -401,7 +401,8 @@ assert inf == [None] * 5, inf'
 # training.  The job stale-job.json, and plans of GPUs 0 and 1: "apart"
 # (actor and reference on 0, engines on 1: the overlap), "beside" (actor
 # on 0, reference and engines on 1: stages in turn, the same bits), each
-# "-swapped" (GPUs exchanged), and "sync" (apart, staleness 0).
+# "-swapped" (GPUs exchanged), "sync" (apart, staleness 0), and "three"
+# (engines on 0, actor on 1, reference on 2).
 stale_plans() {
 	# one OpenBLAS thread a process: its GEMMs' sums are then in one
 	# order, one process's and each rank's
@@ -435,6 +436,7 @@ plan("apart-swapped", 1, 1, 0, 1)
 plan("beside", 0, 1, 1, 1)
 plan("beside-swapped", 1, 0, 0, 1)
 plan("sync", 0, 0, 1, 0)
+plan("three", 1, 2, 0, 1)
 PY
 	nereus-run init --job stale-job.json -o stale-st
 }
@@ -448,13 +450,15 @@ stale_ranks() { # ARGS...: the stale job on 2 ranks
 # trains) takes less than its generation, inference and training added
 # up (where the stages take turns: 0.98-1.09 of the sum measured; with
 # the overlap 0.58-0.89, on a 2-core machine shared with other builds),
-# and the store and the figures are one process's, bit for bit.  The
-# rollouts generated ahead are those the stages taken in turn generate,
-# and where those generate others (after a switch, a change of
-# staleness, a resume) they are not used: a run switched live (pools
-# swapped after step 2, staleness 0 after step 4) and a run stopped at
-# --until 3 and resumed give the bits of the same runs with the engines
-# beside the reference.
+# and the store and the figures are one process's, bit for bit, on 2
+# ranks and on 3 (the engines on rank 0, which writes; the reference's
+# figures handed to the actor's rank among the ranks that hold a
+# model).  The rollouts generated ahead are those the stages taken in
+# turn generate, and where those generate others (after a switch, a
+# change of staleness, a resume) they are not used: a run switched live
+# (pools swapped after step 2, staleness 0 after step 4) and a run
+# stopped at --until 3 and resumed give the bits of the same runs with
+# the engines beside the reference.
 @test "staleness 1, engines apart: step k+1 generates while step k trains, below the stages' sum, the bits of stages in turn" {
 	stale_plans
 	nereus-run --engine builtin --job stale-job.json --cluster cpu2.json --state stale-st \
@@ -463,11 +467,18 @@ stale_ranks() { # ARGS...: the stale job on 2 ranks
 		--records two.jsonl --save two -q
 	assert_success
 	diff -r -x manifest.json one/step-000005 two/step-000005
+	run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 3 \
+		nereus-run --engine builtin --job stale-job.json --cluster cpu4.json \
+		--state stale-st --steps 5 --plan three.json --records three.jsonl --save three -q
+	assert_success
+	diff -r -x manifest.json one/step-000005 three/step-000005
 	python3 - <<'PY'
 import json
-one = [json.loads(l) for l in open("one.jsonl")]
-two = [json.loads(l) for l in open("two.jsonl")]
-assert [r["rl"] for r in one] == [r["rl"] for r in two], "the figures differ"
+one, two, three = ([json.loads(l) for l in open(f + ".jsonl")] for f in ("one", "two", "three"))
+assert [r["rl"] for r in one] == [r["rl"] for r in two] == [r["rl"] for r in three], "figures"
+for f in ("one", "three"):
+    m = json.load(open(f + "/step-000005/manifest.json"))["run"]
+    assert m["optimizer_steps"] == {"actor": 5}, m
 step = sum(r["step_time_s"] for r in two[1:])
 stages = sum(m["time_s"] or 0 for r in two[1:] for m in r["model_stages"])
 assert step < 0.9 * stages, "steps %.3f s, their stages %.3f s" % (step, stages)
