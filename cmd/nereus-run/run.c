@@ -90,6 +90,8 @@ static int run_one(const struct args *a, struct inputs *in)
 		builtin_init(&bi, &in->job, &in->cl, &in->k, &in->ev, a->state, a->steps);
 		if (a->resume)
 			builtin_resume(&bi);
+		if (a->until)
+			builtin_until(&bi, a->until);
 		if (mpi && (rc = mpi_start_ranks(&in->cl, &world, &ranks, &o.rank, &e)))
 			return report(&e);
 		if (mpi)

@@ -26,11 +26,18 @@ void builtin_init(struct builtin *b, const struct job *job, const struct cluster
 	b->k = *k;
 	b->ev = ev;
 	b->state = state;
+	b->end = steps;
 }
 
 void builtin_resume(struct builtin *b)
 {
 	b->resume = true;
+}
+
+void builtin_until(struct builtin *b, long until)
+{
+	if (until < b->end)
+		b->end = until;
 }
 
 void builtin_use_ranks(struct builtin *b, const struct builtin_ranks *ranks)
@@ -300,6 +307,7 @@ static int builtin_step(void *self, long step, const struct plan *p, struct step
 	} else {
 		trainer_set_staleness(&b->t, p->staleness);
 		trainer_set_gen_resident(&b->t, plan_gen_resident(p));
+		trainer_set_end(&b->t, b->end);
 		t0 = seconds();
 		if ((rc = trainer_step(&b->t, step, &st, e)))
 			return rc;

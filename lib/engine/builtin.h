@@ -58,6 +58,7 @@ struct builtin {
 	size_t next_ev;
 	struct coef k;           /* what the records' plans are evaluated with */
 	const char *state;       /* the store the run starts from */
+	long end;                /* no step from it on runs (--steps, --until) */
 	bool resume;             /* the run goes on from state's run (--resume) */
 	struct trainer t;
 	bool open;
@@ -80,6 +81,9 @@ void builtin_free(struct builtin *b);
  * Without it the run is a new one from the store's weights: every
  * optimizer at its step 0, Adam's moments zero. */
 void builtin_resume(struct builtin *b);
+/* The run stops before step until (--until): with staleness 1 its last
+ * step generates nothing ahead. */
+void builtin_until(struct builtin *b, long until);
 /* Run over ranks (before the run starts): every model-stage under its
  * plan's TP, PP and DP on the ranks that play its GPUs, plan switches
  * moving the state in memory. */

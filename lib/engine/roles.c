@@ -164,6 +164,15 @@ void rank_roles_free(struct rank_roles *rr)
 	memset(rr, 0, sizeof *rr);
 }
 
+bool roles_holds_model(const struct rank_roles *rr, int w)
+{
+	for (int i = 0; i < rr->n; i++)
+		for (int r = 0; rr->r[i].item != ITEM_GEN && r < rr->r[i].nranks; r++)
+			if (rr->r[i].world[r] == w)
+				return true;
+	return false;
+}
+
 int groups_self(struct groups *g, const struct env *v, const struct plan *p, struct err *e)
 {
 	int rc;
@@ -172,6 +181,7 @@ int groups_self(struct groups *g, const struct env *v, const struct plan *p, str
 	if ((rc = rank_roles_build(v, p, 0, 1, &g->rr, e)))
 		return rc;
 	g->world = *comm_self();
+	g->trainers = *comm_self();
 	for (int i = 0; i < g->rr.n; i++)
 		for (int k = 0; k < NGROUPS; k++)
 			if (g->rr.r[i].nmembers[k] > 0)

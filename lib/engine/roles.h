@@ -71,6 +71,10 @@ int rank_of_coords(const struct pconf *c, int tp_rank, int pp_rank, int dp_rank)
 /* Index into rank_roles.r of plan item `item`. */
 int rank_roles_index(const struct rank_roles *rr, int item);
 
+/* Whether world rank w is in a pool of one of the job's models (the
+ * generation engines' pool aside). */
+bool roles_holds_model(const struct rank_roles *rr, int w);
+
 /* World rank world_rank's roles in plan p, of world_size ranks.  NR_EINPUT
  * when a model or the generation engines are in no pool, when a pool's
  * size is not its layout's tp·pp·dp, or when p puts a pool on a GPU that
@@ -85,6 +89,11 @@ void rank_roles_free(struct rank_roles *rr);
 struct groups {
 	struct rank_roles rr;
 	struct comm world;         /* every rank, by world rank */
+	/* the ranks that hold a model (roles_holds_model), by world rank:
+	 * where a step's stages meet while generation engines on a pool of
+	 * their own generate the next step's rollouts (trainer.h); size 0 on
+	 * a rank that holds none */
+	struct comm trainers;
 	struct comm comm[MAX_ITEMS][NGROUPS];
 };
 

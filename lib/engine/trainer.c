@@ -13,7 +13,11 @@
  * on its model's ranks alone, whose sums stay in the model's groups, and
  * the rest go on with their own pool's model-stages; what a model's ranks
  * computed reaches the others at the stage's end (tr_hand_off), where
- * the world meets.  The order of the work on a rank, and every sum, are
+ * the world meets.  With staleness 1 and the generation layout on ranks
+ * that hold no model, those ranks generate the next step's rollouts
+ * while the rest run this step's inference and training, meeting among
+ * themselves until the world meets again at the step's end
+ * (trainer_step).  The order of the work on a rank, and every sum, are
  * those of pools taking turns, so that both give the same bits.  A
  * model's DP replica d takes the d-th block of the sequences; inside it,
  * micro-batches go through the pipeline stages (forward only, or 1F1B for
@@ -29,6 +33,7 @@
  * copy of the actor's weights is brought up to date before each rollout. */
 #include "engine/trainer_impl.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,12 +204,14 @@ static int alloc_step(struct trainer *t, struct err *e)
 	t->gen_lp = malloc((N + 1) * sizeof *t->gen_lp);
 	t->scores = malloc((B + 1) * sizeof *t->scores);
 	t->share = malloc((2 * N + B + 1) * sizeof *t->share);
+	t->ahead = malloc((2 * N + B + 1) * sizeof *t->ahead);
 	for (int k = 0; k < TRAINER_MAX_SLOTS; k++)
 		if (!(t->rel[k] = malloc((B + 1) * sizeof *t->rel[k])))
 			return err_oom(e);
 	t->perm = malloc((t->prompts.n + 1) * sizeof *t->perm);
 	if (!t->tokens || !t->start || !t->plen || !t->zstart || !t->zplen || !t->off ||
-	    !t->gen_tok || !t->gen_len || !t->gen_lp || !t->scores || !t->share || !t->perm)
+	    !t->gen_tok || !t->gen_len || !t->gen_lp || !t->scores || !t->share || !t->ahead ||
+	    !t->perm)
 		return err_oom(e);
 	for (size_t i = 0; i < sizeof resp / sizeof *resp; i++)
 		if (!(*resp[i] = calloc(N + 1, sizeof(float))))
@@ -274,6 +281,7 @@ static void unbind(struct trainer *t)
 	t->behind = NULL;
 	t->behind_n = 0;
 	t->behind_ready = false;
+	t->ahead_step = -1;
 }
 
 /* Decoders over rs's state for every layout the rank keeps.  When the
@@ -310,6 +318,9 @@ static int bind(struct trainer *t, const struct groups *g, struct rank_state *rs
 		if (rc)
 			err_prefix(e, "model '%s'", pt->st->name);
 	}
+	t->gen_apart = !t->gen_alias;
+	for (int r = 0; r < g->rr.r[t->gen].nranks; r++)
+		t->gen_apart = t->gen_apart && !roles_holds_model(&g->rr, g->rr.r[t->gen].world[r]);
 	/* between stages a model holds its state alone */
 	for (int i = 0; i <= job->nmodels && rc == NR_OK; i++)
 		part_release(&t->part[i]);
@@ -331,6 +342,8 @@ static int open_common(struct trainer *t, const struct job *job, struct err *e)
 		return err_set(e, NR_EINPUT, "the job has a reward model, but \"data\" scores "
 			       "with the rule \"%s\": drop the model, or set \"reward\": \"model\"",
 			       rlconf_reward_names[job->data.reward]);
+	t->ahead_step = -1;
+	t->end = LONG_MAX;
 	rc = open_data(t, e);
 	return rc ? rc : alloc_step(t, e);
 }
@@ -349,14 +362,21 @@ int trainer_open(struct trainer *t, const struct job *job, const struct groups *
 
 void trainer_set_staleness(struct trainer *t, int staleness)
 {
-	if (staleness != t->staleness)
+	if (staleness != t->staleness) {
 		t->behind_ready = false;
+		t->ahead_step = -1;
+	}
 	t->staleness = staleness;
 }
 
 void trainer_set_gen_resident(struct trainer *t, bool resident)
 {
 	t->gen_free = !resident;
+}
+
+void trainer_set_end(struct trainer *t, long end)
+{
+	t->end = end;
 }
 
 int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,
@@ -441,7 +461,8 @@ void trainer_restart_optim(struct trainer *t)
 void trainer_close(struct trainer *t)
 {
 	void *bufs[] = { t->tokens, t->start, t->plen, t->zstart, t->zplen, t->off, t->gen_tok,
-			 t->gen_len, t->gen_lp, t->scores, t->share, t->perm, t->old_logp,
+			 t->gen_len, t->gen_lp, t->scores, t->share, t->ahead, t->perm,
+			 t->old_logp,
 			 t->ref_logp, t->values, t->rewards, t->adv, t->ret, t->r_logp, t->r_ent,
 			 t->r_val, t->r_dlogp, t->r_dent, t->r_dval, t->p_logp, t->p_ent, t->p_val,
 			 t->p_dlogp, t->p_dent, t->p_dval, t->p_scratch };

@@ -132,6 +132,17 @@ struct trainer {
 	bool behind_ready;
 	float *behind;
 	size_t behind_n;
+	/* staleness 1 with the generation layout on ranks that hold no model
+	 * (gen_apart): those ranks generate step ahead_step's rollouts while
+	 * the others run the step before's inference and training, meeting
+	 * over g->trainers instead of the world (apart); ahead holds them as
+	 * share does, ahead_s and ahead_peak what generating them took.  No
+	 * step from end on runs, so none is generated ahead for it. */
+	bool gen_apart, apart;
+	float *ahead;
+	long ahead_step, end;
+	double ahead_s;
+	int64_t ahead_peak;
 	float *xbuf[TRAINER_MAX_SLOTS], *dxbuf; /* pipeline hand-offs [T, H] */
 	int *rel[TRAINER_MAX_SLOTS]; /* each slot's micro-batch starts [B + 1] */
 	size_t xcap;
@@ -172,6 +183,9 @@ void trainer_set_staleness(struct trainer *t, int staleness);
  * after each generation, for the steps from now.  Nothing changes where
  * the layout is the actor's own, nor one step behind, whose copy stays. */
 void trainer_set_gen_resident(struct trainer *t, bool resident);
+/* The run ends before step end (LONG_MAX, the default: not known): with
+ * staleness 1 the last step generates nothing ahead. */
+void trainer_set_end(struct trainer *t, long end);
 /* The same trainer on another plan's groups and state, after a switch. */
 int trainer_rebind(struct trainer *t, const struct groups *g, struct rank_state *rs,
 		   const int *mb, struct err *e);
@@ -185,7 +199,12 @@ void trainer_close(struct trainer *t);
 /* Run step s: trainer_rollout, then for each PPO epoch and mini-batch k
  * trainer_grads and trainer_apply of the actor and then the critic (or,
  * a warm-up step, the supervised update).  NR_EIO for a non-finite loss
- * or gradient (naming the step and the model), nothing updated then. */
+ * or gradient (naming the step and the model), nothing updated then.
+ * With staleness 1 and gen_apart, the generation layout's ranks generate
+ * step s + 1's rollouts meanwhile (with the copy step s + 1 would
+ * generate with anyway, so the bits are those of steps taken in turn),
+ * and the world meets again when both are done: every rank then holds
+ * the step's figures and the optimizers' step counts. */
 int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e);
 
 /* The parts of an RL step, for whoever looks between them (a test of

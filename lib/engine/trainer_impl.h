@@ -40,17 +40,19 @@ int tr_find_role(const struct job *job, enum role r);
 
 /* --- trainer_pipe.c: the ranks ---------------------------------------------------------- */
 
-/* The world's sum of n floats, every rank's share given (zeros where it
- * has none). */
+/* The sum of n floats where the stages meet (the world; while the
+ * generation layout's ranks generate ahead, the ranks that hold a model:
+ * t->apart), every rank's share given (zeros where it has none). */
 int tr_pool(const struct trainer *t, float *buf, size_t n, struct err *e);
-/* Every rank's rc agreed: the lowest failing rank's code and message. */
+/* Every rank's rc agreed where the stages meet: the lowest failing
+ * rank's code and message. */
 int tr_agree(const struct trainer *t, int rc, struct err *e);
 /* Part pt's ranks agreed on rc: the lowest failing one's code and
  * message.  A rank out of its pool keeps its own rc. */
 int tr_part_agree(const struct part *pt, int rc, struct err *e);
 /* What model mi's ranks computed (n bytes at buf, alike on each of them)
- * handed to every rank of the world at the end of a stage: collective
- * over the world. */
+ * handed to every rank at the end of a stage: collective where the
+ * stages meet. */
 int tr_hand_off(const struct trainer *t, int mi, void *buf, size_t n, struct err *e);
 /* Whether this rank gives what part pt's last stage computes: one rank
  * per DP replica. */
@@ -86,5 +88,22 @@ void tr_free_gen(struct trainer *t);
  * its ranks. */
 int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,
 	     struct rl_stats *st, struct err *e);
+
+/* --- trainer_rollout.c ------------------------------------------------------------------ */
+
+/* trainer_rollout's two parts.  tr_rollout_gen: st zeroed, step s's
+ * prompts packed and its responses generated (or taken as generated
+ * ahead), on every rank; collective over the world.  tr_rollout_rest:
+ * the responses scored, the inference stage, and (RL steps) the
+ * advantages; collective where the stages meet. */
+int tr_rollout_gen(struct trainer *t, long s, struct trainer_stats *st, struct err *e);
+int tr_rollout_rest(struct trainer *t, long s, struct trainer_stats *st, struct err *e);
+/* Step s's rollouts generated ahead, into t->ahead (with ahead_s and
+ * ahead_peak), by the generation layout's ranks with the copy of the
+ * actor's weights they hold, while the ranks that hold a model run step
+ * s - 1's inference and training; the ranks that hold none call it, and
+ * those out of the layout's pool only clear it.  Collective over the
+ * layout's pool. */
+int tr_generate_ahead(struct trainer *t, long s, struct err *e);
 
 #endif

@@ -11,17 +11,28 @@
 
 /* --- the ranks ------------------------------------------------------------------------ */
 
+/* Where the stages meet: the world, or while the generation layout's
+ * ranks generate ahead, the ranks that hold a model. */
+static const struct comm *meet(const struct trainer *t)
+{
+	return t->apart ? &t->g->trainers : &t->g->world;
+}
+
 /* The world's sum of n floats, every rank's share given (zeros where it
  * has none). */
 int tr_pool(const struct trainer *t, float *buf, size_t n, struct err *e)
 {
-	return n ? t->g->world.allreduce_sum(t->g->world.ctx, buf, n, e) : NR_OK;
+	const struct comm *m = meet(t);
+
+	return n ? m->allreduce_sum(m->ctx, buf, n, e) : NR_OK;
 }
 
 /* Every rank's rc agreed: the lowest failing rank's code and message. */
 int tr_agree(const struct trainer *t, int rc, struct err *e)
 {
-	return t->g->world.agree(t->g->world.ctx, rc, e);
+	const struct comm *m = meet(t);
+
+	return m->agree(m->ctx, rc, e);
 }
 
 /* Part pt's ranks agreed on rc: the lowest failing one's code and
@@ -41,17 +52,30 @@ static int part_pool(const struct part *pt, float *buf, size_t n, struct err *e)
 	return n ? c->allreduce_sum(c->ctx, buf, n, e) : NR_OK;
 }
 
+/* World rank w's rank where the stages meet: the ranks that hold a model
+ * are in world rank order there. */
+static int meet_rank(const struct trainer *t, int w)
+{
+	int r = 0;
+
+	if (!t->apart)
+		return w;
+	for (int k = 0; k < w; k++)
+		r += roles_holds_model(&t->g->rr, k);
+	return r;
+}
+
 /* What model mi's ranks computed (n bytes at buf, alike on each of them)
- * handed to every rank of the world: broadcast from the model's first
- * rank, unless its ranks are the world already. */
+ * handed to every rank where the stages meet: broadcast from the model's
+ * first rank, unless its ranks are all of them already. */
 int tr_hand_off(const struct trainer *t, int mi, void *buf, size_t n, struct err *e)
 {
 	const struct rank_role *ro = t->part[mi].ro;
-	const struct comm *w = &t->g->world;
+	const struct comm *m = meet(t);
 
-	if (n == 0 || ro->nranks == w->size)
+	if (n == 0 || ro->nranks == m->size)
 		return NR_OK;
-	return w->bcast(w->ctx, ro->world[0], buf, n, e);
+	return m->bcast(m->ctx, meet_rank(t, ro->world[0]), buf, n, e);
 }
 
 /* Whether this rank gives what part pt's last stage computes: one rank

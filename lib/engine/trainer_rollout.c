@@ -63,9 +63,8 @@ static void behind_restore(struct trainer *t)
  * block of the sequences into share (tokens, log-probs, then lengths, as
  * floats; one rank of the replica gives, the rest leave zeros).  The KV
  * cache and the engine's activations live for the stage; *peak gets what
- * the process held at its height.  Every rank of the world calls it: the
- * copy of the actor's weights the layout generates with is brought up to
- * date first, or one step behind, is the one of an update earlier. */
+ * the process held at its height.  A rank out of the layout's pool only
+ * clears share. */
 static int generate(struct trainer *t, long s, struct part *gp, int64_t *peak, struct err *e)
 {
 	const struct job *job = t->job;
@@ -85,10 +84,6 @@ static int generate(struct trainer *t, long s, struct part *gp, int64_t *peak, s
 	stops_to_gen(&t->stops, &gparams);
 	*peak = trainer_bytes(t);
 	memset(t->share, 0, (2 * N + (size_t)t->B) * sizeof *t->share);
-	/* one step behind, the generation layout's copy is brought up to date
-	 * after generating instead (generation_stage) */
-	if (!(t->staleness && t->behind_ready) && (rc = tr_sync_gen(t, e)))
-		return rc;
 	if (!gp->held)
 		return NR_OK;
 	if (t->gen_alias && t->staleness) {
@@ -143,38 +138,72 @@ static int generate(struct trainer *t, long s, struct part *gp, int64_t *peak, s
 	return tr_part_agree(gp, rc, e);
 }
 
-/* The generation stage: the responses generated, and at its end handed
- * to every rank (the replicas' shares summed over the world). */
+/* The generation stage: the responses generated, or taken as the
+ * generation layout's ranks generated them ahead during the step before
+ * (tr_generate_ahead), and at its end handed to every rank (the
+ * replicas' shares summed over the world).  The copy of the actor's
+ * weights the layout generates with is brought up to date first, or one
+ * step behind, after generating: the copy the next step generates with
+ * is the actor's before this step's update; that move is then part of
+ * the stage's time (nereus-steps(5)). */
 static int generation_stage(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	struct part *gp = &t->part[t->gen_alias ? t->actor : t->gen];
-	size_t N = (size_t)t->B * (size_t)tr_max_new(t);
+	size_t N = (size_t)t->B * (size_t)tr_max_new(t), n = 2 * N + (size_t)t->B;
 	const float *ftok = t->share, *flp = t->share + N, *flen = t->share + 2 * N;
-	double t0 = tr_now();
-	int64_t peak;
-	int rc = generate(t, s, gp, &peak, e);
+	double t0 = tr_now(), took;
+	int64_t peak = 0;
+	int rc = NR_OK;
 
+	if (t->ahead_step == s) {
+		if (gp->held)
+			memcpy(t->share, t->ahead, n * sizeof *t->share);
+		else
+			memset(t->share, 0, n * sizeof *t->share);
+		took = t->ahead_s;
+		peak = t->ahead_peak;
+	} else {
+		if (!(t->staleness && t->behind_ready))
+			rc = tr_sync_gen(t, e);
+		if (rc == NR_OK)
+			rc = generate(t, s, gp, &peak, e);
+		took = tr_now() - t0;
+	}
 	tr_free_gen(t);
-	if (gp->held)
-		tr_add_ms(st, t->actor, STAGE_GEN, t0, peak);
-	else
-		tr_idle_ms(st, t->actor, STAGE_GEN);
+	t->ahead_step = -1;
 	rc = tr_agree(t, rc, e);
-	/* one step behind: the copy the next step generates with is the
-	 * actor's before this step's update */
 	if (rc == NR_OK && t->staleness && !t->gen_alias) {
 		rc = tr_sync_gen(t, e);
 		t->behind_ready = rc == NR_OK;
+		took += t->move_s;
 	}
+	if (gp->held)
+		tr_add_ms(st, t->actor, STAGE_GEN, tr_now() - took, peak);
+	else
+		tr_idle_ms(st, t->actor, STAGE_GEN);
 	tr_move_ms(st, t->actor, t->move_s);
 	if (rc == NR_OK)
-		rc = tr_pool(t, t->share, 2 * N + (size_t)t->B, e);
+		rc = tr_pool(t, t->share, n, e);
 	for (size_t i = 0; rc == NR_OK && i < N; i++) {
 		t->gen_tok[i] = (int)ftok[i];
 		t->gen_lp[i] = flp[i];
 	}
 	for (int b = 0; rc == NR_OK && b < t->B; b++)
 		t->gen_len[b] = (int)flen[b];
+	return rc;
+}
+
+int tr_generate_ahead(struct trainer *t, long s, struct err *e)
+{
+	const struct job *job = t->job;
+	double t0 = tr_now();
+	int rc;
+
+	tr_pack_prompts(t, s, (int)job->prompts_per_step, (int)job->samples_per_prompt);
+	rc = generate(t, s, &t->part[t->gen], &t->ahead_peak, e);
+	t->ahead_s = tr_now() - t0;
+	memcpy(t->ahead, t->share,
+	       (2 * (size_t)t->B * (size_t)tr_max_new(t) + (size_t)t->B) * sizeof *t->ahead);
 	return rc;
 }
 
@@ -262,6 +291,8 @@ static int inference_stage(struct trainer *t, long s, struct trainer_stats *st, 
 	return rc;
 }
 
+/* The rollout after generation: scores, the inference stage, and the
+ * figures checked. */
 static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	const struct job *job = t->job;
@@ -270,9 +301,6 @@ static int rollout(struct trainer *t, long s, struct trainer_stats *st, struct e
 	double sum = 0;
 	int rc;
 
-	tr_pack_prompts(t, s, P, n);
-	if ((rc = generation_stage(t, s, st, e)))
-		return err_prefix(e, "step %ld: generation", s);
 	tr_pack_sequences(t, s, P, n);
 	N = t->off[t->B];
 	if (t->reward < 0 && (rc = rule_scores(t, s, e)))
@@ -344,16 +372,30 @@ static int advantages(struct trainer *t, struct trainer_stats *st, struct err *e
 	return NR_OK;
 }
 
-int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+int tr_rollout_gen(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
-	int rc;
+	const struct job *job = t->job;
 
 	memset(st, 0, sizeof *st);
-	st->sft = s < t->job->rl.sft_steps;
-	rc = rollout(t, s, st, e);
+	st->sft = s < job->rl.sft_steps;
+	tr_pack_prompts(t, s, (int)job->prompts_per_step, (int)job->samples_per_prompt);
+	return generation_stage(t, s, st, e) ? err_prefix(e, "step %ld: generation", s) : NR_OK;
+}
+
+int tr_rollout_rest(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+{
+	int rc = rollout(t, s, st, e);
+
 	if (rc == NR_OK && !st->sft)
 		rc = advantages(t, st, e);
 	return rc;
+}
+
+int trainer_rollout(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+{
+	int rc = tr_rollout_gen(t, s, st, e);
+
+	return rc ? rc : tr_rollout_rest(t, s, st, e);
 }
 
 int trainer_settle(struct trainer *t, struct err *e)

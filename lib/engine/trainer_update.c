@@ -257,15 +257,80 @@ static int sft_update(struct trainer *t, long s, struct trainer_stats *st, struc
 	return NR_OK;
 }
 
-int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+/* The rollout after generation and the updates of step s. */
+static int train(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
 {
 	const struct rl_config *c = &t->job->rl;
-	struct err scratch;
-	int rc = trainer_rollout(t, s, st, e);
+	int rc = tr_rollout_rest(t, s, st, e);
 
 	st->lr = optim_lr_at(st->sft ? &c->sft_optim : &c->actor_optim, t->opt_steps[t->actor]);
 	if (rc == NR_OK)
 		rc = st->sft ? sft_update(t, s, st, e) : rl_updates(t, s, st, e);
+	return rc;
+}
+
+/* The world met again after a step whose generation layout generated
+ * ahead: rc agreed, then what the ranks that hold a model computed (the
+ * step's figures, its batch as the record counts it, the optimizers'
+ * step counts) given to the others from the first of them, which keep
+ * their own generation entry. */
+static int meet_again(struct trainer *t, int rc, struct trainer_stats *st, struct err *e)
+{
+	const struct rank_roles *rr = &t->g->rr;
+	const struct comm *w = &t->g->world;
+	struct {
+		struct trainer_stats st;
+		long opt_steps[MAX_MODELS];
+		int B;
+	} m;
+	struct trainer_ms gen = { 0 };
+	bool trains = roles_holds_model(rr, rr->world_rank);
+	int root = 0;
+
+	if ((rc = tr_agree(t, rc, e)))
+		return rc;
+	while (!roles_holds_model(rr, root))
+		root++;
+	memset(&m, 0, sizeof m);
+	m.st = *st;
+	memcpy(m.opt_steps, t->opt_steps, sizeof m.opt_steps);
+	m.B = t->B;
+	if ((rc = w->bcast(w->ctx, root, &m, sizeof m, e)) ||
+	    (rc = w->bcast(w->ctx, root, t->plen, (size_t)m.B * sizeof *t->plen, e)) || trains)
+		return rc;
+	for (int i = 0; i < st->nms; i++)
+		if (st->ms[i].stage == STAGE_GEN)
+			gen = st->ms[i];
+	*st = m.st;
+	for (int i = 0; i < st->nms; i++)
+		if (st->ms[i].stage == STAGE_GEN)
+			st->ms[i] = gen;
+	memcpy(t->opt_steps, m.opt_steps, sizeof m.opt_steps);
+	t->B = m.B;
+	return NR_OK;
+}
+
+int trainer_step(struct trainer *t, long s, struct trainer_stats *st, struct err *e)
+{
+	const struct rl_config *c = &t->job->rl;
+	const struct rank_roles *rr = &t->g->rr;
+	bool ahead = t->staleness == 1 && t->gen_apart && s + 1 < t->end;
+	struct err scratch;
+	int rc = tr_rollout_gen(t, s, st, e);
+
+	if (rc)
+		return rc;
+	/* one step ahead, the generation layout's ranks generate the next
+	 * step's rollouts while the others train: the world meets after both */
+	if (ahead && !roles_holds_model(rr, rr->world_rank)) {
+		rc = tr_generate_ahead(t, s + 1, e);
+	} else {
+		t->apart = ahead;
+		rc = train(t, s, st, e);
+		t->apart = false;
+	}
+	if (ahead && (rc = meet_again(t, rc, st, e)) == NR_OK)
+		t->ahead_step = s + 1;
 	/* the RL starts from the SFT model: the reference is it */
 	if (rc == NR_OK && st->sft && s + 1 == c->sft_steps && t->ref >= 0 &&
 	    arch_compare("", &t->job->models[t->ref].arch, &t->job->models[t->actor].arch, "",

@@ -342,6 +342,7 @@ static void groups_release(struct groups *g)
 	for (int i = 0; i < g->rr.n; i++)
 		for (int k = 0; k < NGROUPS; k++)
 			mcomm_free(&g->comm[i][k]);
+	mcomm_free(&g->trainers);
 	mcomm_free(&g->world);
 	rank_roles_free(&g->rr);
 }
@@ -371,11 +372,25 @@ static int split_one(const struct mcomm *world, const struct rank_role *ro, cons
 	return NR_OK;
 }
 
+/* The ranks that hold a model, split from world in world rank order. */
+static int split_trainers(const struct mcomm *world, const struct rank_roles *rr,
+			  struct comm *out, struct err *e)
+{
+	bool in = roles_holds_model(rr, rr->world_rank);
+	MPI_Comm c = MPI_COMM_NULL;
+	int rc = MPI_Comm_split(world->comm, in ? 0 : MPI_UNDEFINED, rr->world_rank, &c);
+
+	if (rc != MPI_SUCCESS)
+		return mpi_fail(world, "MPI_Comm_split", rc, e);
+	return mcomm_wrap(c, "the ranks that hold a model", out, e);
+}
+
 int mpi_groups_build(struct groups *g, const struct env *v, const struct plan *p,
 		     struct err *e)
 {
 	MPI_Comm w = MPI_COMM_NULL;
-	int me, size, rc;
+	struct err et = { 0 };
+	int me, size, rc, rt;
 
 	memset(g, 0, sizeof *g);
 	if (MPI_Comm_dup(MPI_COMM_WORLD, &w) != MPI_SUCCESS)
@@ -402,6 +417,11 @@ int mpi_groups_build(struct groups *g, const struct env *v, const struct plan *p
 				*e = e1;
 			}
 		}
+	rt = split_trainers(g->world.ctx, &g->rr, &g->trainers, &et);
+	if (rt && !rc) {
+		rc = rt;
+		*e = et;
+	}
 	if ((rc = mpi_agree_on(MPI_COMM_WORLD, rc, e)))
 		groups_release(g);
 	return rc;

@@ -19,7 +19,12 @@
 #     GPU 0, the critic and the reference on GPU 1: each step's time
 #     against the sum of its model-stages' times (pools that run at once
 #     take less than the sum; goal <= 0.8 with a core per rank), beside
-#     the plan's predicted ratio.
+#     the plan's predicted ratio;
+#   one step ahead: staleness 1 on 2 ranks with the engines on a pool of
+#     their own (the next step generates while this one trains) and beside
+#     the reference (the stages take turns): each step against its
+#     generation + inference + training measured in the same run, and
+#     against the plan's predicted step (the records' predicted_step_s).
 #
 # Needs mpirun; prints what it skips otherwise.
 set -u
@@ -238,4 +243,65 @@ print("  step time / sum of model-stages: median %.2f (%.2f-%.2f over %d steps; 
       "%s); the plan predicts %.2f (%.3f s a step)" %
       (statistics.median(q), min(q), max(q), len(q),
        "met" if statistics.median(q) <= 0.8 else "NOT met", pred, p["step_time_s"]))
+EOF
+
+# One step ahead: staleness 1, the engines on a pool of their own
+echo
+echo "one step ahead on 2 ranks: bench_realrun's models, 32-token responses, actor and reference"
+echo "on GPU 0 and the engines on GPU 1 (apart: the next step generates while this one trains),"
+echo "against the reference and the engines on GPU 1 (beside: the stages take turns)"
+/usr/bin/python3 - <<'EOF' || exit 1
+import json
+j = json.load(open("realrun-job.json"))
+j["name"] = "bench-stale"
+j["batch"]["prompts_per_step"] = 8
+j["batch"]["response_len"] = {"mean": 24, "p90": 32, "max": 32}
+j["ppo"] = {"epochs": 1, "mini_batches": 1}
+j["data"] = {"prompts": "repeat.jsonl", "reward": "char_match", "seed": 1}
+json.dump(j, open("stale-job.json", "w"))
+conf = {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 16, "zero": 0, "offload": False}
+for name, ref, pools in (("apart", 0, [["actor", "reference"], ["generation"]]),
+                         ("beside", 1, [["actor"], ["reference", "generation"]])):
+    json.dump({"nereus": 1, "kind": "plan", "layout": "pinned", "staleness": 1,
+               "pools": [{"gpus": str(g), "count": 1, "items": p} for g, p in enumerate(pools)],
+               "models": {"actor": dict(conf, pool=0), "reference": dict(conf, pool=ref)},
+               "generation": {"tp": 1, "dp": 1, "pool": 1}}, open("stale-%s.json" % name, "w"))
+EOF
+nereus-run init --job stale-job.json -o stale-st || exit 1
+for p in apart beside; do
+	mpirun --oversubscribe -np 2 nereus-run --engine builtin --job stale-job.json \
+		--cluster pools-cluster.json --state stale-st --steps 8 --plan "stale-$p.json" \
+		--records "stale-$p.jsonl" -q || exit 1
+done
+/usr/bin/python3 - <<'EOF'
+import json, statistics
+for p in ("apart", "beside"):
+    rows, form = [], []
+    for l in open("stale-%s.jsonl" % p):
+        r = json.loads(l)
+        if r["step"] == 0:  # generates its own rollouts, and warms up
+            continue
+        s = sum(m["time_s"] or 0 for m in r["model_stages"])
+        g = [m for m in r["model_stages"] if m["stage"] == "generation"][0]
+        # the plan's composition of a stale step, on the measured stages
+        form.append(r["step_time_s"] / (max(g["time_s"] - g["move_s"], s - g["time_s"]) +
+                                        g["move_s"]))
+        rows.append((r["step_time_s"], s, r.get("predicted_step_s")))
+    q = [t / s for t, s, _ in rows]
+    line = ("  %-6s step %.3f s, generation + inference + training %.3f s: %.2f (%.2f-%.2f "
+            "over %d steps); against max(generation - move, inference + training) + move "
+            "of the same stages %.2f" % (p, statistics.median(t for t, _, _ in rows),
+                                        statistics.median(s for _, s, _ in rows),
+                                        statistics.median(q), min(q), max(q), len(q),
+                                        statistics.median(form)))
+    if all(x for _, _, x in rows):
+        line += "; the plan predicts %.3f s a step, measured / predicted %.1f" % (
+            statistics.median(x for _, _, x in rows),
+            statistics.median(t / x for t, _, x in rows))
+    else:
+        line += "; no prediction (the planner keeps staleness 1 to engines apart)"
+    print(line)
+print("  (staleness 1 prices a step as max(generation - move, inference + training) + move:")
+print("  apart should come near the longer of the two, beside near their sum; load average %s)"
+      % open("/proc/loadavg").read().split()[0])
 EOF
