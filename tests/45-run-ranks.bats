@@ -49,6 +49,16 @@ JSON
 	plan tp1pp2dp2 cpu4.json tp1,pp2,dp2 tp2,dp2 &&
 	plan tp4 cpu4.json tp4,pp1,dp1 tp4,dp1 &&
 	plan two cpu2.json tp2,pp1,dp1 tp2,dp1 &&
+	plan dp4 cpu4.json tp1,pp1,dp4 tp1,dp4 &&
+	plan dp2two cpu2.json tp1,pp1,dp2 tp1,dp2 &&
+	fsdp() { # NAME FROM: plan FROM with every model FSDP (zero 3)
+		python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))
+for m in p["models"].values():
+    m["zero"] = 3
+json.dump(p, open(sys.argv[2], "w"))' "$2.json" "$1.json"
+	}
+	fsdp fdp4 dp4 && fsdp ftp2dp2 tp2dp2 && fsdp fdp2 dp2two &&
 	nereus-run init --job job.json -o st
 }
 
@@ -130,6 +140,23 @@ EOF
 r = json.loads(open("tp2dp2.jsonl").readline())
 ms = {(m["model"], m["stage"]): (m["tp"], m.get("pp", 1), m["dp"]) for m in r["model_stages"]}
 assert ms[("actor", "training")] == (2, 1, 2), ms'
+}
+
+@test "FSDP as DP4 and TP2·DP2 on 4 ranks, DP2 on 2: the same losses and rewards" {
+	nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 5 \
+		--plan one.json --records one.jsonl -q
+	for p in fdp4:4 ftp2dp2:4 fdp2:2; do
+		run --separate-stderr ranks ${p#*:} --cluster cpu${p#*:}.json --state st --steps 5 \
+			--plan ${p%:*}.json --records ${p%:*}.jsonl -q
+		assert_success
+		same_figures one.jsonl ${p%:*}.jsonl
+	done
+	# the actor trains FSDP; its engines, in its home layout, are moved into
+	python3 -c 'import json
+r = json.loads(open("fdp4.jsonl").readline())
+ms = {(m["model"], m["stage"]): m for m in r["model_stages"]}
+assert ms[("actor", "training")]["zero"] == 3 and ms[("actor", "training")]["fsdp"], ms
+assert ms[("actor", "generation")]["move_s"] > 0, ms'
 }
 
 @test "the actor's weights move into its engines through the graph: PP2 → TP2 on 2 ranks, timed" {
@@ -287,6 +314,43 @@ for m in (live, files):
     del m["run"]["id"], m["run"]["records_xxh3"]
 assert live == files
 PY
+}
+
+@test "switches TP2·DP2 → FSDP DP4 → TP4 mid-run: the records and store of save, apply and resume" {
+	cp tp2dp2.json cur.json
+	(
+		for k in 1:fdp4 3:tp4; do
+			for _ in $(seq 1200); do
+				[ -f live.jsonl ] && [ "$(wc -l < live.jsonl)" -ge "${k%%:*}" ] && break
+				sleep 0.05
+			done
+			cp "${k#*:}.json" cur.tmp && mv cur.tmp cur.json
+		done
+	) &
+	run --separate-stderr ranks 4 --cluster cpu4.json --state st --steps 5 --plan cur.json \
+		--pace 1 --records live.jsonl --save live
+	wait
+	assert_success
+	[[ $stderr == *"step 1: 'cur.json' was replaced: switching"* ]]
+	[[ $stderr == *"step 3: 'cur.json' was replaced: switching"* ]]
+	cp tp2dp2.json fcur.json
+	ranks 4 --cluster cpu4.json --state st --steps 5 --plan fcur.json --records files.jsonl \
+		--save files --until 1 -q
+	nereus-transition apply --state files/step-000001 --to fdp4.json --job job.json \
+		--cluster cpu4.json -o at1
+	cp fdp4.json fcur.json
+	ranks 4 --cluster cpu4.json --state at1 --steps 5 --plan fcur.json --records files.jsonl \
+		--resume --save files --until 3 -q
+	nereus-transition apply --state files/step-000003 --to tp4.json --job job.json \
+		--cluster cpu4.json -o at3
+	cp tp4.json fcur.json
+	ranks 4 --cluster cpu4.json --state at3 --steps 5 --plan fcur.json --records files.jsonl \
+		--resume --save files -q
+	cmp <(python3 -c 'import json, sys
+for l in open("live.jsonl"): print(json.dumps(json.loads(l)["rl"]))') \
+	    <(python3 -c 'import json, sys
+for l in open("files.jsonl"): print(json.dumps(json.loads(l)["rl"]))')
+	diff -r -x manifest.json live/step-000005 files/step-000005
 }
 
 @test "a rank marked down hands its state over: the run goes on 3 ranks, and on 4 when it is back" {
