@@ -49,16 +49,9 @@ JSON
 	plan tp1pp2dp2 cpu4.json tp1,pp2,dp2 tp2,dp2 &&
 	plan tp4 cpu4.json tp4,pp1,dp1 tp4,dp1 &&
 	plan two cpu2.json tp2,pp1,dp1 tp2,dp1 &&
-	plan dp4 cpu4.json tp1,pp1,dp4 tp1,dp4 &&
-	plan dp2two cpu2.json tp1,pp1,dp2 tp1,dp2 &&
-	fsdp() { # NAME FROM: plan FROM with every model FSDP (zero 3)
-		python3 -c 'import json, sys
-p = json.load(open(sys.argv[1]))
-for m in p["models"].values():
-    m["zero"] = 3
-json.dump(p, open(sys.argv[2], "w"))' "$2.json" "$1.json"
-	}
-	fsdp fdp4 dp4 && fsdp ftp2dp2 tp2dp2 && fsdp fdp2 dp2two &&
+	plan fdp4 cpu4.json tp1,pp1,dp4,fsdp tp1,dp4 &&
+	plan ftp2dp2 cpu4.json tp2,pp1,dp2,fsdp tp2,dp2 &&
+	plan fdp2 cpu2.json tp1,pp1,dp2,fsdp tp1,dp2 &&
 	nereus-run init --job job.json -o st
 }
 

@@ -157,14 +157,13 @@ fsdp_shapes=(
 		read -r actor critic agpus cgpus <<< "$s"
 		k=$((k + 1))
 		nereus-plan --job job.json --cluster cpu4.json -o p$k.json \
-			--pin actor@training="$actor,mb2" --pin critic@training="$critic,mb2"
+			--pin actor@training="$actor,fsdp,mb2" --pin critic@training="$critic,fsdp,mb2" \
+			--pin reference@inference=fsdp
 		python3 -c 'import json, sys
 p = json.load(open(sys.argv[1]))
 gpus = {m: p["pools"][c["pool"]]["gpus"] for m, c in p["models"].items()}
 assert (gpus["actor"], gpus["critic"]) == (sys.argv[2], sys.argv[3]), (sys.argv[1], gpus)
-for m in p["models"].values():
-    m["zero"] = 3
-json.dump(p, open(sys.argv[1], "w"))' p$k.json "$agpus" "$cgpus"
+assert all(m["zero"] == 3 for m in p["models"].values()), p["models"]' p$k.json "$agpus" "$cgpus"
 		run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
 			nereus-run --engine builtin --job job.json --cluster cpu4.json --state "$D/st" \
 			--steps 2 --plan p$k.json --records r$k.jsonl --save s$k -q
