@@ -168,7 +168,7 @@ for l in open("move.jsonl"):
     assert 0 < g["move_s"] <= g["time_s"], g'
 }
 
-@test "PPO with a critic, a reward model and tied embeddings: TP2·DP2 and PP2 as one process" {
+@test "PPO with a critic, a reward model and tied embeddings: TP2·DP2, PP2, FSDP as one process" {
 	python3 - <<'EOF'
 import json
 j = json.load(open("job.json"))
@@ -185,7 +185,10 @@ j["models"]["reward"] = {"arch": a, "stages": ["inference"]}
 json.dump(j, open("ppo.json", "w"))
 EOF
 	nereus-run init --job ppo.json -o ppo-st
-	for c in one:tp1,pp1,dp1:tp1,dp1 tp2dp2:tp2,pp1,dp2:tp2,dp2 pp2:tp1,pp2,dp1:tp2,dp1; do
+	# FSDP: every model's weights split across DP, the tied embedding's
+	# two copies too
+	for c in one:tp1,pp1,dp1:tp1,dp1 tp2dp2:tp2,pp1,dp2:tp2,dp2 pp2:tp1,pp2,dp1:tp2,dp1 \
+		 fpp2dp2:tp1,pp2,dp2,fsdp:tp2,dp2 ftp2dp2:tp2,pp1,dp2,fsdp:tp2,dp2; do
 		IFS=: read -r name conf gen <<< "$c"
 		nereus-plan --job ppo.json --cluster cpu4.json -o "ppo-$name.json" \
 			--pin actor@training="$conf,mb2" --pin critic@training="$conf,mb2" \
@@ -194,7 +197,7 @@ EOF
 	done
 	nereus-run --engine builtin --job ppo.json --cluster cpu4.json --state ppo-st --steps 3 \
 		--plan ppo-one.json --records ppo-one.jsonl -q
-	for p in tp2dp2 pp2; do
+	for p in tp2dp2 pp2 fpp2dp2 ftp2dp2; do
 		run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
 			nereus-run --engine builtin --job ppo.json --cluster cpu4.json --state ppo-st \
 			--steps 3 --plan ppo-$p.json --records ppo-$p.jsonl -q
