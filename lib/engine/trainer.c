@@ -24,9 +24,12 @@
  * zeros, so the sums are exact.  Gradients are summed over DP (and, for tied embeddings split
  * over stages, over the first and last stage), the norm over the model's
  * ranks; with a distributed optimizer each DP rank updates its block of
- * the master and the weights are summed back over DP.  The generation
- * layout is the actor's home layout when the plan makes it so, else its
- * copy of the actor's weights is brought up to date before each rollout. */
+ * the master and the weights are summed back over DP, or under FSDP the
+ * rank keeps its block of the weights alone, gathered whole from the DP
+ * group when a model-stage starts and dropped when it ends.  The
+ * generation layout is the actor's home layout when the plan makes it so
+ * (never an FSDP one), else its copy of the actor's weights is brought up
+ * to date before each rollout. */
 #include "engine/trainer_impl.h"
 
 #include <stdio.h>
