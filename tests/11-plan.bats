@@ -363,14 +363,40 @@ JSON
 	cmp fast.json full.json
 }
 
-@test "a cluster of the built-in engine: plans without FSDP, and a pin to it is refused" {
+@test "a cluster of the built-in engine: FSDP pinned is priced with its gathers, and searched" {
 	local job=$EXAMPLES/jobs/grpo-repeat.json cl=$EXAMPLES/clusters/cpu-4.json
-	run nereus-plan --job "$job" --cluster "$cl" --pin actor@training=tp1,pp1,dp4 -o p.json
+	run nereus-plan --job "$job" --cluster "$cl" --pin actor@training=tp1,pp1,dp4,fsdp -o f.json
 	assert_success
-	[ "$(json p.json 'max(m["zero"] for m in d["models"].values()) < 3')" = True ]
-	run -2 --separate-stderr nereus-plan --job "$job" --cluster "$cl" \
-		--pin actor@training=tp1,pp1,dp4,fsdp
-	[ "$stderr" = "nereus-plan: pin of model 'actor': the built-in engine does not run FSDP (zero 3): pin zero0, zero1 or zero2" ]
+	run nereus-plan --job "$job" --cluster "$cl" --pin actor@training=tp1,pp1,dp4,zero2 -o z.json
+	assert_success
+	[ "$(json f.json 'd["models"]["actor"]["zero"]')" = 3 ]
+	# the weights gathered for the forward and for each update, and held
+	# whole beside the blocks while a stage runs
+	python3 - f.json z.json <<'EOF2'
+import json, sys
+f, z = ({(m["model"], m["stage"]): m for m in json.load(open(p))["model_stages"]}
+        for p in sys.argv[1:])
+for k in (("actor", "inference"), ("actor", "training")):
+    assert f[k]["time"]["comm"] > z[k]["time"]["comm"], (k, f[k]["time"], z[k]["time"])
+    assert f[k]["memory_gib"]["weights"] > z[k]["memory_gib"]["weights"], k
+EOF2
+	# where a reference's weights whole do not fit beside the actor's
+	# training, the search splits them across DP
+	python3 - <<'EOF2'
+import json
+arch = {"layers": 7, "hidden": 768, "heads": 12, "kv_heads": 12, "ffn": 2048, "vocab": 258,
+        "dtype": "fp32", "max_position_embeddings": 32}
+json.dump({"nereus": 1, "kind": "job", "name": "big", "algorithm": "grpo",
+           "models": {"actor": {"arch": arch, "stages": ["generation", "inference", "training"]},
+                      "reference": {"arch": arch, "stages": ["inference"]}},
+           "batch": {"prompts_per_step": 4, "samples_per_prompt": 2, "prompt_len": 4,
+                     "response_len": {"max": 8}}}, open("big.json", "w"))
+EOF2
+	sed 's/"memory_gib": 2/"memory_gib": 0.5/' "$cl" > small.json
+	run nereus-plan --job big.json --cluster small.json --pin actor@training=tp1,pp1,dp4 \
+		--pin reference@inference=tp1,pp1,dp4 -o s.json
+	assert_success
+	[ "$(json s.json 'd["models"]["reference"]["zero"]')" = 3 ]
 }
 
 @test "--stats prints search statistics on standard error" {

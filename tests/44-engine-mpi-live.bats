@@ -2,10 +2,11 @@
 # The engine's state moved live between plans in memory (lib/mpi/live.h's
 # live_move) on 4 local ranks: a trainable actor (weights, master, Adam m
 # and v, ZeRO-1 across DP), a frozen reference and the actor's generation
-# layout go TP2·DP2 → TP1·PP2·DP2 → TP4, and from a plan that leaves two
-# ranks with nothing; after each move every rank's fp32 buffers equal,
-# float for float, that plan's state loaded from the store nereus-transition
-# apply writes (the file path).  What live_move refuses is refused on every
+# layout go TP2·DP2 → TP1·PP2·DP2 → TP4, through FSDP (the weights split
+# across DP too), and from a plan that leaves two ranks with nothing;
+# after each move every rank's fp32 buffers equal, float for float, that
+# plan's state loaded from the store nereus-transition apply writes (the
+# file path).  What live_move refuses is refused on every
 # rank with one message.  The probe is tests/probe/mpi_probe.c.
 
 bats_require_minimum_version 1.5.0
@@ -16,10 +17,10 @@ setup_file() {
 	cd "$BATS_FILE_TMPDIR" || return 1
 	load test_helper/mpi-plans
 	_mpi_plans &&
-	plan fsdp cluster4.json tp4,pp1,dp1,nozero tp1,pp1,dp4,fsdp || return 1
+	plan fsdp cluster4.json tp1,pp1,dp4,fsdp tp2,pp1,dp2,fsdp tp2 || return 1
 	# every element of every kind distinct (seed 7), laid out as each plan
 	"$NEREUS_BUILD/tests/mpi_probe" mkstore job.json 7 state || return 1
-	for p in tp2dp2 pp2dp2 tp4 half; do
+	for p in tp2dp2 pp2dp2 tp4 half fsdp; do
 		nereus-transition apply --state state --to $p.json --job job.json \
 			--cluster cluster4.json -o store-$p || return 1
 	done
@@ -79,9 +80,13 @@ field() {
 	(( $(field 0 mismatched) > 0 ))
 }
 
-@test "FSDP: refused on every rank, naming the model" {
-	run -2 live 4 store-tp2dp2 tp2dp2.json fsdp.json store-tp4
-	assert_output --partial "mpi_probe: model 'reference': FSDP (zero 3) splits the weights across DP"
+@test "TP2·DP2 → FSDP → TP4: each DP rank holds its block of every kind, weights too" {
+	run -0 --separate-stderr live 4 store-tp2dp2 tp2dp2.json fsdp.json store-fsdp tp4.json \
+		store-tp4
+	(( ${#lines[@]} == 2 ))
+	for n in 0 1; do
+		(( $(field $n mismatched) == 0 ))
+	done
 }
 
 @test "a switch to a plan for more ranks than run: exit 2 on every rank, no hang" {

@@ -49,6 +49,9 @@ JSON
 	plan tp1pp2dp2 cpu4.json tp1,pp2,dp2 tp2,dp2 &&
 	plan tp4 cpu4.json tp4,pp1,dp1 tp4,dp1 &&
 	plan two cpu2.json tp2,pp1,dp1 tp2,dp1 &&
+	plan fdp4 cpu4.json tp1,pp1,dp4,fsdp tp1,dp4 &&
+	plan ftp2dp2 cpu4.json tp2,pp1,dp2,fsdp tp2,dp2 &&
+	plan fdp2 cpu2.json tp1,pp1,dp2,fsdp tp1,dp2 &&
 	nereus-run init --job job.json -o st
 }
 
@@ -132,6 +135,23 @@ ms = {(m["model"], m["stage"]): (m["tp"], m.get("pp", 1), m["dp"]) for m in r["m
 assert ms[("actor", "training")] == (2, 1, 2), ms'
 }
 
+@test "FSDP as DP4 and TP2·DP2 on 4 ranks, DP2 on 2: the same losses and rewards" {
+	nereus-run --engine builtin --job job.json --cluster cpu4.json --state st --steps 5 \
+		--plan one.json --records one.jsonl -q
+	for p in fdp4:4 ftp2dp2:4 fdp2:2; do
+		run --separate-stderr ranks ${p#*:} --cluster cpu${p#*:}.json --state st --steps 5 \
+			--plan ${p%:*}.json --records ${p%:*}.jsonl -q
+		assert_success
+		same_figures one.jsonl ${p%:*}.jsonl
+	done
+	# the actor trains FSDP; its engines, in its home layout, are moved into
+	python3 -c 'import json
+r = json.loads(open("fdp4.jsonl").readline())
+ms = {(m["model"], m["stage"]): m for m in r["model_stages"]}
+assert ms[("actor", "training")]["zero"] == 3 and ms[("actor", "training")]["fsdp"], ms
+assert ms[("actor", "generation")]["move_s"] > 0, ms'
+}
+
 @test "the actor's weights move into its engines through the graph: PP2 → TP2 on 2 ranks, timed" {
 	nereus-plan --job job.json --cluster cpu2.json --pin actor@training=tp1,pp2,dp1,mb4 \
 		--pin reference@inference=tp1,pp2,dp1,mb4 --pin actor@generation=tp2,dp1 -o move.json
@@ -148,7 +168,7 @@ for l in open("move.jsonl"):
     assert 0 < g["move_s"] <= g["time_s"], g'
 }
 
-@test "PPO with a critic, a reward model and tied embeddings: TP2·DP2 and PP2 as one process" {
+@test "PPO with a critic, a reward model and tied embeddings: TP2·DP2, PP2, FSDP as one process" {
 	python3 - <<'EOF'
 import json
 j = json.load(open("job.json"))
@@ -165,7 +185,10 @@ j["models"]["reward"] = {"arch": a, "stages": ["inference"]}
 json.dump(j, open("ppo.json", "w"))
 EOF
 	nereus-run init --job ppo.json -o ppo-st
-	for c in one:tp1,pp1,dp1:tp1,dp1 tp2dp2:tp2,pp1,dp2:tp2,dp2 pp2:tp1,pp2,dp1:tp2,dp1; do
+	# FSDP: every model's weights split across DP, the tied embedding's
+	# two copies too
+	for c in one:tp1,pp1,dp1:tp1,dp1 tp2dp2:tp2,pp1,dp2:tp2,dp2 pp2:tp1,pp2,dp1:tp2,dp1 \
+		 fpp2dp2:tp1,pp2,dp2,fsdp:tp2,dp2 ftp2dp2:tp2,pp1,dp2,fsdp:tp2,dp2; do
 		IFS=: read -r name conf gen <<< "$c"
 		nereus-plan --job ppo.json --cluster cpu4.json -o "ppo-$name.json" \
 			--pin actor@training="$conf,mb2" --pin critic@training="$conf,mb2" \
@@ -174,7 +197,7 @@ EOF
 	done
 	nereus-run --engine builtin --job ppo.json --cluster cpu4.json --state ppo-st --steps 3 \
 		--plan ppo-one.json --records ppo-one.jsonl -q
-	for p in tp2dp2 pp2; do
+	for p in tp2dp2 pp2 fpp2dp2 ftp2dp2; do
 		run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
 			nereus-run --engine builtin --job ppo.json --cluster cpu4.json --state ppo-st \
 			--steps 3 --plan ppo-$p.json --records ppo-$p.jsonl -q
@@ -287,6 +310,43 @@ for m in (live, files):
     del m["run"]["id"], m["run"]["records_xxh3"]
 assert live == files
 PY
+}
+
+@test "switches TP2·DP2 → FSDP DP4 → TP4 mid-run: the records and store of save, apply and resume" {
+	cp tp2dp2.json cur.json
+	(
+		for k in 1:fdp4 3:tp4; do
+			for _ in $(seq 1200); do
+				[ -f live.jsonl ] && [ "$(wc -l < live.jsonl)" -ge "${k%%:*}" ] && break
+				sleep 0.05
+			done
+			cp "${k#*:}.json" cur.tmp && mv cur.tmp cur.json
+		done
+	) &
+	run --separate-stderr ranks 4 --cluster cpu4.json --state st --steps 5 --plan cur.json \
+		--pace 1 --records live.jsonl --save live
+	wait
+	assert_success
+	[[ $stderr == *"step 1: 'cur.json' was replaced: switching"* ]]
+	[[ $stderr == *"step 3: 'cur.json' was replaced: switching"* ]]
+	cp tp2dp2.json fcur.json
+	ranks 4 --cluster cpu4.json --state st --steps 5 --plan fcur.json --records files.jsonl \
+		--save files --until 1 -q
+	nereus-transition apply --state files/step-000001 --to fdp4.json --job job.json \
+		--cluster cpu4.json -o at1
+	cp fdp4.json fcur.json
+	ranks 4 --cluster cpu4.json --state at1 --steps 5 --plan fcur.json --records files.jsonl \
+		--resume --save files --until 3 -q
+	nereus-transition apply --state files/step-000003 --to tp4.json --job job.json \
+		--cluster cpu4.json -o at3
+	cp tp4.json fcur.json
+	ranks 4 --cluster cpu4.json --state at3 --steps 5 --plan fcur.json --records files.jsonl \
+		--resume --save files -q
+	cmp <(python3 -c 'import json, sys
+for l in open("live.jsonl"): print(json.dumps(json.loads(l)["rl"]))') \
+	    <(python3 -c 'import json, sys
+for l in open("files.jsonl"): print(json.dumps(json.loads(l)["rl"]))')
+	diff -r -x manifest.json live/step-000005 files/step-000005
 }
 
 @test "a rank marked down hands its state over: the run goes on 3 ranks, and on 4 when it is back" {

@@ -140,6 +140,50 @@ r = json.load(open("new/step-000001/manifest.json"))["run"]
 assert r["optimizer_steps"] == {"actor": 1, "critic": 1}, r'
 }
 
+# FSDP (zero 3) for every model: each DP rank keeps a block of every
+# weight.  Apart (DP2 each, the engines moved into from the actor's blocks),
+# DP4 in one pool, TP2·DP2, PP2·DP2.
+fsdp_shapes=(
+	"tp1,pp1,dp2 tp1,pp1,dp2 0-1 2-3"
+	"tp1,pp1,dp4 tp1,pp1,dp4 0-3 0-3"
+	"tp2,pp1,dp2 tp2,pp1,dp2 0-3 0-3"
+	"tp1,pp2,dp2 tp1,pp2,dp2 0-3 0-3"
+)
+
+@test "FSDP on 4 ranks, apart and in one pool: the saved store is one process's, and resumes" {
+	cp "$D/job.json" "$D/repeat.jsonl" "$D/cpu4.json" "$D/one.json" .
+	local k=0 s actor critic agpus cgpus
+	for s in "${fsdp_shapes[@]}"; do
+		read -r actor critic agpus cgpus <<< "$s"
+		k=$((k + 1))
+		nereus-plan --job job.json --cluster cpu4.json -o p$k.json \
+			--pin actor@training="$actor,fsdp,mb2" --pin critic@training="$critic,fsdp,mb2" \
+			--pin reference@inference=fsdp
+		python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))
+gpus = {m: p["pools"][c["pool"]]["gpus"] for m, c in p["models"].items()}
+assert (gpus["actor"], gpus["critic"]) == (sys.argv[2], sys.argv[3]), (sys.argv[1], gpus)
+assert all(m["zero"] == 3 for m in p["models"].values()), p["models"]' p$k.json "$agpus" "$cgpus"
+		run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
+			nereus-run --engine builtin --job job.json --cluster cpu4.json --state "$D/st" \
+			--steps 2 --plan p$k.json --records r$k.jsonl --save s$k -q
+		assert_success
+		nereus-transition apply --state s$k/step-000002 --to one.json --job job.json \
+			--cluster cpu4.json -o f$k
+		same_store "$D/one-flat" f$k 1e-4 || { echo "plan $k: $s"; return 1; }
+	done
+	# the FSDP store resumes on FSDP ranks, as the run that went on
+	run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
+		nereus-run --engine builtin --job job.json --cluster cpu4.json --state "$D/st" \
+		--steps 3 --plan p1.json --records on.jsonl --save on -q
+	assert_success
+	run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
+		nereus-run --engine builtin --job job.json --cluster cpu4.json --state s1/step-000002 \
+		--steps 3 --plan p1.json --records r1.jsonl --resume --save on1 -q
+	assert_success
+	diff -r -x manifest.json on/step-000003 on1/step-000003
+}
+
 @test "norms kept in fp32 beside bf16 weights: saved so by a pool without rank 0" {
 	sed 's/"fp32"/"bf16"/g' "$D/job.json" > job.json
 	cp "$D/repeat.jsonl" "$D/cpu4.json" .

@@ -18,7 +18,7 @@ int lm_open(struct lm *m, const struct model *model, int index, bool trainable,
 	if (r)
 		md.arch = store_reader_manifest(r)->models[store_model].lo.arch;
 	memset(m, 0, sizeof *m);
-	rc = mstate_init(&m->st, &md, index, 1, 1, 1, false, trainable, 0, 0, 0, e);
+	rc = mstate_init(&m->st, &md, index, 1, 1, 1, ZERO_0, trainable, 0, 0, 0, e);
 	if (rc)
 		return rc;
 	if (r)

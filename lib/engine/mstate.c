@@ -26,8 +26,15 @@ static int kind_len(const struct layout *lo, enum state_kind kind, int tp, int p
 	return rc;
 }
 
+/* The kind whose pieces lay kind out in s's buffer: FSDP's weights are
+ * cut into the master's blocks. */
+static enum state_kind laid_as(const struct mstate *s, enum state_kind kind)
+{
+	return s->fsdp && kind == KIND_WEIGHT ? KIND_MASTER : kind;
+}
+
 int mstate_init(struct mstate *s, const struct model *m, int index, int tp, int pp, int dp,
-		bool zero, bool trainable, int tp_rank, int pp_rank, int dp_rank,
+		enum zero_stage zero, bool trainable, int tp_rank, int pp_rank, int dp_rank,
 		struct err *e)
 {
 	int rc;
@@ -39,8 +46,10 @@ int mstate_init(struct mstate *s, const struct model *m, int index, int tp, int 
 	s->pp_rank = pp_rank;
 	s->dp_rank = dp_rank;
 	s->trainable = trainable;
-	s->zero = zero && trainable;
-	rc = layout_init(&s->lo, &m->arch, tp, pp, dp, s->zero, NULL, e);
+	s->zero = zero >= ZERO_1 && trainable;
+	s->fsdp = zero == ZERO_3 && dp > 1;
+	/* the layout's DP blocks as state/emu.h cuts them */
+	rc = layout_init(&s->lo, &m->arch, tp, pp, dp, s->zero || zero == ZERO_3, NULL, e);
 	if (rc)
 		return err_prefix(e, "model '%s'", m->name);
 	s->wdtype = malloc((size_t)s->lo.ntensors);
@@ -50,11 +59,16 @@ int mstate_init(struct mstate *s, const struct model *m, int index, int tp, int 
 			  strcmp(m->arch.dtype, "fp16") == 0 ? ST_F16 : ST_BF16,
 	       (size_t)s->lo.ntensors);
 	for (int k = 0; k < (trainable ? NKINDS : 1) && rc == NR_OK; k++) {
-		rc = kind_len(&s->lo, (enum state_kind)k, tp_rank, pp_rank, dp_rank, &s->len[k], e);
+		rc = kind_len(&s->lo, laid_as(s, (enum state_kind)k), tp_rank, pp_rank, dp_rank,
+			      &s->len[k], e);
 		if (rc == NR_OK && !(s->buf[k] = calloc(s->len[k] + 1, sizeof(float))))
 			rc = err_oom(e);
 	}
-	if (rc == NR_OK && trainable && !(s->grad = calloc(s->len[KIND_WEIGHT] + 1, sizeof(float))))
+	if (rc == NR_OK)
+		rc = kind_len(&s->lo, KIND_WEIGHT, tp_rank, pp_rank, dp_rank, &s->full_len, e);
+	if (rc == NR_OK && !s->fsdp)
+		s->full = s->buf[KIND_WEIGHT];
+	if (rc == NR_OK && trainable && !(s->grad = calloc(s->full_len + 1, sizeof(float))))
 		rc = err_oom(e);
 	if (rc)
 		mstate_free(s);
@@ -63,6 +77,7 @@ int mstate_init(struct mstate *s, const struct model *m, int index, int tp, int 
 
 void mstate_free(struct mstate *s)
 {
+	mstate_full_end(s);
 	for (int k = 0; k < NKINDS; k++)
 		free(s->buf[k]);
 	free(s->grad);
@@ -73,11 +88,90 @@ void mstate_free(struct mstate *s)
 
 int64_t mstate_bytes(const struct mstate *s)
 {
-	size_t n = s->grad ? s->len[KIND_WEIGHT] : 0;
+	size_t n = (s->grad ? s->full_len : 0) + (s->fsdp && s->full ? s->full_len : 0);
 
 	for (int k = 0; k < NKINDS; k++)
 		n += s->buf[k] ? s->len[k] : 0;
 	return (int64_t)n * (int64_t)sizeof(float);
+}
+
+int mstate_weight_pieces(const struct mstate *s, struct piece **out, size_t *n, struct err *e)
+{
+	return layout_pieces(&s->lo, laid_as(s, KIND_WEIGHT), s->tp_rank, s->pp_rank, s->dp_rank,
+			     out, n, e);
+}
+
+/* Each element of the pieces src laid out in sbuf that pieces dst hold
+ * too, into dbuf laid out as dst. */
+static void pieces_copy(const struct piece *dst, size_t nd, float *dbuf, const struct piece *src,
+			size_t ns, const float *sbuf)
+{
+	for (size_t k = 0; k < nd; k++)
+		for (size_t j = 0; j < ns; j++) {
+			struct box x;
+
+			if (src[j].tensor == dst[k].tensor &&
+			    box_intersect(&src[j].box, &dst[k].box, &x))
+				box_copy(dbuf + dst[k].local_off, &dst[k].box, sbuf + src[j].local_off,
+					 &src[j].box, &x, sizeof *dbuf);
+		}
+}
+
+/* The rank's DP blocks and the whole pieces of its weights. */
+static int both_pieces(const struct mstate *s, struct piece **bp, size_t *nb, struct piece **wp,
+		       size_t *nw, struct err *e)
+{
+	int rc = mstate_weight_pieces(s, bp, nb, e);
+
+	*wp = NULL;
+	if (rc == NR_OK)
+		rc = layout_pieces(&s->lo, KIND_WEIGHT, s->tp_rank, s->pp_rank, s->dp_rank, wp, nw,
+				   e);
+	if (rc) {
+		free(*bp);
+		*bp = NULL;
+	}
+	return rc;
+}
+
+int mstate_full_begin(struct mstate *s, struct err *e)
+{
+	struct piece *bp, *wp;
+	size_t nb, nw;
+	int rc;
+
+	if (!s->fsdp || s->full)
+		return NR_OK;
+	if ((rc = both_pieces(s, &bp, &nb, &wp, &nw, e)))
+		return rc;
+	if (!(s->full = calloc(s->full_len + 1, sizeof *s->full)))
+		rc = err_oom(e);
+	else
+		pieces_copy(wp, nw, s->full, bp, nb, s->buf[KIND_WEIGHT]);
+	free(bp);
+	free(wp);
+	return rc;
+}
+
+void mstate_full_end(struct mstate *s)
+{
+	if (!s->fsdp)
+		return;
+	free(s->full);
+	s->full = NULL;
+}
+
+void mstate_block_of(const struct mstate *s, const float *whole, float *dst)
+{
+	struct piece *bp, *wp;
+	size_t nb, nw;
+	struct err e;
+
+	if (both_pieces(s, &bp, &nb, &wp, &nw, &e))
+		return;
+	pieces_copy(bp, nb, dst, wp, nw, whole);
+	free(bp);
+	free(wp);
 }
 
 /* The element's global row-major index from its index inside box b of
@@ -129,7 +223,7 @@ void mstate_random(struct mstate *s, uint64_t seed)
 	size_t n;
 	struct err e;
 
-	if (layout_pieces(&s->lo, KIND_WEIGHT, s->tp_rank, s->pp_rank, s->dp_rank, &p, &n, &e))
+	if (mstate_weight_pieces(s, &p, &n, &e))
 		return;
 	for (size_t k = 0; k < n; k++) {
 		const struct gtensor *t = &s->lo.tensors[p[k].tensor];
@@ -155,10 +249,30 @@ void mstate_random(struct mstate *s, uint64_t seed)
 		/* the optimizer's kinds start as Adam does */
 		memset(s->buf[KIND_ADAM_M], 0, s->len[KIND_ADAM_M] * sizeof(float));
 		memset(s->buf[KIND_ADAM_V], 0, s->len[KIND_ADAM_V] * sizeof(float));
-		if (!s->zero)
+		if (!s->zero || s->fsdp)
 			memcpy(s->buf[KIND_MASTER], s->buf[KIND_WEIGHT],
 			       s->len[KIND_WEIGHT] * sizeof(float));
 	}
+}
+
+/* The weights from model store_model of r: with FSDP, read whole and the
+ * rank's block kept. */
+static int load_weights(struct mstate *s, struct store_reader *r, int store_model, struct err *e)
+{
+	float *whole;
+	int rc;
+
+	if (!s->fsdp)
+		return store_reader_load(r, store_model, KIND_WEIGHT, &s->lo, s->tp_rank, s->pp_rank,
+					 s->dp_rank, s->buf[KIND_WEIGHT], e);
+	if (!(whole = calloc(s->full_len + 1, sizeof *whole)))
+		return err_oom(e);
+	rc = store_reader_load(r, store_model, KIND_WEIGHT, &s->lo, s->tp_rank, s->pp_rank,
+			       s->dp_rank, whole, e);
+	if (rc == NR_OK)
+		mstate_block_of(s, whole, s->buf[KIND_WEIGHT]);
+	free(whole);
+	return rc;
 }
 
 int mstate_load(struct mstate *s, struct store_reader *r, int store_model, struct err *e)
@@ -166,8 +280,7 @@ int mstate_load(struct mstate *s, struct store_reader *r, int store_model, struc
 	const struct manifest *m = store_reader_manifest(r);
 	const struct mmodel *mm = &m->models[store_model];
 	bool has_opt = mm->lo.trainable;
-	int rc = store_reader_load(r, store_model, KIND_WEIGHT, &s->lo, s->tp_rank, s->pp_rank,
-				   s->dp_rank, s->buf[KIND_WEIGHT], e);
+	int rc = load_weights(s, r, store_model, e);
 
 	for (int t = 0; t < s->lo.ntensors; t++)
 		s->wdtype[t] = (unsigned char)mmodel_dtype(mm, KIND_WEIGHT, t);
@@ -181,7 +294,8 @@ int mstate_load(struct mstate *s, struct store_reader *r, int store_model, struc
 	/* a store without optimizer state: Adam's start, master from the weights */
 	memset(s->buf[KIND_ADAM_M], 0, s->len[KIND_ADAM_M] * sizeof(float));
 	memset(s->buf[KIND_ADAM_V], 0, s->len[KIND_ADAM_V] * sizeof(float));
-	if (!s->zero) {
+	/* FSDP's weights are laid out as the master */
+	if (!s->zero || s->fsdp) {
 		memcpy(s->buf[KIND_MASTER], s->buf[KIND_WEIGHT], s->len[KIND_WEIGHT] * sizeof(float));
 		return NR_OK;
 	}
@@ -199,7 +313,7 @@ void mstate_weights_from_master(struct mstate *s)
 
 	if (!s->trainable ||
 	    layout_pieces(&s->lo, KIND_MASTER, s->tp_rank, s->pp_rank, s->dp_rank, &mp, &nm, &e) ||
-	    layout_pieces(&s->lo, KIND_WEIGHT, s->tp_rank, s->pp_rank, s->dp_rank, &wp, &nw, &e)) {
+	    mstate_weight_pieces(s, &wp, &nw, &e)) {
 		free(mp);
 		return;
 	}

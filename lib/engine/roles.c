@@ -213,23 +213,19 @@ int rank_state_init(struct rank_state *s, const struct env *v, const struct rank
 		if (ro->item == ITEM_GEN) {
 			const struct rank_role *h = &rr->r[rank_roles_index(rr, 1 + ro->model)];
 
+			/* FSDP's home keeps a block of each weight: the engines
+			 * need them whole */
 			if (h->pool == ro->pool && h->conf.tp == ro->conf.tp &&
-			    h->conf.dp == ro->conf.dp && h->conf.pp == 1) {
+			    h->conf.dp == ro->conf.dp && h->conf.pp == 1 &&
+			    !(h->conf.zero == ZERO_3 && h->conf.dp > 1)) {
 				s->alias[i] = rank_roles_index(rr, 1 + ro->model);
 				continue;
 			}
 		}
 		if (!ro->member)
 			continue;
-		if (ro->conf.zero == ZERO_3) {
-			rank_state_free(s);
-			return err_set(e, NR_EINPUT, "model '%s': FSDP (zero 3) splits the weights "
-				       "across DP, which the engine keeps whole: use zero 0, 1 or 2",
-				       md->name);
-		}
 		rc = mstate_init(&s->st[i], md, ro->model, ro->conf.tp, ro->conf.pp, ro->conf.dp,
-				 ro->conf.zero >= ZERO_1, train, ro->tp_rank, ro->pp_rank, ro->dp_rank,
-				 e);
+				 ro->conf.zero, train, ro->tp_rank, ro->pp_rank, ro->dp_rank, e);
 		if (rc) {
 			rank_state_free(s);
 			return rc;

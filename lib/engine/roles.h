@@ -113,18 +113,18 @@ struct rank_state {
 	int n;                     /* job models + 1 */
 	bool held[MAX_ITEMS];      /* the rank keeps the layout's state */
 	/* The generation layout, when it is the actor's home layout (one
-	 * pool, the same TP and DP, pp 1), is the actor's weights, not a copy
-	 * of them (verl's hybrid engine): alias[gen] is the actor's index and
-	 * held[gen] false.  -1 elsewhere. */
+	 * pool, the same TP and DP, pp 1, not FSDP), is the actor's weights,
+	 * not a copy of them (verl's hybrid engine): alias[gen] is the
+	 * actor's index and held[gen] false.  -1 elsewhere. */
 	int alias[MAX_ITEMS];
 	struct mstate st[MAX_ITEMS];
 };
 
 /* Zeroed buffers for every layout of a plan that rr (groups.h: the
  * plan's roles of this rank) is in, at its coordinates: weights, and for a trainable model's
- * home layout master, Adam m and v (split across DP with zero 1 or 2) and
- * gradients; none for a generation layout that is the actor's (alias).  NR_EINPUT for FSDP (zero 3), whose weights the engine
- * does not shard. */
+ * home layout master, Adam m and v (split across DP with zero 1, 2 or 3)
+ * and gradients, with FSDP (zero 3) the weights split across DP too;
+ * none for a generation layout that is the actor's (alias). */
 int rank_state_init(struct rank_state *s, const struct env *v, const struct rank_roles *rr,
 		    struct err *e);
 void rank_state_free(struct rank_state *s);

@@ -28,9 +28,12 @@
  * zeros, so the sums are exact.  Gradients are summed over DP (and, for tied embeddings split
  * over stages, over the first and last stage), the norm over the model's
  * ranks; with a distributed optimizer each DP rank updates its block of
- * the master and the weights are summed back over DP.  The generation
- * layout is the actor's home layout when the plan makes it so, else its
- * copy of the actor's weights is brought up to date before each rollout. */
+ * the master and the weights are summed back over DP, or under FSDP the
+ * rank keeps its block of the weights alone, gathered whole from the DP
+ * group when a model-stage starts and dropped when it ends.  The
+ * generation layout is the actor's home layout when the plan makes it so
+ * (never an FSDP one), else its copy of the actor's weights is brought up
+ * to date before each rollout. */
 #include "engine/trainer_impl.h"
 
 #include <limits.h>
@@ -85,7 +88,8 @@ int64_t trainer_bytes(const struct trainer *t)
 
 /* Drop what a model-stage of part pt used beyond its state, as a GPU
  * framework's stages give their memory back to the next: the activations,
- * and a trainable model's gradients (unbound from the decoder). */
+ * a trainable model's gradients and FSDP's gathered weights (unbound from
+ * the decoder). */
 static void part_release(struct part *pt)
 {
 	struct err scratch;
@@ -93,11 +97,12 @@ static void part_release(struct part *pt)
 	for (int k = 0; k < pt->nacts; k++)
 		model_acts_free(&pt->acts[k]);
 	pt->nacts = 0;
-	if (pt->held && pt->st->grad) {
+	if (pt->held && (pt->st->grad || (pt->st->fsdp && pt->st->full))) {
 		free(pt->st->grad);
 		pt->st->grad = NULL;
+		mstate_full_end(pt->st);
 		/* unbinding cannot fail: the layout was bound before */
-		model_bind(&pt->dec, &pt->st->lo, pt->st->buf[KIND_WEIGHT], NULL, &scratch);
+		model_bind(&pt->dec, &pt->st->lo, pt->st->full, NULL, &scratch);
 	}
 }
 
@@ -313,8 +318,7 @@ static int bind(struct trainer *t, const struct groups *g, struct rank_state *rs
 				kernels_cpu(), pt->c[GROUP_TP], e);
 		pt->has_dec = rc == NR_OK;
 		if (rc == NR_OK)
-			rc = model_bind(&pt->dec, &pt->st->lo, pt->st->buf[KIND_WEIGHT], pt->st->grad,
-					e);
+			rc = model_bind(&pt->dec, &pt->st->lo, pt->st->full, pt->st->grad, e);
 		if (rc)
 			err_prefix(e, "model '%s'", pt->st->name);
 	}

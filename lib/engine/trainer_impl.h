@@ -74,6 +74,14 @@ void tr_pack_sequences(struct trainer *t, long s, int P, int n);
 /* Model mi's forward over every sequence, on its ranks, pooled to each
  * of them. */
 int tr_forward_all(struct trainer *t, int mi, float temp, struct err *e);
+/* FSDP: part pt's weights whole for a model-stage, each DP rank's block
+ * gathered (a sum over DP in which every other rank gives zeros, exact),
+ * bound to the decoder.  On the part's ranks; nothing without FSDP or
+ * when they are gathered already. */
+int tr_gather_weights(struct part *pt, struct err *e);
+/* FSDP: part pt's gathered weights dropped (stale after an update or a
+ * copy into them; the next model-stage gathers them again). */
+void tr_drop_gathered(struct part *pt);
 /* Part to's weights made part from's.  Every rank of the world calls it. */
 int tr_copy_weights(struct trainer *t, int from, int to, struct err *e);
 /* The generation layout's copy of the actor's weights made the actor's

@@ -190,22 +190,45 @@ static int slot(struct trainer *t, struct part *pt, int k, int tokens, bool trai
 	return rc;
 }
 
+int tr_gather_weights(struct part *pt, struct err *e)
+{
+	struct mstate *st = pt->st;
+	int rc;
+
+	if (!st->fsdp || st->full)
+		return NR_OK;
+	if ((rc = mstate_full_begin(st, e)) == NR_OK)
+		rc = pt->c[GROUP_DP]->allreduce_sum(pt->c[GROUP_DP]->ctx, st->full, st->full_len, e);
+	return rc ? rc : model_bind(&pt->dec, &st->lo, st->full, st->grad, e);
+}
+
+void tr_drop_gathered(struct part *pt)
+{
+	struct err scratch;
+
+	if (!pt->held || !pt->st->fsdp || !pt->st->full)
+		return;
+	mstate_full_end(pt->st);
+	/* unbinding cannot fail: the layout was bound before */
+	model_bind(&pt->dec, &pt->st->lo, NULL, pt->st->grad, &scratch);
+}
+
 /* What a model-stage of part pt needs beyond its state, for sequences
- * sequences in micro-batches of mb: slots activation sets of a
- * micro-batch at its longest, and when training the gradients, zeroed and
- * bound.  Allocated at the stage's height from its start, as nereus-plan's
- * memory model counts them. */
+ * sequences in micro-batches of mb: FSDP's weights gathered, slots
+ * activation sets of a micro-batch at its longest, and when training the
+ * gradients, zeroed and bound.  Allocated at the stage's height from its
+ * start, as nereus-plan's memory model counts them. */
 static int stage_begin(struct trainer *t, struct part *pt, int mb, int sequences, int slots,
 		       bool training, struct err *e)
 {
-	int n = mb < sequences ? mb : sequences, rc = NR_OK;
+	int n = mb < sequences ? mb : sequences, rc = tr_gather_weights(pt, e);
 
 	for (int k = 0; k < slots && rc == NR_OK; k++)
 		rc = slot(t, pt, k, (n > 0 ? n : 1) * tr_max_len(t), training, e);
 	if (rc == NR_OK && training && pt->st->trainable && !pt->st->grad) {
-		pt->st->grad = calloc(pt->st->len[KIND_WEIGHT] + 1, sizeof *pt->st->grad);
-		rc = pt->st->grad ? model_bind(&pt->dec, &pt->st->lo, pt->st->buf[KIND_WEIGHT],
-					       pt->st->grad, e) : err_oom(e);
+		pt->st->grad = calloc(pt->st->full_len + 1, sizeof *pt->st->grad);
+		rc = pt->st->grad ? model_bind(&pt->dec, &pt->st->lo, pt->st->full, pt->st->grad,
+					       e) : err_oom(e);
 	}
 	return rc;
 }
@@ -355,9 +378,10 @@ static int pool_stats(const struct part *pt, struct rl_stats *s, struct err *e)
 }
 
 /* Part to's weights made part from's (the same architecture), tensor by
- * tensor: from's pieces (each element from one rank: DP rank 0, copies
- * left out) summed over the world into the whole tensor, from which each
- * rank of to takes its pieces.  Every rank of the world calls it. */
+ * tensor: from's pieces (each element from one rank: copies left out, DP
+ * blocks with FSDP) summed over the world into the whole tensor, from
+ * which each rank of to takes its pieces.  Every rank of the world calls
+ * it. */
 int tr_copy_weights(struct trainer *t, int from, int to, struct err *e)
 {
 	struct part *a = &t->part[from], *g = &t->part[to];
@@ -368,12 +392,11 @@ int tr_copy_weights(struct trainer *t, int from, int to, struct err *e)
 	float *whole = NULL;
 
 	rc = layout_tensors(&t->job->models[a->ro->model].arch, &tensors, &nt, e);
-	if (rc == NR_OK && a->held && a->ro->dp_rank == 0)
-		rc = layout_pieces(&a->st->lo, KIND_WEIGHT, a->ro->tp_rank, a->ro->pp_rank, 0, &ap,
-				   &na, e);
+	if (rc == NR_OK && a->held)
+		rc = mstate_weight_pieces(a->st, &ap, &na, e);
 	if (rc == NR_OK && g->held)
-		rc = layout_pieces(&g->st->lo, KIND_WEIGHT, g->ro->tp_rank, g->ro->pp_rank,
-				   g->ro->dp_rank, &gp, &ng, e);
+		rc = mstate_weight_pieces(g->st, &gp, &ng, e);
+	tr_drop_gathered(g);
 	for (int k = 0; k < nt && rc == NR_OK; k++) {
 		struct box all = { .ndim = tensors[k].ndim };
 		size_t vol = 1;
@@ -521,7 +544,7 @@ int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,
 	if (rc == NR_OK)
 		rc = stage_begin(t, pt, mb, b1 - b0, slots, true, e);
 	if (rc == NR_OK)
-		memset(pt->st->grad, 0, pt->st->len[KIND_WEIGHT] * sizeof *pt->st->grad);
+		memset(pt->st->grad, 0, pt->st->full_len * sizeof *pt->st->grad);
 	for (int j = 0; j < M + warm && rc == NR_OK; j++) {
 		int f = j, b = j - warm;
 
@@ -540,11 +563,12 @@ int tr_grads(struct trainer *t, int mi, enum head h, int s0, int s1, float temp,
 			rc = stage_backward(t, pt, &m[k], k, &d, e);
 		}
 	}
-	/* summed over the replicas, and over the stages holding the
-	 * embedding (Megatron's embedding group) */
+	/* summed over the replicas (with a distributed optimizer, FSDP's
+	 * too, each DP rank then takes its block), and over the stages
+	 * holding the embedding (Megatron's embedding group) */
 	if (rc == NR_OK && ro->conf.dp > 1)
 		rc = pt->c[GROUP_DP]->allreduce_sum(pt->c[GROUP_DP]->ctx, pt->st->grad,
-						     pt->st->len[KIND_WEIGHT], e);
+						     pt->st->full_len, e);
 	if (rc == NR_OK && ro->conf.pp > 1 && pt->st->lo.arch.tied &&
 	    ro->group_rank[GROUP_EMBED] >= 0)
 		rc = sum_embedding(pt, e);

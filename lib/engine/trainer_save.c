@@ -136,8 +136,9 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 				layout_free(&lo);
 			if (rc)
 				break;
+			/* FSDP's weights go whole, as gathered */
 			if (w->rank == 0 && from == 0) {
-				g->buf[k][at] = pt->st->buf[k];
+				g->buf[k][at] = k == KIND_WEIGHT ? pt->st->full : pt->st->buf[k];
 				g->own[k][at] = true;
 			} else if (w->rank == 0) {
 				if (!(g->buf[k][at] = malloc((len + 1) * sizeof(float))))
@@ -145,7 +146,8 @@ static int gather_model(const struct trainer *t, int mi, struct gathered *g, str
 				if (rc == NR_OK)
 					rc = w->recv(w->ctx, from, g->buf[k][at], len, e);
 			} else if (w->rank == from) {
-				rc = w->send(w->ctx, 0, pt->st->buf[k], len, e);
+				rc = w->send(w->ctx, 0, k == KIND_WEIGHT ? pt->st->full : pt->st->buf[k],
+					     len, e);
 			}
 		}
 	}
@@ -175,6 +177,8 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 		rc = tr_agree(t, t->part[i].held && !mstate_finite(t->part[i].st) ?
 				 err_set(e, NR_EIO, "model '%s' holds a value that is not finite; "
 					 "nothing saved", t->job->models[i].name) : NR_OK, e);
+		if (rc == NR_OK && t->part[i].held)
+			rc = tr_gather_weights(&t->part[i], e);
 		if (rc == NR_OK)
 			rc = gather_model(t, i, &g[i], e);
 		rc = tr_agree(t, rc, e);
@@ -191,8 +195,10 @@ int trainer_save(struct trainer *t, const char *dst, json_t *run, struct err *e)
 	if (rc == NR_OK && t->g->world.rank == 0)
 		rc = store_save(dst, ss, n, r, NULL, e);
 	rc = tr_agree(t, rc, e);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		gathered_free(&g[i]);
+		tr_drop_gathered(&t->part[i]);
+	}
 	json_decref(r);
 	return rc;
 }

@@ -90,6 +90,13 @@ static int opt_step(struct trainer *t, int mi, const struct optim_config *oc, lo
 			master_grads(st, mp, nm, wp, nw, gm);
 			optim_adamw_step(&oc->adamw, lr, step, msp, mn, st->buf[KIND_MASTER],
 				   st->buf[KIND_ADAM_M], st->buf[KIND_ADAM_V], gm);
+		}
+		if (rc == NR_OK && st->fsdp) {
+			/* the rank keeps its blocks alone: the next model-stage
+			 * gathers them */
+			mstate_weights_from_master(st);
+			tr_drop_gathered(pt);
+		} else if (rc == NR_OK) {
 			/* each DP rank writes its blocks of the weights; the sum
 			 * over DP is the whole */
 			for (size_t j = 0; j < nw; j++)

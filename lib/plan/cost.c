@@ -132,7 +132,10 @@ static void train_time(const struct env *v, const struct arch *a, const struct p
 	 * reduce-scatters them and all-gathers the updated weights.  ZeRO-2 must
 	 * reduce-scatter every micro-batch's gradients (a shard cannot hold the
 	 * rest of them) and ZeRO-3 also gathers the weights for forward and
-	 * backward, each micro-batch, overlapped with compute */
+	 * backward, each micro-batch, overlapped with compute; the built-in
+	 * engine's ZeRO-3 gathers them once a step, before its micro-batches,
+	 * and its gradients' sum ends the step, as ZeRO-1's, overlapping
+	 * nothing */
 	switch (c->zero) {
 	case ZERO_0:
 		step_bytes = grads * ring(c->dp, 2);
@@ -145,7 +148,10 @@ static void train_time(const struct env *v, const struct arch *a, const struct p
 		micro_bytes = grads * ring(c->dp, 1);
 		break;
 	default:
-		micro_bytes = (grads + 2 * weights) * ring(c->dp, 1);
+		if (builtin(v))
+			step_bytes = (grads + weights) * ring(c->dp, 1);
+		else
+			micro_bytes = (grads + 2 * weights) * ring(c->dp, 1);
 		break;
 	}
 	*t = (struct stime){ 0 };
@@ -190,10 +196,14 @@ static void infer_time(const struct env *v, const struct arch *a, const struct p
 	t->bubble = t->compute * (c->pp - 1) / (double)m;
 	t->comm = tp_comm(v, a, c, tokens / c->dp, 2.0, (double)m) +
 		  pp_comm(v, a, c, tokens / c->dp, 1.0);
-	/* ZeRO-3 gathers the weights for every micro-batch's forward */
-	if (c->zero == ZERO_3)
-		t->comm += fmax(0, m * a->dtype_bytes * (p < 0 ? mem_stage_params(a, c->tp, c->pp) : p) *
-				   ring(c->dp, 1) / cost_link_bw(v, c->tp * c->dp) - t->compute);
+	/* ZeRO-3 gathers the weights for every micro-batch's forward; the
+	 * built-in engine once, before them, overlapping nothing */
+	if (c->zero == ZERO_3) {
+		double gather = a->dtype_bytes * (p < 0 ? mem_stage_params(a, c->tp, c->pp) : p) *
+				ring(c->dp, 1) / cost_link_bw(v, c->tp * c->dp);
+
+		t->comm += builtin(v) ? gather : fmax(0, m * gather - t->compute);
+	}
 	t->overhead = (m + c->pp - 1) * v->k->microbatch_s + v->k->stage_s;
 	total(t);
 }

@@ -115,11 +115,6 @@ static bool conf_rules(const struct job *j, enum target t, int m, const struct p
 			ok = why(r, "%s recomputes selectively; OpenRLHF checkpoints whole layers or "
 				 "nothing", name);
 		break;
-	case TARGET_BUILTIN:
-		if (sharded && c->zero == ZERO_3)
-			ok = why(r, "%s runs at ZeRO-3; the built-in engine keeps the weights whole "
-				 "across DP", name);
-		break;
 	default:
 		break;
 	}

@@ -485,13 +485,19 @@ static void builtin_stage(const struct job *job, const struct arch *a, const str
 			  bool training, struct mem *out)
 {
 	struct arch f = mem_builtin_arch(a);
-	double s = job_max_seq(job), head, acts;
+	double s = job_max_seq(job), head, acts, p = mem_stage_params(&f, c->tp, c->pp);
+	/* FSDP: beside its blocks the rank holds the weights gathered whole for
+	 * the model-stage (per model-stage, not per layer), and their gradients
+	 * whole until each DP rank takes its block */
+	double gathered = c->zero == ZERO_3 && c->dp > 1 ? 4 * p : 0;
 	struct mem m = { 0 };
 
 	if (training)
-		state_terms(&f, c, mem_stage_params(&f, c->tp, c->pp), 0, &m);
+		state_terms(&f, c, p, gathered, &m);
 	else
-		m.weights = 4 * mem_stage_params(&f, c->tp, c->pp);
+		m.weights = 4 * p / pconf_weight_shards(c) + gathered;
+	if (training && gathered > 0)
+		m.grads = 4 * p;
 	acts = mem_builtin_acts(&f, builtin_mb(job, c, training) * s, s, c->tp, c->pp, training, &head);
 	m.logits = 4 * head;
 	m.act = 4 * acts - m.logits;

@@ -157,9 +157,11 @@ bool plan_gen_cost(const struct env *v, const struct pconf *gen, double resident
 	m->frag += v->k->frag * m->kv;
 	m->total += m->kv * (1 + v->k->frag);
 	/* the built-in engine's cache holds every sequence whole, and it
-	 * generates from the actor's own weights when they are in its pool */
+	 * generates from the actor's own weights when they are in its pool,
+	 * whole there (not FSDP's blocks) */
 	if (v->cl->engine == CLUSTER_ENGINE_BUILTIN)
-		mem_builtin_gen(j, a, ceil(job_sequences(j) / (double)gen->dp), same_pool, m);
+		mem_builtin_gen(j, a, ceil(job_sequences(j) / (double)gen->dp),
+				same_pool && pconf_weight_shards(actor_home) == 1, m);
 	*peak = resident + m->total;
 	t->move = cost_move(v, a, actor_home, gen, same_pool);
 	t->total += t->move;

@@ -405,13 +405,6 @@ static int search_once(const struct env *v, const struct space *sp, bool exhaust
 	memset(st, 0, sizeof *st);
 	if (!s)
 		return err_oom(e);
-	for (int m = 0; m < v->job->nmodels; m++)
-		if (v->cl->engine == CLUSTER_ENGINE_BUILTIN && sp->home[m].zero == 1u << ZERO_3) {
-			free(s);
-			return err_set(e, NR_EINPUT, "pin of model '%s': the built-in engine does not "
-				       "run FSDP (zero 3): pin zero0, zero1 or zero2",
-				       v->job->models[m].name);
-		}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	s->v = v;

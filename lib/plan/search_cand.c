@@ -236,9 +236,6 @@ static int trials(struct search *s, int m, int zi)
 				struct pconf gone = tr.c;
 				if (!train && (zero == ZERO_1 || zero == ZERO_2))
 					continue;
-				/* the built-in engine keeps the weights whole across DP */
-				if (zero == ZERO_3 && s->v->cl->engine == CLUSTER_ENGINE_BUILTIN)
-					continue;
 				gone.offload = true;
 				tr.kept = se_allowed(s, m, &tr.c);
 				tr.gone = se_allowed(s, m, &gone);

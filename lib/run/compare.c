@@ -53,7 +53,7 @@ void compare_free(struct compare *c)
 
 double compare_oracle_gap(const struct cmp_result *row, const struct cmp_result *oracle)
 {
-	return row->ran && oracle->ran && row->s.done && oracle->s.total_s > 0 ?
+	return row->ran && oracle->ran && row->s.ok && oracle->s.total_s > 0 ?
 		       row->s.total_s / oracle->s.total_s - 1 : NAN;
 }
 
@@ -174,8 +174,10 @@ static int foresee(struct compare *c, struct err *e)
 	if (rc)
 		return rc;
 	scripts[0] = &c->script;
+	/* a row that ran no step (nothing of its layout fitted) took no time:
+	 * nothing to copy */
 	for (size_t i = 0; i < CMP_ORACLE; i++) {
-		if (!c->pred[i].ran)
+		if (!c->pred[i].ran || c->pred[i].s.ok == 0)
 			continue;
 		known[n] = c->pred[i].s.total_s;
 		if ((rc = ran_script(&c->ran[i], &scripts[n++], e)))

@@ -2,10 +2,11 @@
 # make bench: the headline comparison measured.  The shipped tiny PPO job
 # on 4 ranks of this machine (examples/clusters/cpu-4.json) through
 # examples/traces/grow-down-cpu-4.jsonl (responses grow; rank 3 goes down
-# at step 4 and comes back at step 8): every row the built-in engine runs,
-# from one store, measured beside the simulator's prediction, and the
-# ratios beside the published ones.  The rows whose layouts the built-in
-# engine does not run are named with the reason.
+# at step 4 and comes back at step 8): every row, verl's and OpenRLHF's
+# FSDP layouts included, from one store, measured beside the simulator's
+# prediction, and the ratios beside the published ones.  A row whose
+# layout finds no plan on the 4 ranks (openrlhf's three pools) pauses,
+# named with the reason.
 #
 # Needs mpirun; prints what it skips otherwise.
 set -u

@@ -306,7 +306,7 @@ static int mkstore_main(int argc, char **argv)
 		const struct model *md = &d.job.models[m];
 		bool train = model_trainable(md);
 
-		if (mstate_init(&st[m], md, m, 1, 1, 1, false, train, 0, 0, 0, &e))
+		if (mstate_init(&st[m], md, m, 1, 1, 1, ZERO_0, train, 0, 0, 0, &e))
 			fail(&e);
 		for (int l = 0; argc == 6 && l < md->arch.layers; l++) {
 			st[m].wdtype[layout_tensor_index(&md->arch, l, LT_INPUT_NORM)] = ST_F32;

@@ -299,10 +299,9 @@ static void test_reasons(void)
 	CHECK(engines_verl_workers(&job, &p) == TARGET_VERL_MEGATRON);
 	CHECK(!engines_check(&v, &p, TARGET_VERL_MEGATRON, &r));
 	CHECK(r.n == 1 && has_reason(&r, "reference runs at tp 1, pp 1 beside the actor at tp 2"));
-	/* the built-in engine keeps weights whole */
+	/* the built-in engine runs FSDP too */
 	verl_fsdp_plan(&p);
-	CHECK(!engines_check(&v, &p, TARGET_BUILTIN, &r));
-	CHECK(r.n == job.nmodels && has_reason(&r, "the built-in engine keeps the weights whole"));
+	CHECK(engines_check(&v, &p, TARGET_BUILTIN, &r));
 }
 
 /* What the space takes of one configuration; on one rank every ZeRO stage
@@ -324,8 +323,8 @@ static void test_runs_conf(void)
 				&(struct pconf){ 2, 1, 8, 1, RC_FULL, ZERO_3, false }));
 	CHECK(engines_runs_conf(&job, TARGET_VERL_MEGATRON, &sh, a,
 			       &(struct pconf){ 8, 1, 1, 1, RC_FULL, ZERO_0, false }));
-	CHECK(!engines_runs_conf(&job, TARGET_BUILTIN, &sh, a,
-				&(struct pconf){ 1, 1, 8, 1, RC_FULL, ZERO_3, false }));
+	CHECK(engines_runs_conf(&job, TARGET_BUILTIN, &sh, a,
+			       &(struct pconf){ 1, 1, 8, 1, RC_FULL, ZERO_3, false }));
 	/* 128 sequences of a mini-batch over 256 ranks */
 	CHECK(!engines_runs_conf(&job, TARGET_OPENRLHF, &sh, a,
 				&(struct pconf){ 1, 1, 256, 1, RC_FULL, ZERO_3, false }));

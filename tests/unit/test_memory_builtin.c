@@ -188,6 +188,41 @@ static void a_step_peaks_as_planned(void)
 	trainer_close(&t);
 }
 
+/* An FSDP rank of DP 2 (engine/mstate.h) holds what the built-in model
+ * counts: between stages its blocks of the weights, master and moments,
+ * half the model's state; in a training stage beside them the weights
+ * gathered whole and their gradients. */
+static void fsdp_holds_as_planned(void)
+{
+	struct model md = { .name = "actor", .arch = small_arch(4, 2, false, false, false) };
+	struct arch f = mem_builtin_arch(&md.arch);
+	struct pconf c = { .tp = 1, .pp = 1, .dp = 2, .mb = 1, .rc = RC_NONE, .zero = ZERO_3 };
+	double held = 0, resident = mem_resident(&f, &c, true);
+	struct mem m;
+	struct err e;
+
+	mem_builtin_train(&(struct job){ .prompts_per_step = 1, .samples_per_prompt = 1,
+					 .mini_batches = 1, .prompt_len = 4,
+					 .response = { .max = 4 } }, &md.arch, &c, &m);
+	for (int d = 0; d < 2; d++) {
+		struct mstate s;
+		double stage;
+
+		CHECK(mstate_init(&s, &md, 0, 1, 1, 2, ZERO_3, true, 0, 0, d, &e) == NR_OK);
+		CHECK(s.fsdp && s.len[KIND_WEIGHT] == s.len[KIND_MASTER]);
+		/* the gradients live for a stage only */
+		held += (double)mstate_bytes(&s) - 4.0 * (double)s.full_len;
+		CHECK_NEAR((double)mstate_bytes(&s) - 4.0 * (double)s.full_len, resident,
+			   4 * 2 * f.layers * LT_COUNT + 64);
+		CHECK(mstate_full_begin(&s, &e) == NR_OK);
+		stage = (double)mstate_bytes(&s);
+		CHECK_NEAR(stage, m.weights + m.grads + m.master + m.adam,
+			   4 * 2 * f.layers * LT_COUNT + 64);
+		mstate_free(&s);
+	}
+	CHECK_NEAR(held, 2 * resident, 1e-9);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -201,6 +236,7 @@ int main(void)
 	RUN(activations_are_the_engines);
 	RUN(generation_is_the_engines);
 	RUN(a_step_peaks_as_planned);
+	RUN(fsdp_holds_as_planned);
 	rmtree(root);
 	return UNIT_END();
 }
