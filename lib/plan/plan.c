@@ -159,7 +159,7 @@ bool plan_gen_cost(const struct env *v, const struct pconf *gen, double resident
 	/* the built-in engine's cache holds every sequence whole, and it
 	 * generates from the actor's own weights when they are in its pool */
 	if (v->cl->engine == CLUSTER_ENGINE_BUILTIN)
-		mem_builtin_gen(j, a, ceil(job_sequences(j) / (double)gen->dp), same_pool, m);
+		mem_builtin_gen(j, a, gen->dp, same_pool, m);
 	*peak = resident + m->total;
 	t->move = cost_move(v, a, actor_home, gen, same_pool);
 	t->total += t->move;
