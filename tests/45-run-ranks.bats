@@ -633,5 +633,41 @@ for run in ("live", "cut"):
 live = [json.loads(l) for l in open("live-apart.jsonl")]
 assert [x["transition_s"] > 0 for x in live] == [False, False, True, False, True, False], live
 assert [x.get("staleness", 0) for x in live] == [1, 1, 1, 1, 0, 0], live
+}
+
+@test "the engines in the actor's pool at another layout: a copy and a move, the peak the plan predicts" {
+	for p in home:tp1,pp1,dp2,mb4,zero0 pp2:tp1,pp2,dp1,mb4; do
+		nereus-plan --job job.json --cluster cpu2.json --pin actor@training="${p#*:}" \
+			--pin reference@inference=tp1,pp1,dp2,mb4 --pin actor@generation=tp1,dp2 \
+			-o "${p%%:*}.json"
+		nereus-run --job job.json --cluster cpu2.json --plan "${p%%:*}.json" --steps 1 \
+			--records "sim-${p%%:*}.jsonl" -q
+		run --separate-stderr ranks 2 --cluster cpu2.json --state st --steps 2 \
+			--plan "${p%%:*}.json" --records "${p%%:*}.jsonl" -q
+		assert_success
+	done
+	same_figures home.jsonl pp2.jsonl
+	python3 - <<'PY'
+import json
+def gen(f):
+    return [[m for m in json.loads(l)["model_stages"] if m["stage"] == "generation"][0]
+            for l in open(f)]
+plan = {p: json.load(open(p + ".json")) for p in ("home", "pp2")}
+# one pool; only the actor's PP2 layout is not the engines' TP1·DP2
+assert [len(plan[p]["pools"]) for p in plan] == [1, 1]
+assert "resident" not in plan["home"]["generation"], plan["home"]["generation"]
+assert plan["pp2"]["generation"]["resident"] is False, plan["pp2"]["generation"]
+want = {p: gen("sim-%s.jsonl" % p)[0] for p in plan}
+got = {p: gen("%s.jsonl" % p) for p in plan}
+planned = want["pp2"]["peak_gib"] * 2**30 - want["home"]["peak_gib"] * 2**30
+for p in got:
+    for g in got[p]:
+        d = (g["peak_gib"] - want[p]["peak_gib"]) * 2**30
+        assert 0 <= d <= 1024, (p, g["peak_gib"] * 2**30, want[p]["peak_gib"] * 2**30)
+        assert (g["move_s"] > 0) == (p == "pp2"), (p, g["move_s"])
+    assert (want[p]["move_s"] > 0) == (p == "pp2"), (p, want[p]["move_s"])
+for a, b in zip(got["home"], got["pp2"]):
+    measured = (b["peak_gib"] - a["peak_gib"]) * 2**30
+    assert abs(measured - planned) <= 64, (measured, planned)
 PY
 }

@@ -213,11 +213,7 @@ int rank_state_init(struct rank_state *s, const struct env *v, const struct rank
 		if (ro->item == ITEM_GEN) {
 			const struct rank_role *h = &rr->r[rank_roles_index(rr, 1 + ro->model)];
 
-			/* FSDP's home keeps a block of each weight: the engines
-			 * need them whole */
-			if (h->pool == ro->pool && h->conf.tp == ro->conf.tp &&
-			    h->conf.dp == ro->conf.dp && h->conf.pp == 1 &&
-			    !(h->conf.zero == ZERO_3 && h->conf.dp > 1)) {
+			if (plan_gen_aliases(&h->conf, &ro->conf, h->pool == ro->pool)) {
 				s->alias[i] = rank_roles_index(rr, 1 + ro->model);
 				continue;
 			}

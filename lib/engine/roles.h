@@ -112,10 +112,10 @@ void groups_self_free(struct groups *g);
 struct rank_state {
 	int n;                     /* job models + 1 */
 	bool held[MAX_ITEMS];      /* the rank keeps the layout's state */
-	/* The generation layout, when it is the actor's home layout (one
-	 * pool, the same TP and DP, pp 1, not FSDP), is the actor's weights,
-	 * not a copy of them (verl's hybrid engine): alias[gen] is the
-	 * actor's index and held[gen] false.  -1 elsewhere. */
+	/* The generation layout, when it is the actor's home layout
+	 * (plan_gen_aliases, as the planner prices it), is the actor's
+	 * weights, not a copy of them (verl's hybrid engine): alias[gen] is
+	 * the actor's index and held[gen] false.  -1 elsewhere. */
 	int alias[MAX_ITEMS];
 	struct mstate st[MAX_ITEMS];
 };

@@ -517,15 +517,16 @@ void mem_builtin_infer(const struct job *job, const struct arch *a, const struct
 	builtin_stage(job, a, c, false, out);
 }
 
-/* The prefill runs its prompts in groups of up to a step's prompt tokens
- * (prompts_per_step · prompt_len), at least one sequence's and one token
- * per sequence. */
-void mem_builtin_gen(const struct job *job, const struct arch *a, double seqs, bool in_place,
+/* The prefill runs its prompts in groups of up to a replica's prompt
+ * tokens (its share of prompts_per_step, each prompt_len), at least one
+ * sequence's and one token per sequence. */
+void mem_builtin_gen(const struct job *job, const struct arch *a, int dp, bool in_place,
 		     struct mem *out)
 {
 	struct arch f = mem_builtin_arch(a);
-	double s = job_max_seq(job), head;
-	double rows = fmax(fmax((double)job->prompts_per_step * (double)job->prompt_len, seqs), s);
+	double s = job_max_seq(job), head, seqs = ceil(job_sequences(job) / (double)dp);
+	double prompts = ceil((double)job->prompts_per_step / dp);
+	double rows = fmax(fmax(prompts * (double)job->prompt_len, seqs), s);
 	struct mem m = { 0 };
 
 	m.weights = in_place ? 0 : 4 * mem_stage_params(&f, 1, 1);

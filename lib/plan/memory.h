@@ -151,11 +151,12 @@ void mem_builtin_train(const struct job *job, const struct arch *a, const struct
 		       struct mem *out);
 void mem_builtin_infer(const struct job *job, const struct arch *a, const struct pconf *c,
 		       struct mem *out);
-/* Its generation of seqs sequences (tp 1): in place, from the actor's
- * resident weights when in_place, else from a copy; prefill activations
- * and the sampler's scratch, each sequence's logits, and the KV cache of
- * every sequence at its longest. */
-void mem_builtin_gen(const struct job *job, const struct arch *a, double seqs, bool in_place,
+/* Its generation on each of dp replicas (tp 1) of their share of the
+ * job's prompts and sequences: in place, from the actor's resident
+ * weights when in_place, else from a copy; prefill activations and the
+ * sampler's scratch, each sequence's logits, and the KV cache of every
+ * sequence at its longest. */
+void mem_builtin_gen(const struct job *job, const struct arch *a, int dp, bool in_place,
 		     struct mem *out);
 
 /* State a model keeps on each GPU of its home layout between its stages:

@@ -136,6 +136,12 @@ void model_cost(const struct env *v, int m, const struct pconf *home, struct mco
 	model_cost_at(v, m, &sh, home, out);
 }
 
+bool plan_gen_aliases(const struct pconf *actor_home, const struct pconf *gen, bool same_pool)
+{
+	return same_pool && actor_home->tp == gen->tp && actor_home->dp == gen->dp &&
+	       actor_home->pp == 1 && pconf_weight_shards(actor_home) == 1;
+}
+
 bool plan_gen_cost(const struct env *v, const struct pconf *gen, double resident,
 	      const struct pconf *actor_home, bool same_pool, struct stime *t,
 	      struct mem *m, double *peak)
@@ -143,6 +149,8 @@ bool plan_gen_cost(const struct env *v, const struct pconf *gen, double resident
 	const struct arch *a = &v->job->models[job_actor(v->job)].arch;
 	double cap = cluster_gpu_bytes(v->cl), room;
 	const struct job *j = v->job;
+	bool builtin = v->cl->engine == CLUSTER_ENGINE_BUILTIN;
+	bool alias = builtin && plan_gen_aliases(actor_home, gen, same_pool);
 	struct kv_fill f;
 
 	mem_gen_base(a, gen, v->k, m);
@@ -156,14 +164,12 @@ bool plan_gen_cost(const struct env *v, const struct pconf *gen, double resident
 	m->kv = f.bytes;
 	m->frag += v->k->frag * m->kv;
 	m->total += m->kv * (1 + v->k->frag);
-	/* the built-in engine's cache holds every sequence whole, and it
-	 * generates from the actor's own weights when they are in its pool,
-	 * whole there (not FSDP's blocks) */
-	if (v->cl->engine == CLUSTER_ENGINE_BUILTIN)
-		mem_builtin_gen(j, a, ceil(job_sequences(j) / (double)gen->dp),
-				same_pool && pconf_weight_shards(actor_home) == 1, m);
+	/* the built-in engine's cache holds every sequence whole; a copy in
+	 * the actor's pool but another layout is still a copy, still moved */
+	if (builtin)
+		mem_builtin_gen(j, a, gen->dp, alias, m);
 	*peak = resident + m->total;
-	t->move = cost_move(v, a, actor_home, gen, same_pool);
+	t->move = alias ? 0 : cost_move(v, a, actor_home, gen, same_pool);
 	t->total += t->move;
 	return true;
 }

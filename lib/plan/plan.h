@@ -125,9 +125,17 @@ void model_times_at(const struct env *v, int m, const struct mem_shape *sh,
 void model_offload(const struct env *v, int m, struct mcost *out);
 /* The trans model_offload would give kept, leaving it as it is. */
 double model_offload_trans(const struct env *v, int m, const struct mcost *kept);
+/* Whether the built-in engine's generation engines in layout gen generate
+ * from the actor's own weights rather than from a copy: when they are the
+ * actor's home layout, in its pool (same_pool) with the same TP and DP,
+ * the actor neither pipelined nor split by FSDP (whose blocks the engines
+ * cannot generate from).  The planner prices generation by it and the
+ * engine lays its ranks out by it (engine/roles.h, alias). */
+bool plan_gen_aliases(const struct pconf *actor_home, const struct pconf *gen, bool same_pool);
 /* Generation engines in layout gen next to resident bytes of other state;
- * actor_home and same_pool say where the weights come from.  false when
- * not one sequence's KV cache fits. */
+ * actor_home and same_pool say where the weights come from: on the
+ * built-in engine, none to hold or move when plan_gen_aliases.  false
+ * when not one sequence's KV cache fits. */
 bool plan_gen_cost(const struct env *v, const struct pconf *gen, double resident,
 	      const struct pconf *actor_home, bool same_pool, struct stime *t,
 	      struct mem *m, double *peak);

@@ -20,6 +20,9 @@
  * G does not decrease as R grows (less room for the KV cache, never fewer
  * decode steps, none cheaper: cost_gen), and mv moves the actor's weights
  * in, which depends on the actor's home layout when both share the pool.
+ * (On the built-in engine G holds no copy of the weights where the engines
+ * generate from the actor's own, plan_gen_aliases: there mv is zero, and
+ * a home layout that ties it at that TP is the same one.)
  * So a pool's models enter a plan only through R, T, the two sums of their
  * inference and training times, and the actor's mv at each engine TP, and
  * no larger value on any of these axes ever makes a plan fit that did not,
@@ -201,7 +204,7 @@ static void stream(struct search *s, const struct stream *w, int k, const struct
 		}
 		for (int t = 0; t < se_gtab(s, w->zi)->ntp; t++) {
 			int tp = se_gtab(s, w->zi)->tp[t];
-			double g = se_gen_alone(s, w->zi, tp, r.res, w->actor_here);
+			double g = se_gen_alone(s, w->zi, tp, r.res, w->actor_here ? &d->c : NULL);
 			if (g == HUGE_VAL)
 				continue;
 			e.v[STAGE_GEN] = g + (d && m == s->actor ? d->mv[tp] : se_gtab(s, w->zi)->far[tp]);

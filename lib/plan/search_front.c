@@ -156,10 +156,11 @@ static int keep_pareto(struct search *s, struct parts *l, struct parts *tmp)
 }
 
 /* The engines at TP 2^i on a pool of size zi next to res resident bytes,
- * the actor's among them or not (here), without moving the actor in: the
- * seconds, HUGE_VAL when they do not fit (the built-in engine, which
- * holds whole sequences, may not fit where one sequence does). */
-double se_gen_alone(struct search *s, int zi, int i, double res, bool here)
+ * the actor's among them at home (its home layout) or not (NULL),
+ * without moving the actor in: the seconds, HUGE_VAL when they do not fit
+ * (the built-in engine, which holds whole sequences, may not fit where one
+ * sequence does). */
+double se_gen_alone(struct search *s, int zi, int i, double res, const struct pconf *home)
 {
 	struct pconf g, away = { 1, 1, 1, 1, RC_SELECTIVE, ZERO_0, false };
 	struct stime st;
@@ -167,16 +168,29 @@ double se_gen_alone(struct search *s, int zi, int i, double res, bool here)
 	double peak;
 
 	if (!se_gen_conf(s, i, s->sizes[zi], &g) ||
-	    !plan_gen_cost(s->v, &g, res, &away, here, &st, &m, &peak) || peak > s->cap)
+	    !plan_gen_cost(s->v, &g, res, home ? home : &away, home != NULL, &st, &m, &peak) ||
+	    peak > s->cap)
 		return HUGE_VAL;
 	return st.total - st.move;
+}
+
+/* se_gen_alone with the actor at home in the engines' own layout, where
+ * they need the least: generating from its weights on the built-in
+ * engine (plan_gen_aliases), which no other home layout beats. */
+static double gen_least(struct search *s, int zi, int i, double res)
+{
+	struct pconf g;
+
+	if (!se_gen_conf(s, i, s->sizes[zi], &g))
+		return HUGE_VAL;
+	return se_gen_alone(s, zi, i, res, &g);
 }
 
 /* The engines' time without the move, sampled (when first asked for) at
  * GRID + 1 resident amounts from 0 to a GPU's bytes: as it never falls when
  * residents grow, the sample at or below a resident amount bounds it from
- * below.  The samples take the actor as here, where the engines need the
- * least. */
+ * below.  The samples take the actor as at home in the engines' layout,
+ * where they need the least (gen_least). */
 static void gtab_fill(struct search *s, int zi, struct gtab *t)
 {
 	t->done = true;
@@ -214,7 +228,7 @@ static double gen_lb(struct search *s, int zi, double res, const double *mv)
 		int i = t->tp[k];
 		double g;
 		if (t->g[i][j] < 0)
-			t->g[i][j] = se_gen_alone(s, zi, i, s->cap * j / GRID, true);
+			t->g[i][j] = gen_least(s, zi, i, s->cap * j / GRID);
 		g = t->g[i][j] + (mv ? mv[i] : t->far[i]);
 		best = MIN(best, g);
 	}
@@ -431,7 +445,7 @@ struct front *se_front(struct search *s, unsigned items, int zi)
 			 * pool's generation time */
 			for (int k = 0; k < se_gtab(s, zi)->ntp; k++) {
 				int t = se_gtab(s, zi)->tp[k];
-				double g = se_gen_alone(s, zi, t, res, actor_here);
+				double g = se_gen_alone(s, zi, t, res, actor_here ? &d->c : NULL);
 				if (g == HUGE_VAL)
 					continue;
 				g += mv ? mv[t] : se_gtab(s, zi)->far[t];

@@ -173,7 +173,7 @@ const double *se_fastest(struct search *s, int m, int zi);
 struct clist *se_cands(struct search *s, int m, int zi);
 
 /* search_front.c */
-double se_gen_alone(struct search *s, int zi, int i, double res, bool here);
+double se_gen_alone(struct search *s, int zi, int i, double res, const struct pconf *home);
 struct gtab *se_gtab(struct search *s, int zi);
 bool se_bounded(struct search *s);
 bool se_beyond(const struct search *s, double g, double ti, double tt, double sum);

@@ -178,9 +178,9 @@ static void test_document(void)
 	json_decref(doc);
 }
 
-/* The built-in engine generating from the actor's own weights (its home
- * layout, whole on each rank: not FSDP's blocks), on its pool, holds no
- * copy: nothing to keep, nothing written. */
+/* The built-in engine generating from the actor's own weights, its home
+ * layout (plan_gen_aliases), holds no copy: nothing to keep, nothing
+ * written. */
 static void test_no_copy(void)
 {
 	static struct plan p;
@@ -188,8 +188,7 @@ static void test_no_copy(void)
 
 	cl.engine = CLUSTER_ENGINE_BUILTIN;
 	make_plan(&p, true, GEN_COPY_RESIDENT, 0);
-	conf(&p, "actor", (struct pconf){ 1, 1, 32, 4, RC_FULL, ZERO_1, false });
-	p.gen = (struct pconf){ 1, 1, 32, 1, RC_NONE, ZERO_0, false };
+	conf(&p, "actor", p.gen);
 	plan_evaluate(&v, &p);
 	CHECK(p.gen_kept == 0);
 	doc = plan_to_json(&v, &p);

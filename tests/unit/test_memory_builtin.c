@@ -75,27 +75,29 @@ static void activations_are_the_engines(void)
 }
 
 /* What a generator holds is mem_builtin_gen's activations, logits and KV
- * cache, to the padding. */
-static void generation_holds(struct arch a)
+ * cache, to the padding, on each of dp replicas: a replica generates its
+ * share of the sequences, prefilling its share of the 12 prompts of 6
+ * tokens (more than the 26 of the longest sequence) at once. */
+static void generation_holds(struct arch a, int dp)
 {
-	struct job job = { .nmodels = 1, .prompts_per_step = 3, .samples_per_prompt = 4,
+	struct job job = { .nmodels = 1, .prompts_per_step = 12, .samples_per_prompt = 4,
 			   .prompt_len = 6, .response = { 10, 14, 20 }, .mini_batches = 1 };
 	struct layout lo;
 	struct decoder m;
 	struct generator g;
 	struct mem mm;
 	struct err e;
-	int seqs = 12, len = 26;
+	int seqs = 48 / dp, prompts = 12 / dp, len = 26;
 	double got;
 
 	CHECK(layout_init(&lo, &a, 1, 1, 1, false, NULL, &e) == NR_OK);
 	CHECK(model_init(&m, &lo, 0, 0, kernels_cpu(), comm_self(), &e) == NR_OK);
-	CHECK(generator_init(&g, &m, seqs, len, 3 * 6, &e) == NR_OK);
-	mem_builtin_gen(&job, &a, seqs, true, &mm);
+	CHECK(generator_init(&g, &m, seqs, len, prompts * 6, &e) == NR_OK);
+	mem_builtin_gen(&job, &a, dp, true, &mm);
 	got = (double)generator_bytes(&g);
 	CHECK(mm.weights == 0 && mm.total == mm.act + mm.logits + mm.kv);
 	CHECK(got >= mm.total && got - mm.total <= 4 * padding(&a));
-	mem_builtin_gen(&job, &a, seqs, false, &mm);
+	mem_builtin_gen(&job, &a, dp, false, &mm);
 	CHECK(mm.weights == 4 * mem_stage_params(&a, 1, 1));
 	generator_free(&g);
 	model_free(&m);
@@ -104,8 +106,10 @@ static void generation_holds(struct arch a)
 
 static void generation_is_the_engines(void)
 {
-	generation_holds(small_arch(4, 2, false, false, false));
-	generation_holds(qwen3_arch(false, false));
+	for (int dp = 1; dp <= 2; dp++) {
+		generation_holds(small_arch(4, 2, false, false, false), dp);
+		generation_holds(qwen3_arch(false, false), dp);
+	}
 }
 
 /* A PPO job with an actor, a critic and a reference on the repeat task;
