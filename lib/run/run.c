@@ -88,7 +88,7 @@ static double records_level(const struct run *r, long after)
 static void scale_times(struct fit_prior *p, double c)
 {
 	static const char *const fixed[] = { "allreduce_lat_s", "microbatch_s", "decode_step_s",
-					     "stage_s", "step_s", NULL };
+					     "stage_s", "step_s", "move_piece_s", NULL };
 
 	for (int j = 0; j < COEF_FIELDS; j++) {
 		const char *name = cost_coef_names[j];
