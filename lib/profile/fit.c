@@ -615,7 +615,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	else
 		fit_side(&step); /* no thread to be had: do it here */
 	out->iterations += step.iterations;
-	ft_move(f, o, last, out);
+	ft_move(f, o, last, decay, out);
 	fit_compare(f, decay, out);
 	free(wrec);
 	free(step_scratch);

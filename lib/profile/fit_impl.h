@@ -251,7 +251,8 @@ void ft_switches(const struct fit *f, const struct fit_opts *o, long last,
 /* The prior's standard error of move_piece_s, in seconds. */
 double ft_move_prior_se(const struct fit_prior *pr);
 /* Fit move_piece_s into out from the moves, the rest of out->k fitted. */
-void ft_move(const struct fit *f, const struct fit_opts *o, long last, struct fit_result *out);
+void ft_move(const struct fit *f, const struct fit_opts *o, long last, double decay,
+	     struct fit_result *out);
 
 /* --- the cost document (fit.c) ----------------------------------------------- */
 

@@ -11,7 +11,8 @@ double ft_move_prior_se(const struct fit_prior *pr)
 {
 	double se = pr->se[C_MOVE];
 
-	return isnan(se) || !(se > 0) ? FIT_PRIOR_RSE * pr->k.move_piece_s : se;
+	/* a fixed cost, known to an order of magnitude: as the others */
+	return isnan(se) || !(se > 0) ? FIT_PRIOR_RSE_FIXED * pr->k.move_piece_s : se;
 }
 
 /* What one move says of move_piece_s, and its record's weight. */
@@ -92,13 +93,18 @@ static double solve(const struct fit *f, const struct fit_opts *o, long last, st
 	return th;
 }
 
-/* The value at the fitted coefficients; the records' own estimate at
- * theirs, where they have one. */
-void ft_move(const struct fit *f, const struct fit_opts *o, long last, struct fit_result *out)
+/* The value: the moves' estimate at the fitted coefficients, weighed with
+ * the prior as a normal pseudo-observation of its standard error (widened
+ * by decay, as the other coefficients' are), so that a refit on a few
+ * noisy moves does not throw a better-known value away; the records' own
+ * estimate at their own coefficients, where they have them. */
+void ft_move(const struct fit *f, const struct fit_opts *o, long last, double decay,
+	     struct fit_result *out)
 {
 	struct coef own = out->k;
 	struct est *e = malloc(sizeof *e * (size_t)(f->nmv + 1));
-	double th = 0, se = 0;
+	double th = 0, se = 0, pse = ft_move_prior_se(&f->prior) / sqrt(decay);
+	double pth = f->prior.k.move_piece_s;
 	long n = 0;
 
 	if (e)
@@ -109,6 +115,14 @@ void ft_move(const struct fit *f, const struct fit_opts *o, long last, struct fi
 		ft_set_coef(out, C_MOVE, f->prior.k.move_piece_s, ft_move_prior_se(&f->prior), false,
 			    why);
 		return;
+	}
+	/* one move alone says nothing of its spread: as sure as its value */
+	if (n == 1)
+		se = th;
+	if (se > 0 && pse > 0) {
+		double wd = 1 / (se * se), wp = 1 / (pse * pse);
+		th = (wd * th + wp * pth) / (wd + wp);
+		se = 1 / sqrt(wd + wp);
 	}
 	ft_set_coef(out, C_MOVE, th, se, true, "");
 	for (int j = 0; j < C_MOVE; j++)
