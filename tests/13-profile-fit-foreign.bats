@@ -55,7 +55,7 @@ kept_lines() {
 		--cluster "$H100" -o cost.json verl.jsonl
 	assert_success
 	[ "$(json cost.json 'd["kind"], len(d["coefficients"]), d["fit"]["records"], d["fit"]["first_step"], d["fit"]["last_step"], d["fit"]["trace"]')" = \
-	  "('cost', 19, 4, 1, 4, 'verl.jsonl')" ]
+	  "('cost', 20, 4, 1, 4, 'verl.jsonl')" ]
 	local why="no generation time was fitted: 4 records have no p90 of the response lengths and no concurrency of the engines, without which the model cannot price decoding"
 	for k in prefill_eff decode_eff decode_step_s; do
 		[ "$(json cost.json "d['coefficients']['$k'] == d['fit']['coefficients']['$k']['value'], d['fit']['coefficients']['$k']['why']")" = \

@@ -46,7 +46,7 @@ print(json.dumps(r))' "$2" "$3"
 	assert_success
 	printf '%s\n' "$output" > cost.json
 	[ "$(json cost.json 'd["kind"], len(d["coefficients"]), sorted(d)')" = \
-	  "('cost', 19, ['coefficients', 'fit', 'kind', 'nereus'])" ]
+	  "('cost', 20, ['coefficients', 'fit', 'kind', 'nereus'])" ]
 	[ "$(json cost.json 'd["fit"]["records"], d["fit"]["lines"], d["fit"]["first_step"], d["fit"]["last_step"]')" = \
 	  "(100, 100, 0, 99)" ]
 	[ "$(json cost.json 'all(0 < d["coefficients"][k] <= 1 for k in d["coefficients"] if k.endswith("_eff"))')" = True ]

@@ -27,6 +27,9 @@ def close(a, b):
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
 def mape(rs):
     return sum(abs(r["predicted_step_s"] / r["step_time_s"] - 1) for r in rs) / len(rs)
+def move_mape(rs):
+    g = [m for r in rs for m in r["model_stages"] if m["stage"] == "generation" and m["move_s"] > 0]
+    return sum(abs(m["predicted_move_s"] / m["move_s"] - 1) for m in g) / len(g)
 for x in sys.argv[3:]:
     v = eval(x)
     if v is not True:
@@ -77,10 +80,13 @@ EOF
 		'close(s["prediction_error"]["step"]["last_quarter"], mape(ok[9:]))' \
 		's["prediction_error"]["last_quarter_from"] == 9' \
 		's["prediction_error"]["step"]["last_quarter_steps"] == 3' \
-		'sorted(s["prediction_error"]["model_stages"]) == sorted("%s@%s" % (m["model"], m["stage"]) for m in ok[0]["model_stages"])'
+		'sorted(s["prediction_error"]["model_stages"]) == sorted("%s@%s" % (m["model"], m["stage"]) for m in ok[0]["model_stages"])' \
+		'close(s["prediction_error"]["move"]["run"], move_mape(ok))' \
+		's["prediction_error"]["move"]["steps"] == 12'
 	run python3 -c 'import json; s = json.load(open("s.json"))["prediction_error"]["step"]; print("%.1f%% over the run (12 steps), %.1f%% over its last quarter" % (100 * s["run"], 100 * s["last_quarter"]))'
 	grep -qF "prediction error (MAPE): step time $output" <<< "$stderr"
 	grep -q 'model-stages (run, last quarter): actor@generation' <<< "$stderr"
+	grep -q "the actor's move into the engines: .* (12 steps)" <<< "$stderr"
 	grep -q 'prediction error (MAPE) of the step time' s.svg
 	python3 -c 'import xml.dom.minidom; xml.dom.minidom.parse("s.svg")'
 }

@@ -168,6 +168,52 @@ for l in open("move.jsonl"):
     assert 0 < g["move_s"] <= g["time_s"], g'
 }
 
+# The job of make bench's realrun (4 layers of hidden 128) on 2 ranks, as
+# the controller plans it at the start and the fixed policy keeps its TPs:
+# TP2 engines from the actor's DP2 training, 15 pieces a rank, 1.6 MB, a
+# millisecond or so.
+@test "the move's prediction: every record carries it, and --refit brings it to the measured move" {
+	cp "$BATS_TEST_DIRNAME/bench/realrun-job.json" rjob.json
+	sed -i 's|"../../examples/tasks/repeat.jsonl"|"repeat.jsonl"|' rjob.json
+	cat > rcl.json <<'JSON'
+{ "nereus": 1, "kind": "cluster", "name": "two-cpu", "nodes": 1, "gpus_per_node": 2,
+  "gpu": { "model": "cpu", "memory_gib": 8, "tflops": 0.1, "hbm_gbps": 10 },
+  "links": { "intra_node_gbps": 450 }, "engine": "builtin" }
+JSON
+	nereus-run init --job rjob.json -o rst
+	run --separate-stderr ranks 2 --job rjob.json --cluster rcl.json --state rst --steps 8 \
+		--policy fixed --refit 2 --records m.jsonl --summary m.json
+	assert_success
+	/usr/bin/python3 - <<'EOF'
+import json, statistics
+recs = [json.loads(l) for l in open("m.jsonl")]
+assert len(recs) == 8
+gen = [[m for m in r["model_stages"] if m["stage"] == "generation"][0] for r in recs]
+train = [[m for m in r["model_stages"] if m["stage"] == "training"][0] for r in recs]
+# the plan moves the weights: engines at TP2 from training at TP1, DP2
+assert all(g["tp"] == 2 and t["tp"] == 1 and t["dp"] == 2 for g, t in zip(gen, train)), gen
+assert all(0 < g["move_s"] and 0 <= g["predicted_move_s"] <= g["predicted_s"] for g in gen), gen
+# after the first refit (step 2), the median within 3 times of the
+# measured move: a move's time varies tenfold from step to step on a
+# loaded machine
+after = [g["predicted_move_s"] / g["move_s"] for g in gen[2:]]
+assert 1 / 3 <= statistics.median(after) <= 3, after
+# bytes over the link, the term before: the engines' TP2 shard of the
+# actor's fp32 weights (a layer's 2 norms of 128 whole on each rank, its
+# 184,320 others split; embedding and output layer 258 x 128 split by
+# rows; the final norm whole), over 450 GB/s at intra_eff 0.8: more than
+# 100 times short of the move
+shard = 4 * (2 * 128 + 184320 // 2) + 128 + 2 * 129 * 128
+old = 4 * shard / (450e9 * 0.8)
+assert statistics.median(g["move_s"] for g in gen[2:]) > 100 * old, old
+print("move measured/predicted after the first refit:",
+      ["%.2g/%.2g" % (g["move_s"], g["predicted_move_s"]) for g in gen[2:]],
+      "bytes over the link %.2g s" % old)
+s = json.load(open("m.json"))["prediction_error"]["move"]
+assert s["steps"] == 8 and s["run"] >= 0, s
+EOF
+}
+
 @test "PPO with a critic, a reward model and tied embeddings: TP2·DP2, PP2, FSDP as one process" {
 	python3 - <<'EOF'
 import json

@@ -12,7 +12,7 @@ const char *const cost_coef_names[COEF_FIELDS + 1] = {
 	"train_eff", "infer_eff", "prefill_eff", "decode_eff", "intra_eff", "inter_eff",
 	"host_eff", "allreduce_lat_s", "microbatch_s", "decode_step_s", "stage_s", "step_s",
 	"act_factor", "workspace_gib", "frag", "comm_init_s", "comm_group_s", "engine_init_s",
-	"store_gbps", NULL
+	"store_gbps", "move_piece_s", NULL
 };
 
 static const size_t offsets[COEF_FIELDS] = {
@@ -25,7 +25,7 @@ static const size_t offsets[COEF_FIELDS] = {
 	offsetof(struct coef, act_factor), offsetof(struct coef, workspace_gib),
 	offsetof(struct coef, frag), offsetof(struct coef, comm_init_s),
 	offsetof(struct coef, comm_group_s), offsetof(struct coef, engine_init_s),
-	offsetof(struct coef, store_gbps),
+	offsetof(struct coef, store_gbps), offsetof(struct coef, move_piece_s),
 };
 
 /* Efficiencies are fractions of (0, 1]; a bandwidth is positive; the rest
@@ -34,7 +34,7 @@ static const size_t offsets[COEF_FIELDS] = {
 static const double minima[COEF_FIELDS] = { 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4,
 					    [18] = 1e-3 };
 static const double maxima[COEF_FIELDS] = { 1, 1, 1, 1, 1, 1, 1, 10, 10, 10, 3600, 3600, 10,
-					    1024, 1, 3600, 600, 3600, 1e5 };
+					    1024, 1, 3600, 600, 3600, 1e5, 10 };
 
 double *cost_coef_field(struct coef *c, int i)
 {
@@ -74,6 +74,12 @@ void cost_coef_defaults(struct coef *c)
 	c->comm_group_s = 0.5;
 	c->engine_init_s = 30;
 	c->store_gbps = 10;
+	/* a piece of the weights moved into the engines is a copy kernel's
+	 * launch or a point-to-point message's set-up and matching: tens of
+	 * microseconds on GPUs (NCCL's small-message latency); the built-in
+	 * engine's ranks took 0.26-0.37 ms for PP2 → TP2's 15 pieces a rank
+	 * (packing, MPI matching, unpacking, the graph built each step) */
+	c->move_piece_s = 20e-6;
 }
 
 void cost_coef_defaults_for(struct coef *c, enum cluster_engine engine)

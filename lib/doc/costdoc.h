@@ -32,9 +32,12 @@ struct coef {
 	double comm_group_s;   /* one communicator a GPU creates from it (TP, PP, DP group) */
 	double engine_init_s;  /* re-creating the generation engines */
 	double store_gbps;     /* the state store's bandwidth, shared by every reader */
+	/* one piece of the actor's weights moved into the generation engines
+	 * (nereus-cost(5), MOVE): a message or a copy, its set-up */
+	double move_piece_s;
 };
 
-#define COEF_FIELDS 19
+#define COEF_FIELDS 20
 
 /* Names in document order, NULL-terminated, and the matching offsets. */
 extern const char *const cost_coef_names[COEF_FIELDS + 1];

@@ -125,6 +125,13 @@ static int check_entry(const struct jdoc *d, const struct step_record *r, int i,
 	if (!isnan(ms->move_s) && !(isfinite(ms->move_s) && ms->move_s >= 0))
 		return bad(d, i, "move_s", e, "expected a non-negative number of seconds, got %g",
 			   ms->move_s);
+	if (!isnan(ms->predicted_move_s) && ms->stage != STAGE_GEN)
+		return bad(d, i, "predicted_move_s", e, "only generation entries have a "
+			   "predicted_move_s");
+	if (!isnan(ms->predicted_move_s) &&
+	    !(isfinite(ms->predicted_move_s) && ms->predicted_move_s >= 0))
+		return bad(d, i, "predicted_move_s", e, "expected a non-negative number of seconds, "
+			   "got %g", ms->predicted_move_s);
 	if (!isnan(ms->predicted_s) && !positive(ms->predicted_s))
 		return bad(d, i, "predicted_s", e, "expected a positive number of seconds, got %g",
 			   ms->predicted_s);
@@ -305,13 +312,15 @@ const char *const sr_switch_keys[NSWITCH_KEYS + 1] = {
 
 const char *const sr_entry_keys[NENTRY_KEYS] = {
 	"model", "stage", "pool", "gpus", "tp", "pp", "dp", "micro_batch", "recompute", "zero",
-	"fsdp", "offload", "same_pool", "time_s", "move_s", "predicted_s", "peak_gib", "concurrency"
+	"fsdp", "offload", "same_pool", "time_s", "move_s", "predicted_s", "peak_gib", "concurrency",
+	"predicted_move_s"
 };
 #define ENTRY_ALL (1u << E_MODEL | 1u << E_STAGE | 1u << E_POOL | 1u << E_GPUS | 1u << E_TP | \
 		   1u << E_DP | 1u << E_TIME_S | 1u << E_PREDICTED_S | 1u << E_PEAK_GIB)
 #define ENTRY_LAYOUT (1u << E_PP | 1u << E_MICRO_BATCH | 1u << E_FSDP | 1u << E_OFFLOAD)
 const unsigned sr_entry_has[NSTAGES] = {
-	[STAGE_GEN] = ENTRY_ALL | 1u << E_SAME_POOL | 1u << E_MOVE_S | 1u << E_CONCURRENCY,
+	[STAGE_GEN] = ENTRY_ALL | 1u << E_SAME_POOL | 1u << E_MOVE_S | 1u << E_CONCURRENCY |
+		      1u << E_PREDICTED_MOVE_S,
 	[STAGE_INF] = ENTRY_ALL | ENTRY_LAYOUT,
 	[STAGE_TRAIN] = ENTRY_ALL | ENTRY_LAYOUT | 1u << E_RECOMPUTE | 1u << E_ZERO,
 };
@@ -462,7 +471,8 @@ static int parse_entry(const struct jdoc *d, json_t *o, const char *path,
 	    (rc = get_opt_num(d, o, path, "move_s", false, &ms->move_s, e)) ||
 	    (rc = get_opt_num(d, o, path, "predicted_s", false, &ms->predicted_s, e)) ||
 	    (rc = get_opt_num(d, o, path, "peak_gib", false, &ms->peak_gib, e)) ||
-	    (rc = get_opt_num(d, o, path, "concurrency", false, &ms->concurrency, e)))
+	    (rc = get_opt_num(d, o, path, "concurrency", false, &ms->concurrency, e)) ||
+	    (rc = get_opt_num(d, o, path, "predicted_move_s", false, &ms->predicted_move_s, e)))
 		return rc;
 	ms->stage = (enum stage)stage;
 	ms->pool = (int)pool;
@@ -664,6 +674,8 @@ static json_t *entry_json(const struct ms_record *ms)
 	json_object_set_new(o, "peak_gib", num_or_null(ms->peak_gib));
 	if (ms->stage == STAGE_GEN)
 		json_object_set_new(o, "concurrency", num_or_null(ms->concurrency));
+	if (!isnan(ms->predicted_move_s))
+		json_object_set_new(o, "predicted_move_s", json_real(ms->predicted_move_s));
 	return o;
 }
 

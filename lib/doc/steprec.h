@@ -70,6 +70,7 @@ struct ms_record {
 			     * than nereus-run's did not measure it */
 	double predicted_s; /* what the cost model in force for the step predicted
 			     * for time_s (nereus-run(1)); NAN if absent */
+	double predicted_move_s; /* generation: and for move_s; NAN if absent */
 };
 
 /* What the switch before a step involved, as it was priced: what

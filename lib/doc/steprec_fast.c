@@ -450,6 +450,7 @@ static bool fast_entry_field(struct lex *x, int k, struct ms_record *ms, long nu
 	case E_MOVE_S: return fast_num(x, true, &ms->move_s);
 	case E_PREDICTED_S: return fast_num(x, true, &ms->predicted_s);
 	case E_PEAK_GIB: return fast_num(x, true, &ms->peak_gib);
+	case E_PREDICTED_MOVE_S: return fast_num(x, true, &ms->predicted_move_s);
 	default: return fast_num(x, true, &ms->concurrency);
 	}
 }
@@ -463,6 +464,7 @@ static bool fast_entry(struct lex *x, struct ms_record *ms)
 
 	memset(ms, 0, sizeof *ms);
 	ms->time_s = ms->move_s = ms->predicted_s = ms->peak_gib = ms->concurrency = NAN;
+	ms->predicted_move_s = NAN;
 	if (!lex_char(x, '{'))
 		return false;
 	do {

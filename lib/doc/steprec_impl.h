@@ -32,7 +32,7 @@ enum { S_MOVE_S, S_STORE_GIB, S_COMMUNICATOR, S_GROUPS, S_ENGINES, NSWITCH_KEYS 
  * stage's entries have, and which they must have. */
 enum { E_MODEL, E_STAGE, E_POOL, E_GPUS, E_TP, E_PP, E_DP, E_MICRO_BATCH, E_RECOMPUTE, E_ZERO,
        E_FSDP, E_OFFLOAD, E_SAME_POOL, E_TIME_S, E_MOVE_S, E_PREDICTED_S, E_PEAK_GIB, E_CONCURRENCY,
-       NENTRY_KEYS };
+       E_PREDICTED_MOVE_S, NENTRY_KEYS };
 
 /* --- the names of the fields (steprec.c) ----------------------------------- */
 

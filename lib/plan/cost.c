@@ -278,27 +278,183 @@ bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 	return true;
 }
 
-double cost_move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
-		  bool same_gpus)
-{
-	double need = a->dtype_bytes * mem_stage_params(a, gen->tp, 1);
-	double have = a->dtype_bytes * mem_stage_params(a, train->tp, train->pp) /
-		      pconf_weight_shards(train);
+/* --- the actor's weights into its engines (nereus-cost(5), MOVE) ----------- */
 
-	/* a generation shard contains the training shard on the same GPU only
-	 * when the training TP splits it further */
-	if (same_gpus && train->tp % gen->tp == 0)
-		return fmax(0, need - have);
-	return need;
+/* A weight tensor as TP splits it (layout.h's Megatron layout): whole on
+ * every TP rank, in equal blocks of one dimension, or in blocks of the
+ * vocabulary padded to a multiple of 128 t, the padding moving nowhere. */
+enum wsplit { W_WHOLE, W_BLOCKS, W_VOCAB };
+
+struct wtensor {
+	enum wsplit how;
+	double ext;    /* the split dimension's extent (W_WHOLE: 1) */
+	double rest;   /* elements per unit of it */
+};
+
+/* Rows [lo, hi) of the split dimension that TP rank r of t holds. */
+static void wblock(const struct wtensor *w, int t, int r, double *lo, double *hi)
+{
+	double rows = w->ext / t;
+
+	if (w->how == W_VOCAB) {
+		double align = 128.0 * t;
+		rows = ceil(w->ext / align) * align / t;
+	}
+	*lo = fmin(w->ext, r * rows);
+	*hi = fmin(w->ext, (r + 1) * rows);
+}
+
+/* What one GPU of the engines receives of one tensor: the pieces (a box
+ * of the tensor an engine's shard and a training shard share), and their
+ * bytes, of which local those its own training shard at ta holds.  Under
+ * ZeRO-3 each training shard is cut again into dp blocks of a dimension TP
+ * does not split (layout.h), which an engine's shard spans whole: a piece
+ * from each (every dimension taken to have dp elements at least). */
+struct wload {
+	double pieces, bytes, local;
+};
+
+static void wtensor_load(const struct wtensor *w, int eb, const struct pconf *tr, int ta,
+			 int tp_b, int tb, bool held, struct wload *out)
+{
+	int blocks = tr->zero == ZERO_3 ? tr->dp : 1;
+	double dl = 0, dh = 1;
+
+	if (w->how != W_WHOLE)
+		wblock(w, tp_b, tb, &dl, &dh);
+	for (int r = 0; r < (w->how == W_WHOLE ? 1 : tr->tp) && dh > dl; r++) {
+		double sl = 0, sh = 1, n;
+		if (w->how != W_WHOLE)
+			wblock(w, tr->tp, r, &sl, &sh);
+		n = fmin(dh, sh) - fmax(dl, sl);
+		if (n <= 0)
+			continue;
+		out->pieces += blocks;
+		out->bytes += n * w->rest * eb;
+		out->local += held && (w->how == W_WHOLE || r == ta) ? n * w->rest * eb / blocks : 0;
+	}
+}
+
+/* A decoder layer's weight tensors. */
+static int layer_wtensors(const struct arch *a, struct wtensor *w)
+{
+	double h = a->hidden, d = arch_head_dim(a), ng = a->kv_heads;
+	double qkv = (a->heads / a->kv_heads + 2) * d;
+	int n = 0;
+
+	w[n++] = (struct wtensor){ W_WHOLE, 1, h };
+	w[n++] = (struct wtensor){ W_BLOCKS, ng, qkv * h };
+	if (a->attn_bias)
+		w[n++] = (struct wtensor){ W_BLOCKS, ng, qkv };
+	if (a->qk_norm) {
+		w[n++] = (struct wtensor){ W_WHOLE, 1, d };
+		w[n++] = (struct wtensor){ W_WHOLE, 1, d };
+	}
+	w[n++] = (struct wtensor){ W_BLOCKS, (double)a->heads * d, h };
+	w[n++] = (struct wtensor){ W_WHOLE, 1, h };
+	w[n++] = (struct wtensor){ W_BLOCKS, a->ffn, 2 * h };
+	w[n++] = (struct wtensor){ W_BLOCKS, a->ffn, h };
+	return n;
+}
+
+/* What the engines' GPU at TP rank tb receives, its own GPU holding the
+ * training shard (ta, stage pa) (pa < 0: none of it). */
+static void gpu_load(const struct arch *a, const struct pconf *tr, int ta, int pa, int tp_b,
+		     int tb, struct wload *out)
+{
+	struct wtensor lw[9], vocab = { W_VOCAB, a->vocab, a->hidden };
+	int nl = layer_wtensors(a, lw), eb = a->dtype_bytes, last = tr->pp - 1;
+	double per = (double)a->layers / tr->pp;
+	struct wload one = { 0 }, mine = { 0 };
+	bool tied_copy = a->tied && !a->score_head && tr->pp > 1 && pa == last;
+
+	*out = (struct wload){ 0 };
+	wtensor_load(&vocab, eb, tr, ta, tp_b, tb, pa == 0 || tied_copy, out);
+	/* every layer alike: those of the GPU's own stage are local */
+	for (int i = 0; i < nl; i++) {
+		wtensor_load(&lw[i], eb, tr, ta, tp_b, tb, false, &one);
+		wtensor_load(&lw[i], eb, tr, ta, tp_b, tb, true, &mine);
+	}
+	out->pieces += a->layers * one.pieces;
+	out->bytes += a->layers * one.bytes;
+	out->local += pa >= 0 ? per * mine.local : 0;
+	wtensor_load(&(struct wtensor){ W_WHOLE, 1, a->hidden }, eb, tr, ta, tp_b, tb,
+		     pa == last, out);
+	if (a->score_head)
+		wtensor_load(&(struct wtensor){ W_WHOLE, 1, a->hidden }, eb, tr, ta, tp_b, tb,
+			     pa == last, out);
+	else if (!a->tied)
+		wtensor_load(&vocab, eb, tr, ta, tp_b, tb, pa == last, out);
+}
+
+/* Seconds GPU load takes: its pieces, the bytes it receives over the
+ * links and those it copies from its own shard, each read and written. */
+static double load_seconds(const struct env *v, const struct wload *w, double link_bw,
+			   double piece_s)
+{
+	double local_bw = v->cl->gpu.hbm_gbps * 1e9 * v->k->decode_eff;
+
+	return w->pieces * piece_s + (w->bytes - w->local) / link_bw + 2 * w->local / local_bw;
+}
+
+static int gcd(int x, int y)
+{
+	return y ? gcd(y, x % y) : x;
+}
+
+/* The engines' GPUs [g0, g0 + n), whose own training stage is pa (-1:
+ * they hold none of the actor): a GPU's load follows its TP ranks, which
+ * repeat every lcm of the two TPs, so each of a period is costed once. */
+static void range_load(const struct env *v, const struct arch *a, const struct pconf *train,
+		       const struct pconf *gen, int g0, int n, int pa, double bw,
+		       struct move_parts *out, double *worst)
+{
+	int period = pa >= 0 ? train->tp / gcd(train->tp, gen->tp) * gen->tp : gen->tp;
+
+	for (int j = 0; j < n && j < period; j++) {
+		int g = g0 + j, times = (n - 1 - j) / period + 1;
+		struct wload w;
+		double s;
+
+		gpu_load(a, train, pa >= 0 ? g % train->tp : 0, pa, gen->tp, g % gen->tp, &w);
+		out->pieces += times * w.pieces;
+		out->bytes += times * w.bytes;
+		s = load_seconds(v, &w, bw, v->k->move_piece_s);
+		if (s > *worst) {
+			*worst = s;
+			out->crit_pieces = w.pieces;
+			out->crit_s = load_seconds(v, &w, bw, 0);
+		}
+	}
+}
+
+void cost_move_parts(const struct env *v, const struct arch *a, const struct pconf *train,
+		     const struct pconf *gen, bool same_gpus, struct move_parts *out)
+{
+	int gpus = gen->tp * gen->dp, stage = train->tp * train->dp;
+	int home = same_gpus ? pconf_gpus(train) : 0;
+	int span = same_gpus ? train->tp * train->pp : v->cl->gpus_per_node + 1;
+	double bw = cost_link_bw(v, span), worst = -1;
+
+	*out = (struct move_parts){ 0 };
+	/* engines laid out as the training layout on its GPUs generate from
+	 * its weights: nothing moves */
+	if (same_gpus && train->tp == gen->tp && train->dp == gen->dp && train->pp == 1)
+		return;
+	for (int pa = 0; pa < train->pp && pa * stage < gpus && home > 0; pa++)
+		range_load(v, a, train, gen, pa * stage,
+			   (pa + 1) * stage < gpus ? stage : gpus - pa * stage, pa, bw, out, &worst);
+	if (gpus > home)
+		range_load(v, a, train, gen, home, gpus - home, -1, bw, out, &worst);
 }
 
 double cost_move(const struct env *v, const struct arch *a, const struct pconf *train,
 		 const struct pconf *gen, bool same_gpus)
 {
-	double bytes = cost_move_bytes(a, train, gen, same_gpus);
-	int span = same_gpus ? train->tp * train->pp : v->cl->gpus_per_node + 1;
+	struct move_parts m;
 
-	return bytes / cost_link_bw(v, span);
+	cost_move_parts(v, a, train, gen, same_gpus, &m);
+	return m.crit_pieces * v->k->move_piece_s + m.crit_s;
 }
 
 double cost_handoff(const struct env *v, double bytes, int span)

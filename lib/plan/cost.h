@@ -63,10 +63,21 @@ double cost_infer_floor(const struct env *v, const struct arch *a, int gpus);
  * cannot hold one sequence at its longest. */
 bool cost_gen(const struct env *v, const struct arch *a, const struct pconf *c,
 	      double kv_bytes, struct stime *t);
-/* Bytes each generation GPU must receive to hold the actor in layout gen,
- * coming from training layout train, and the time over the links. */
-double cost_move_bytes(const struct arch *a, const struct pconf *train, const struct pconf *gen,
-		  bool same_gpus);
+/* The actor's weights moved from training layout train into engines laid
+ * out as gen, as the transition graph moves them (nereus-cost(5), MOVE):
+ * each GPU of the engines receives, for every weight tensor, one piece
+ * from each training shard its own shard overlaps (a copy when its own
+ * GPU holds that shard: same_gpus), each piece a message or a copy. */
+struct move_parts {
+	double pieces, bytes;  /* over every GPU of the engines */
+	/* the GPU that takes longest: its pieces, and the seconds its bytes
+	 * take over the links and, copied from its own shard, in memory */
+	double crit_pieces, crit_s;
+};
+void cost_move_parts(const struct env *v, const struct arch *a, const struct pconf *train,
+		     const struct pconf *gen, bool same_gpus, struct move_parts *out);
+/* The move's seconds: the slowest GPU's pieces at move_piece_s each, and
+ * its bytes. */
 double cost_move(const struct env *v, const struct arch *a, const struct pconf *train,
 		 const struct pconf *gen, bool same_gpus);
 /* Seconds to hand bytes that one pool computed in a stage to the other

@@ -602,7 +602,7 @@ void plan_to_record(const struct env *v, const struct plan *p, long step,
 		ms->gpus = pconf_gpus(&ms->conf);
 		ms->time_s = p->feasible ? mp->time.total : NAN;
 		ms->move_s = mp->stage == STAGE_GEN && p->feasible ? mp->time.move : NAN;
-		ms->predicted_s = NAN;
+		ms->predicted_s = ms->predicted_move_s = NAN;
 		ms->peak_gib = mp->peak / GIB;
 		ms->concurrency = mp->stage == STAGE_GEN && p->feasible ? mp->time.concurrency : NAN;
 	}

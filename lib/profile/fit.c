@@ -65,6 +65,8 @@ const char *const ft_unused_why[COEF_FIELDS] = {
 	"no record's switch created a communicator",
 	"no record's switch re-created the generation engines",
 	"no record's switch read from the state store for longer than it moved state",
+	"no record's generation entry measured a move of the actor's weights into the engines "
+	"(move_s) that moved a piece",
 };
 
 /* The time coefficients only generation's times exercise (prefill_eff,
@@ -473,7 +475,8 @@ static void fit_compare(const struct fit *f, double decay, struct fit_result *ou
 		struct fit_coef *k = &out->c[c];
 		bool inv = inverse_theta(c);
 		double v = cost_coef_get(&f->prior.k, c), tp = inv ? 1 / v : v, td, sd;
-		double sp = (c >= C_SWITCH ? ft_switch_prior_se(&f->prior, c - C_SWITCH) :
+		double sp = (c == C_MOVE ? ft_move_prior_se(&f->prior) :
+			     c >= C_SWITCH ? ft_switch_prior_se(&f->prior, c - C_SWITCH) :
 					     prior_se_theta(f, c)) / sqrt(decay);
 		k->prior = v;
 		k->prior_se = inv ? sp * v * v : sp;
@@ -612,6 +615,7 @@ int fit_run(struct fit *f, const struct fit_opts *o, struct fit_result *out, str
 	else
 		fit_side(&step); /* no thread to be had: do it here */
 	out->iterations += step.iterations;
+	ft_move(f, o, last, decay, out);
 	fit_compare(f, decay, out);
 	free(wrec);
 	free(step_scratch);

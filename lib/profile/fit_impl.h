@@ -18,6 +18,7 @@
 #define NMEM 3
 #define C_SWITCH 15    /* comm_init_s, comm_group_s, engine_init_s, store_gbps */
 #define NSWITCH 4
+#define C_MOVE 19      /* move_piece_s */
 #define MAXP NT
 
 #define CAUCHY 2.385        /* 95% efficiency at the normal */
@@ -49,6 +50,15 @@ struct srow {
 	double x[NSWITCH];       /* new communicator (0/1), groups, new engines, GB read */
 };
 
+/* One move of the actor's weights into the engines a record measured
+ * (its generation entry's move_s), with the layouts it moved between. */
+struct mvrow {
+	long step;
+	double y;                /* seconds measured */
+	struct pconf home, gen;
+	bool same_pool;
+};
+
 /* One measured model-stage: what the model needs to predict it.  What the
  * solves read on every pass lives apart, in struct trow and struct mrow and
  * the measurements, so that a pass streams through only that. */
@@ -57,6 +67,9 @@ struct frow {
 	signed char model, stage;
 	short pool;
 	bool same_pool;
+	/* generation: the record measured its move into the engines (move_s),
+	 * which the time is taken without, to be fitted apart (fit_move.c) */
+	bool no_move;
 	struct pconf conf, home; /* home: generation, the actor's training layout */
 	double conc;             /* generation: concurrency observed */
 	double resident;         /* bytes other state keeps on its GPUs (generation) */
@@ -92,6 +105,8 @@ struct fit {
 	long before_prior;       /* records at or before the prior's last step, skipped */
 	struct srow *sw;         /* switches */
 	long nsw, capsw;
+	struct mvrow *mv;        /* moves into the engines */
+	long nmv, capmv;
 	double *scratch;         /* absolute residuals, for medians */
 	double *rw;              /* each row's weight in the fit: its record's, 0 held out */
 };
@@ -230,6 +245,14 @@ double ft_switch_prior_se(const struct fit_prior *pr, int j);
 /* Fit the switch coefficients into out, then the records' own estimate. */
 void ft_switches(const struct fit *f, const struct fit_opts *o, long last,
 		 double decay, double *absr, struct fit_result *out);
+
+/* --- the move coefficient (fit_move.c) -------------------------------------- */
+
+/* The prior's standard error of move_piece_s, in seconds. */
+double ft_move_prior_se(const struct fit_prior *pr);
+/* Fit move_piece_s into out from the moves, the rest of out->k fitted. */
+void ft_move(const struct fit *f, const struct fit_opts *o, long last, double decay,
+	     struct fit_result *out);
 
 /* --- the cost document (fit.c) ----------------------------------------------- */
 

@@ -36,7 +36,8 @@ void ft_bounds_of(int j, double *lo, double *hi)
 {
 	static const double max_fixed[COEF_FIELDS] = { [7] = 10, [8] = 10, [9] = 10, [10] = 3600,
 						       [11] = 3600, [12] = 10, [13] = 1024,
-						       [14] = 1, [15] = 3600, [16] = 600, [17] = 3600 };
+						       [14] = 1, [15] = 3600, [16] = 600, [17] = 3600,
+						       [19] = 10 };
 
 	if (j < NEFF) {
 		*lo = 1;
@@ -104,6 +105,10 @@ static void gen_eval(const struct ectx *c, const struct frow *w, const struct co
 	       mem_kv_room(&c->job, a, w->conf.tp, w->conc, k) * (1 + 1e-9);
 	plan_gen_cost(&v, &w->conf, fake, &w->home, w->same_pool, t, m, peak);
 	*peak += w->resident - fake;
+	if (w->no_move) {
+		t->total -= t->move;
+		t->move = 0;
+	}
 }
 
 /* Whether c holds model m's shape at conf. */
@@ -129,7 +134,7 @@ static void fast_parts(const struct ectx *c, const struct frow *w, const struct 
 
 	if (w->stage == STAGE_GEN) {
 		cost_gen(&v, a, &w->conf, mem_kv_room(&c->job, a, w->conf.tp, w->conc, k), t);
-		t->move = cost_move(&v, a, &w->home, &w->conf, w->same_pool);
+		t->move = w->no_move ? 0 : cost_move(&v, a, &w->home, &w->conf, w->same_pool);
 		t->total += t->move;
 	} else if (w->stage == STAGE_TRAIN && sh) {
 		cost_train_at(&v, a, sh, &w->conf, t);
@@ -209,7 +214,8 @@ static void likely_parts(const struct ectx *c, const struct frow *w, unsigned pa
 	part[P_OVERHEAD] = 1u << (gen ? 9 : 8);
 	if (gen) {
 		part[P_COMPUTE] = 1u << 1 | 1u << 2 | 1u << 3;
-		part[P_MOVE] = link_of(w->same_pool ? w->home.tp * w->home.pp : gpn + 1, gpn);
+		part[P_MOVE] = w->no_move ? 0 : link_of(w->same_pool ? w->home.tp * w->home.pp :
+							 gpn + 1, gpn);
 		return;
 	}
 	part[P_COMPUTE] = part[P_BUBBLE] = 1u << (w->stage == STAGE_TRAIN ? 0 : 1);
@@ -519,6 +525,7 @@ void fit_free(struct fit *f)
 	free(f->scratch);
 	free(f->rw);
 	free(f->sw);
+	free(f->mv);
 	free(f);
 }
 
@@ -569,6 +576,16 @@ static int add_switch(struct fit *f, const struct step_record *r, struct err *e)
 	f->sw[f->nsw++] = (struct srow){ r->step, r->transition_s, store ? 0 : sw->move_s,
 					 { sw->communicator, sw->groups, sw->engines,
 					   store ? gb : 0 } };
+	return NR_OK;
+}
+
+/* A move of the actor's weights into the engines the record measured. */
+static int add_move(struct fit *f, long step, const struct ms_record *gen,
+		    const struct pconf *home, struct err *e)
+{
+	if (!ft_grow((void **)&f->mv, &f->capmv, f->nmv + 1, sizeof *f->mv))
+		return err_oom(e);
+	f->mv[f->nmv++] = (struct mvrow){ step, gen->move_s, *home, gen->conf, gen->same_pool };
 	return NR_OK;
 }
 
@@ -624,6 +641,9 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 		struct frow *w = &f->rows[row];
 		all[i] = (struct frow){ .stage = (signed char)ms->stage, .pool = (short)ms->pool };
 		ys[i] = ms->time_s;
+		if (ms->stage == STAGE_GEN && home >= 0 && isfinite(ms->move_s) &&
+		    (rc = add_move(f, r->step, ms, &r->ms[home].conf, e)))
+			return rc;
 		/* a warm-up step trains on the prompts' answers, not on the
 		 * rollout the cost model prices: its rollout is fitted, its
 		 * update and so its step time are not */
@@ -650,6 +670,10 @@ int fit_add(struct fit *f, const struct step_record *r, struct err *e)
 			w->conf = r->ms[train[w->model]].conf;
 		if (ms->stage == STAGE_GEN && home >= 0)
 			w->home = r->ms[home].conf;
+		if (ms->stage == STAGE_GEN && home >= 0 && isfinite(ms->move_s)) {
+			w->no_move = true;
+			f->y[row] -= ms->move_s;
+		}
 		rec->nrows++;
 	}
 	if (isfinite(r->step_time_s) && !sft)

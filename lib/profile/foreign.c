@@ -39,6 +39,7 @@ int foreign_new(struct foreign *fg, enum foreign_engine engine, const struct env
 		struct ms_record *ms = &b->ms[i];
 		const struct model *md = job_model(j, ms->model);
 		ms->time_s = ms->move_s = ms->peak_gib = ms->concurrency = NAN;
+		ms->predicted_move_s = NAN;
 		fg->pred[i] = p->ms[i].time.total;
 		if (engine != FOREIGN_VERL)
 			continue;

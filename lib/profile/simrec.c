@@ -59,7 +59,7 @@ void simrec_truth(struct coef *k)
 		.intra_eff = 0.75, .inter_eff = 0.60, .host_eff = 0.50, .allreduce_lat_s = 20e-6,
 		.microbatch_s = 3e-3, .decode_step_s = 4e-3, .stage_s = 0.3, .step_s = 2.0,
 		.act_factor = 1.2, .workspace_gib = 4.0, .frag = 0.15, .comm_init_s = 45,
-		.comm_group_s = 0.8, .engine_init_s = 20, .store_gbps = 6,
+		.comm_group_s = 0.8, .engine_init_s = 20, .store_gbps = 6, .move_piece_s = 30e-6,
 	};
 }
 
@@ -231,7 +231,10 @@ int simrec_next(struct simrec *s, struct step_record *r, struct err *e)
 	plan_to_record(&v, &s->plan, s->o.first_step + s->n, r);
 	stall = uniform(s) < s->o.stall_rate ? s->o.stall_factor : 1;
 	for (int i = 0; i < r->nms; i++) {
-		r->ms[i].time_s *= exp(noise * normal(s)) * stall;
+		double f = exp(noise * normal(s)) * stall;
+		/* the move into the engines is part of generation's time */
+		r->ms[i].time_s *= f;
+		r->ms[i].move_s *= f;
 		/* a measured peak never exceeds the device */
 		r->ms[i].peak_gib = fmin(r->ms[i].peak_gib * exp(noise * normal(s)),
 					 s->cl->gpu.mem_gib);

@@ -25,7 +25,7 @@ void predict_step(const struct cond *c, const struct coef *k, const struct plan 
 
 	rec->predicted_step_s = NAN;
 	for (int i = 0; i < rec->nms; i++)
-		rec->ms[i].predicted_s = NAN;
+		rec->ms[i].predicted_s = rec->ms[i].predicted_move_s = NAN;
 	if (rec->status != STEP_OK)
 		return;
 	/* the batch the record ran; sequences other than the job's, as the
@@ -49,8 +49,13 @@ void predict_step(const struct cond *c, const struct coef *k, const struct plan 
 		const struct model *md = job_model(&j, ms->model);
 		for (int q = 0; md && q < scratch->nms; q++) {
 			const struct ms_plan *mp = &scratch->ms[q];
-			if (mp->model == md - j.models && mp->stage == ms->stage)
+			if (mp->model == md - j.models && mp->stage == ms->stage) {
 				ms->predicted_s = mp->time.total * factor[mp->pool];
+				/* the move is of the engines' pool and the actor's:
+				 * a slow GPU's factor is its compute's */
+				if (ms->stage == STAGE_GEN)
+					ms->predicted_move_s = mp->time.move;
+			}
 		}
 	}
 	rec->predicted_step_s = cond_step_time(c, k, scratch, NULL);

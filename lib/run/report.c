@@ -43,7 +43,7 @@ static void summarize_errors(const struct run *r, struct run_summary *s)
 	double *meas = malloc((size_t)(l->n ? l->n : 1) * sizeof *meas);
 
 	s->last_from = predict_mape_last_from(l->n);
-	s->step_err = (struct mape){ NAN, NAN, 0, 0 };
+	s->step_err = s->move_err = (struct mape){ NAN, NAN, 0, 0 };
 	for (long i = 0; i < l->n; i++)
 		s->refits += l->refit[i];
 	if (!pred || !meas) {
@@ -52,6 +52,7 @@ static void summarize_errors(const struct run *r, struct run_summary *s)
 		return;
 	}
 	predict_mape_of(l->pred_s, l->step_s, l->n, &s->step_err);
+	predict_mape_of(l->move_pred, l->move_s, l->n, &s->move_err);
 	for (int slot = 0; slot < RUN_MS && r->cond; slot++) {
 		struct mape m;
 		for (long i = 0; i < l->n; i++) {
@@ -132,9 +133,9 @@ static json_t *errors_json(const struct run_summary *s)
 
 	for (int i = 0; i < s->nms_err; i++)
 		json_object_set_new(ms, s->ms_name[i], mape_json(&s->ms_err[i]));
-	return json_pack("{s:I,s:I,s:o,s:o}", "last_quarter_from", (json_int_t)s->last_from,
+	return json_pack("{s:I,s:I,s:o,s:o,s:o}", "last_quarter_from", (json_int_t)s->last_from,
 			 "refits", (json_int_t)s->refits, "step", mape_json(&s->step_err),
-			 "model_stages", ms);
+			 "model_stages", ms, "move", mape_json(&s->move_err));
 }
 
 json_t *run_summary_json(const struct run *r, const struct run_summary *s)
@@ -216,6 +217,9 @@ char *run_errors_text(const struct run_summary *s)
 	for (int i = 0; i < s->nms_err; i++)
 		sb_printf(&b, "%s%s %.1f%%, %.1f%%", i ? "; " : "\n  model-stages (run, last quarter): ",
 			  s->ms_name[i], 100 * s->ms_err[i].run, 100 * s->ms_err[i].last);
+	if (s->move_err.n)
+		sb_printf(&b, "\n  the actor's move into the engines: %.1f%%, %.1f%% (%ld steps)",
+			  100 * s->move_err.run, 100 * s->move_err.last, s->move_err.n);
 	return sb_take(&b);
 }
 

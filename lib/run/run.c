@@ -45,6 +45,8 @@ void run_free(struct run *r)
 	free(l->pred_s);
 	free(l->ms_s);
 	free(l->ms_pred);
+	free(l->move_s);
+	free(l->move_pred);
 	free(l->refit);
 	memset(l, 0, sizeof *l);
 }
@@ -88,7 +90,7 @@ static double records_level(const struct run *r, long after)
 static void scale_times(struct fit_prior *p, double c)
 {
 	static const char *const fixed[] = { "allreduce_lat_s", "microbatch_s", "decode_step_s",
-					     "stage_s", "step_s", NULL };
+					     "stage_s", "step_s", "move_piece_s", NULL };
 
 	for (int j = 0; j < COEF_FIELDS; j++) {
 		const char *name = cost_coef_names[j];
@@ -200,7 +202,7 @@ static int log_add(struct run_log *l, const struct job *j, const struct step_rec
 {
 	if (l->n == l->cap) {
 		long cap = l->cap ? 2 * l->cap : 1024;
-		void *p[12];
+		void *p[14];
 		p[0] = realloc(l->step_s, (size_t)cap * sizeof *l->step_s);
 		if (p[0])
 			l->step_s = p[0];
@@ -237,7 +239,13 @@ static int log_add(struct run_log *l, const struct job *j, const struct step_rec
 		p[11] = realloc(l->refit, (size_t)cap);
 		if (p[11])
 			l->refit = p[11];
-		for (int i = 0; i < 12; i++)
+		p[12] = realloc(l->move_s, (size_t)cap * sizeof *l->move_s);
+		if (p[12])
+			l->move_s = p[12];
+		p[13] = realloc(l->move_pred, (size_t)cap * sizeof *l->move_pred);
+		if (p[13])
+			l->move_pred = p[13];
+		for (int i = 0; i < 14; i++)
 			if (!p[i])
 				return NR_EIO;
 		l->cap = cap;
@@ -254,12 +262,17 @@ static int log_add(struct run_log *l, const struct job *j, const struct step_rec
 	l->pred_s[l->n] = rec->status == STEP_OK ? rec->predicted_step_s : NAN;
 	for (int i = 0; i < RUN_MS; i++)
 		l->ms_s[l->n][i] = l->ms_pred[l->n][i] = NAN;
+	l->move_s[l->n] = l->move_pred[l->n] = NAN;
 	for (int i = 0; i < rec->nms && rec->status == STEP_OK; i++) {
 		int slot = ms_slot(j, &rec->ms[i]);
 		if (slot < 0)
 			continue;
 		l->ms_s[l->n][slot] = rec->ms[i].time_s;
 		l->ms_pred[l->n][slot] = rec->ms[i].predicted_s;
+		if (slot == 0) {
+			l->move_s[l->n] = rec->ms[i].move_s;
+			l->move_pred[l->n] = rec->ms[i].predicted_move_s;
+		}
 	}
 	if (rec->status == STEP_OK)
 		l->sequences += rec->sequences;

@@ -50,6 +50,9 @@ struct run_log {
 	double (*ms_s)[RUN_MS];    /* each model-stage's time, by slot; NAN without */
 	double (*ms_pred)[RUN_MS]; /* and its predicted_s */
 	unsigned char *refit;  /* 1: --refit refitted the cost model before this step */
+	/* the actor's move into the engines: measured (generation's move_s)
+	 * and predicted (its predicted_move_s); NAN without */
+	double *move_s, *move_pred;
 	long sequences;        /* sequences of the steps that ran */
 };
 
@@ -160,6 +163,7 @@ struct run_summary {
 	/* the prediction error: of the step time, and of each model-stage
 	 * (ms_name[i], in slot order) that ran */
 	struct mape step_err;
+	struct mape move_err; /* of the actor's move into the engines */
 	long last_from;       /* the first step of the last quarter */
 	long refits;          /* --refit's refits */
 	int nms_err;

@@ -5,6 +5,9 @@
 #     ranks under TP, PP and DP, against 1 process (each rank one OpenBLAS
 #     thread; with fewer cores than ranks the ranks share them, and the
 #     ratio says so);
+#   the actor's move into the engines in the PP2 and PP4 runs (PP to TP
+#     engines): measured against the cost model's prediction at its prior
+#     coefficients;
 #   switches: each live switch's measured time (groups split, state moved)
 #     against the graph's prediction, and against the file path measured
 #     in the same run: saving the store, nereus-transition apply, and a
@@ -111,6 +114,21 @@ for c in tp2:2 pp2:2 dp2:2 tp4:4 pp4:4 dp4:4; do
 		"$(echo "$v $base" | awk '{print $1 / $2}')"
 done
 echo "  (ranks beyond the $cores cores share them: above $cores ranks no speed-up is possible)"
+# The actor's move into the engines in the runs that move it (PP -> TP
+# engines), measured (move_s) against the cost model's prediction at its
+# prior coefficients (predicted_move_s): no refit follows a plan file
+/usr/bin/python3 - pp2.jsonl pp4.jsonl <<'EOF'
+import json, statistics, sys
+for f in sys.argv[1:]:
+    g = [m for l in open(f) for m in json.loads(l)["model_stages"]
+         if m["stage"] == "generation" and m.get("move_s", 0) > 0]
+    if not g:
+        continue
+    meas = statistics.median(m["move_s"] for m in g)
+    pred = statistics.median(m["predicted_move_s"] for m in g)
+    print("  the move into the engines, %s: measured %.3g ms, predicted %.3g ms (the prior's "
+          "move_piece_s): %.1fx" % (f[:-6], 1e3 * meas, 1e3 * pred, meas / pred))
+EOF
 
 # Switches: live, by renaming plans over the file, after steps 2 and 4
 echo

@@ -11,7 +11,15 @@
 # --refit beside it, and the floor that host noise alone leaves: the MAPE
 # those steps would still have with the prediction's level set on them
 # (the best one factor on every prediction), which is the steps' spread
-# under the machine's load, that no model of a step's batch sees.
+# under the machine's load, that no model of a step's batch sees.  And the
+# actor's move into the engines (generation's move_s) against what the
+# model in force predicted for it (predicted_move_s): the median ratio
+# before the first refit (the prior's move_piece_s) and over steps 4-11
+# after the refits, in a third run with --refit 2 and the fixed policy,
+# which keeps the start's TPs and so a plan that moves the weights (TP2
+# engines from DP2 training; the adaptive one may go to engines laid out
+# as training, which move nothing), and bytes over the link (the move
+# term before it counted pieces) beside them.
 #
 # Needs mpirun; prints what it skips otherwise.  With NEREUS_BENCH_KEEP set,
 # the run's files (records, standard error) stay in the temporary directory.
@@ -50,6 +58,7 @@ run() { # RECORDS ARGS...: 12 steps on 2 ranks
 start=$(date +%s)
 run refit.jsonl --refit 2
 run plain.jsonl
+run move.jsonl --refit 2 --policy fixed
 echo "bench_refit: 2 ranks on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" \
 	"after $(($(date +%s) - start)) s"
 grep 'refit the cost model' refit.jsonl.err | sed 's/^/  /'
@@ -86,4 +95,31 @@ print("  the floor host noise leaves (the prediction's level set on those steps)
       (100 * floor(refit)))
 print("  without --refit (the default: the controller refits at step 10): %.1f%%, "
       "floor %.1f%%" % (100 * mape(plain), 100 * floor(plain)))
+
+def moves(file):
+    out = {}
+    for line in open(file):
+        r = json.loads(line)
+        for m in r["model_stages"]:
+            if m["stage"] == "generation" and m.get("move_s", 0) > 0 and "predicted_move_s" in m:
+                out[r["step"]] = (m["predicted_move_s"], m["move_s"], m["tp"])
+    return out
+
+def ratio(v):
+    v = sorted(m / p for p, m, _ in v if p > 0)
+    return "%.2f (%d steps)" % (v[len(v) // 2], len(v)) if v else "none (no move)"
+
+mv = moves("move.jsonl")
+first = [mv[s] for s in (0, 1) if s in mv]
+# the engines' TP2 shard of the job's fp32 weights (4 layers: 2 norms of
+# 128 whole, 184,320 others split; embedding and output layer 258 x 128
+# split by rows; the final norm) over 450 GB/s at intra_eff 0.8
+old = 4 * (4 * (2 * 128 + 184320 // 2) + 128 + 2 * 129 * 128) / (450e9 * 0.8)
+print("  the move into the engines (--policy fixed), measured / predicted (median): "
+      "before the first refit %s; steps 4-11, after the refits %s" %
+      (ratio(first), ratio([mv[s] for s in range(4, 12) if s in mv])))
+if mv:
+    print("  measured move %.3g ms a step (median); bytes over the link, the term before, "
+          "%.3g ms: %.0f times short" % (1e3 * sorted(m for _, m, _ in mv.values())[len(mv) // 2],
+                                        1e3 * old, sorted(m for _, m, _ in mv.values())[len(mv) // 2] / old))
 EOF

@@ -590,54 +590,90 @@ static void test_gen_monotone_in_room(void)
 }
 
 /* Moving the actor from its training layout to its generation layout.
- * Same GPUs, same TP, pp 1: every GPU already holds its shard: 0 bytes. */
+ * Same GPUs, same TP and DP, pp 1: the engines generate from the training
+ * layout's weights, and nothing moves, whatever the TP. */
 static void test_move_same_layout(void)
 {
 	struct pconf tr = pc(2, 1, 4, 1, RC_SELECTIVE, ZERO_0), gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
+	struct move_parts m;
 
 	setup();
-	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 0);
-	CHECK(cost_move(&env, &L8, &tr, &gen, true) == 0);
 	for (int t = 1; t <= 8; t *= 2) {
 		tr.tp = gen.tp = t;
-		CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 0);
+		tr.dp = gen.dp = 8 / t;
+		cost_move_parts(&env, &L8, &tr, &gen, true, &m);
+		CHECK(m.pieces == 0 && m.bytes == 0);
+		CHECK(cost_move(&env, &L8, &tr, &gen, true) == 0);
 	}
 }
 
-/* Same GPUs, training TP a multiple of generation TP: receive what the
- * larger generation shard adds to the training shard already there.
- *   train tp 4 → gen tp 2: 2 · 4,015,130,624 − 2 · 2,008,089,600
- *                        = 8,030,261,248 − 4,016,179,200 = 4,014,082,048
- *   over the training group's span (4 GPUs, intra): / 360e9 = 11.15 ms
- *   train tp 2 pp 2 → gen tp 2: 8,030,261,248 − 2 · 2,007,566,336
- *                             = 4,015,128,576
- * Otherwise (generation TP finer, or other GPUs): the whole generation
- * shard: tp 2 → tp 4: 2 · 2,008,089,600 = 4,016,179,200; other GPUs go
- * over the inter-node link: 8,030,261,248 / 38.4e9 = 0.209121387 s. */
-static void test_move_bytes_and_time(void)
+/* The move as pieces.  Llama 8B's elements: a layer 2 norms of 4096 and
+ * 218,103,808 split by TP (qkv 8·768·4096, proj 4096², fc1 2·14336·4096,
+ * fc2 14336·4096); the embedding and output layer 128,256 rows of 4096
+ * each, padded per TP rank to a multiple of 128·tp rows: tp 2 gives rows
+ * [0, 64128) and [64128, 128256), tp 4 ranks of 32,128 rows, rank 1 to
+ * row 64,256.  An engine's GPU at tp 2 holds 32·(8192 + 109,051,904) +
+ * 4096 + 2·64128·4096 = 4,015,263,744 elements, 8,030,527,488 bytes.
+ *
+ * Training tp 4 dp 2 → engines tp 2 dp 4 on the same 8 GPUs: each engine
+ * TP rank's half of a split tensor overlaps two training quarters: 2
+ * pieces, a norm 1, the vocabulary's rank 0 two training ranks and rank 1
+ * three (rows [64128, 64256) from training rank 1).  320 + 1 + 4 = 325
+ * pieces on engine TP rank 0, 327 on rank 1.  GPU 1 (engine rank 1,
+ * training rank 1) copies its norms (32·8192 + 4096 = 266,240 elements)
+ * and those 128 rows of both (1,048,576), 2,629,632 bytes in all, each
+ * read and written at HBM · decode_eff, and receives the rest,
+ * 8,027,897,856 bytes: the slowest GPU at 20 µs a piece (GPU 2, engine
+ * rank 0, copies only the norms but has 2 pieces fewer).  In all,
+ * 4·325 + 4·327 = 2608 pieces, 8 × 8,030,527,488 bytes. */
+static void test_move_pieces(void)
 {
 	struct pconf tr = pc(4, 1, 2, 1, RC_SELECTIVE, ZERO_0), gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
+	struct move_parts m;
 
 	setup();
-	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 4014082048.0);
-	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, true), 4014082048.0 / INTRA, REL);
-	tr = pc(2, 2, 4, 1, RC_SELECTIVE, ZERO_0);
-	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 4015128576.0);
-	tr = pc(2, 1, 4, 1, RC_SELECTIVE, ZERO_0);
-	gen = pc(4, 1, 2, 1, RC_NONE, ZERO_0);
-	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 4016179200.0);
-	gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
-	CHECK(cost_move_bytes(&L8, &tr, &gen, false) == 8030261248.0);
-	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, false), 8030261248.0 / INTER, REL);
-	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, false), 0.209121387, 1e-8);
-	/* a training group wider than a node moves over the inter-node link:
-	 * tp 8 pp 2 = 16 GPUs → gen tp 4: 2 · 2,008,089,600 − 2 · 502,284,800
-	 * (tp 8 pp 2 worst stage) = 4,016,179,200 − 1,004,569,600
-	 * = 3,011,609,600 bytes / 38.4e9 */
-	tr = pc(8, 2, 1, 1, RC_SELECTIVE, ZERO_0);
-	gen = pc(4, 1, 4, 1, RC_NONE, ZERO_0);
-	CHECK(cost_move_bytes(&L8, &tr, &gen, true) == 3011609600.0);
-	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, true), 3011609600.0 / INTER, REL);
+	k.move_piece_s = 20e-6;
+	cost_move_parts(&env, &L8, &tr, &gen, true, &m);
+	CHECK(m.pieces == 2608);
+	CHECK(m.bytes == 8 * 8030527488.0);
+	CHECK(m.crit_pieces == 327);
+	CHECK_NEAR(m.crit_s, 8027897856.0 / INTRA + 2 * 2629632.0 / HBM, REL);
+	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, true),
+		   327 * 20e-6 + 8027897856.0 / INTRA + 2 * 2629632.0 / HBM, REL);
+}
+
+/* Training tp 2 pp 2 dp 2 → engines tp 2 dp 4: one piece a tensor, 195
+ * on every GPU.  A first-stage GPU copies its embedding rows and layers
+ * 0-15 (16·109,060,096 + 262,668,288 = 2,007,629,824 elements) and
+ * receives layers 16-31, the final norm and its output rows
+ * (2,007,633,920 elements), 4096 more than a last-stage GPU receives: the
+ * slowest, its copies each read and written at HBM · decode_eff. */
+static void test_move_stages(void)
+{
+	struct pconf tr = pc(2, 2, 2, 1, RC_SELECTIVE, ZERO_0), gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
+	struct move_parts m;
+
+	setup();
+	cost_move_parts(&env, &L8, &tr, &gen, true, &m);
+	CHECK(m.pieces == 8 * 195);
+	CHECK(m.crit_pieces == 195);
+	CHECK_NEAR(m.crit_s, 2 * 2007633920.0 / INTRA + 2 * 2 * 2007629824.0 / HBM, REL);
+}
+
+/* Engines on other GPUs: every piece a message over the inter-node link;
+ * training tp 2 → engines tp 2: 195 pieces a GPU, its 8,030,527,488
+ * bytes / 38.4e9. */
+static void test_move_elsewhere(void)
+{
+	struct pconf tr = pc(2, 1, 4, 1, RC_SELECTIVE, ZERO_0), gen = pc(2, 1, 4, 1, RC_NONE, ZERO_0);
+	struct move_parts m;
+
+	setup();
+	k.move_piece_s = 1e-5;
+	cost_move_parts(&env, &L8, &tr, &gen, false, &m);
+	CHECK(m.pieces == 8 * 195);
+	CHECK(m.crit_pieces == 195);
+	CHECK_NEAR(cost_move(&env, &L8, &tr, &gen, false), 195e-5 + 8030527488.0 / INTER, REL);
 }
 
 /* Offloading to host memory and back: 2 · bytes / (50e9 · 0.7).
@@ -831,7 +867,9 @@ int main(void)
 	RUN(test_gen_decode_flops);
 	RUN(test_gen_monotone_in_room);
 	RUN(test_move_same_layout);
-	RUN(test_move_bytes_and_time);
+	RUN(test_move_pieces);
+	RUN(test_move_stages);
+	RUN(test_move_elsewhere);
 	RUN(test_offload);
 	RUN(test_monotonic);
 	RUN(test_builtin_pass);

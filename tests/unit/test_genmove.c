@@ -6,7 +6,9 @@
  * engines' weights written; the edges carry exactly the engines' weight
  * bytes (every replica a full copy, its norms on every TP rank), none from
  * the store; and every element the engines get is the one the training
- * layout held, bit for bit. */
+ * layout held, bit for bit.  And the cost model's count of the move
+ * (cost_move_parts, which lib/plan makes from the two layouts' shard
+ * boundaries alone) is the graph's: as many pieces, as many bytes. */
 #include "state/exec.h"
 #include "unit.h"
 #include "unitplan.h"
@@ -116,6 +118,42 @@ static int64_t replica_bytes(const struct gtensor *t, int nt, int eb, int tp)
 	return sum;
 }
 
+/* The pieces the graph moves (each a bit of an edge's mask: a box of one
+ * piece of the engines' layout) and their bytes. */
+static void graph_count(const struct tgraph *g, long *pieces, int64_t *bytes)
+{
+	*pieces = 0;
+	*bytes = 0;
+	for (int i = 0; i < g->nedges; i++)
+		if (!g->edges[i].staging) {
+			for (uint64_t m = g->edges[i].mask; m; m &= m - 1)
+				++*pieces;
+			*bytes += g->edges[i].bytes;
+		}
+}
+
+/* The cost model counts what the graph of plan p moves. */
+static void check_count(const struct plan *p, const struct tgraph *g)
+{
+	int actor = job_actor(&job), gen = -1, home = -1;
+	struct move_parts m;
+	int64_t bytes;
+	long pieces;
+
+	for (int i = 0; i < p->nms; i++)
+		if (p->ms[i].model == actor && p->ms[i].stage == STAGE_GEN)
+			gen = p->ms[i].pool;
+		else if (p->ms[i].model == actor && p->ms[i].stage == STAGE_TRAIN)
+			home = p->ms[i].pool;
+	graph_count(g, &pieces, &bytes);
+	cost_move_parts(&v, &job.models[actor].arch, &p->home[actor], &p->gen, gen == home, &m);
+	printf("#   graph: %ld pieces, %lld bytes; cost model: %.0f pieces, %.0f bytes\n", pieces,
+	       (long long)bytes, m.pieces, m.bytes);
+	CHECK(m.pieces == (double)pieces);
+	CHECK(m.bytes == (double)bytes);
+	CHECK(m.crit_pieces > 0 && m.crit_pieces <= m.pieces);
+}
+
 /* The plan with the actor training as train and generating as gen on
  * one pool of the 4 GPUs (an H100 node), its weights moved into the engines. */
 static void check_move(const char *train, const char *gen, int gen_tp, int gen_dp)
@@ -159,6 +197,7 @@ static void check_move(const char *train, const char *gen, int gen_tp, int gen_d
 	       (long long)edge_bytes, (long long)want);
 	CHECK(edge_bytes == want);
 	CHECK(g.kept_bytes == 0);
+	check_count(&p, &g);
 	tgraph_free(&g);
 
 	CHECK(exec_walk_select(&v, &p, &p, &sel, &src, &sink, &x, &st, &e) == NR_OK);
@@ -185,6 +224,53 @@ static void test_tp1_to_tp2(void)
 static void test_pp2_to_tp1(void)
 {
 	check_move("actor@training=tp1,pp2,dp2", "actor@generation=tp1,dp4", 1, 4);
+}
+
+/* The count alone, for more pairs of layouts: TP coarser and finer than
+ * the engines', pipeline stages, the vocabulary's padding leaving a TP
+ * rank's piece empty (tp 4 pads 258 rows to 512), ZeRO-3 cutting every
+ * training shard into DP blocks, and the engines on a pool of their own
+ * (every piece a message). */
+static void count_only(const char *train, const char *gen, enum shape shape)
+{
+	const char *const pins[] = { train, gen, NULL };
+	struct tg_select sel = tg_select_gen_weights(&job);
+	struct tgraph g;
+	struct plan p;
+	struct err e = { 0 };
+
+	printf("# %s → %s%s\n", train, gen, shape == ONE_POOL ? "" : ", pools apart");
+	if (!search_shaped(&v, pins, shape, &p)) {
+		CHECK(!"a plan");
+		return;
+	}
+	CHECK(tgraph_build_select(&v, &p, &p, &sel, &g, &e) == NR_OK);
+	check_count(&p, &g);
+	tgraph_free(&g);
+}
+
+static void test_count_pairs(void)
+{
+	count_only("actor@training=tp2,pp2,dp1", "actor@generation=tp1,dp4", ONE_POOL);
+	count_only("actor@training=tp4,pp1,dp1", "actor@generation=tp2,dp2", ONE_POOL);
+	count_only("actor@training=tp4,pp1,dp1", "actor@generation=tp1,dp4", ONE_POOL);
+	count_only("actor@training=tp2,pp2,dp1", "actor@generation=tp4,dp1", ONE_POOL);
+	count_only("actor@training=tp1,pp2,dp2", "actor@generation=tp2,dp2", ONE_POOL);
+	count_only("actor@training=tp2,pp1,dp2,zero3", "actor@generation=tp1,dp4", ONE_POOL);
+	count_only("actor@training=tp1,pp1,dp4,zero3", "actor@generation=tp2,dp2", ONE_POOL);
+}
+
+/* Pools apart need more GPUs than the node of the rest: on 8 nodes of 8,
+ * placed on one node (engines on a node that holds nothing of a piece
+ * take it whole from another engine there, which the model does not
+ * count). */
+static void test_count_pools_apart(void)
+{
+	load_env(&job, &cl, &k, "examples/jobs/ppo-repeat-tiny.json",
+		 "examples/clusters/h100-8x8.json", 0);
+	count_only("actor@training=tp2,pp1,dp2", "actor@generation=tp1,dp4", POOL_EACH);
+	count_only("actor@training=tp4,pp1,dp1", "actor@generation=tp1,dp2", POOL_EACH);
+	count_only("actor@training=tp1,pp2,dp2", "actor@generation=tp2,dp2", POOL_EACH);
 }
 
 /* Selecting everything is the whole switch, as before. */
@@ -214,6 +300,8 @@ int main(void)
 	RUN(test_tp2_to_tp1);
 	RUN(test_tp1_to_tp2);
 	RUN(test_pp2_to_tp1);
+	RUN(test_count_pairs);
 	RUN(test_select_all_is_whole);
+	RUN(test_count_pools_apart);
 	return UNIT_END();
 }

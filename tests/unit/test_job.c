@@ -1159,7 +1159,7 @@ static void test_cost_defaults_and_override(void)
 	CHECK(k.train_eff == 0.5 && k.workspace_gib == 4 && k.step_s == 0);
 	CHECK(k.infer_eff == d.infer_eff && k.frag == d.frag && k.stage_s == d.stage_s);
 	/* names and fields line up, and cost_coef_to_json writes every one */
-	CHECK(cost_coef_field(&k, 0) == &k.train_eff && cost_coef_field(&k, COEF_FIELDS - 1) == &k.store_gbps);
+	CHECK(cost_coef_field(&k, 0) == &k.train_eff && cost_coef_field(&k, COEF_FIELDS - 1) == &k.move_piece_s);
 	CHECK(strcmp(cost_coef_names[12], "act_factor") == 0 && cost_coef_field(&k, 12) == &k.act_factor);
 	CHECK(cost_coef_names[COEF_FIELDS] == NULL);
 	o = cost_coef_to_json(&k);
@@ -1195,7 +1195,7 @@ static void test_cost_errors(void)
 		   "train_eff, infer_eff, prefill_eff, decode_eff, intra_eff, inter_eff, "
 		   "host_eff, allreduce_lat_s, microbatch_s, decode_step_s, stage_s, step_s, "
 		   "act_factor, workspace_gib, frag, comm_init_s, comm_group_s, engine_init_s, "
-		   "store_gbps)"));
+		   "store_gbps, move_piece_s)"));
 	/* a bandwidth of 0 would mean reading the store forever */
 	CHECK(load_cost(&k, &e, "\"coefficients\": {\"store_gbps\": 0}") == NR_EINPUT);
 	CHECK(same(tail(e.msg), "coefficients.store_gbps: expected a number from 0.001 to "

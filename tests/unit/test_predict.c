@@ -139,6 +139,7 @@ static void refit_finds_the_level(void)
 	slow.decode_step_s *= 5;
 	slow.stage_s *= 5;
 	slow.step_s *= 5;
+	slow.move_piece_s *= 5;
 	sim_init(&sim, &job, &cl, &slow, NULL, 1, 0);
 	eng = sim_engine(&sim);
 	ctl_init(&ctl, LAYOUT_ADAPTIVE, 0.01, &k);

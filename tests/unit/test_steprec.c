@@ -454,6 +454,52 @@ static void gen_move(void)
 	free(text);
 }
 
+/* A generation entry's predicted_move_s: written when known, read back by
+ * either parser, absent in older records (NAN); refused elsewhere and
+ * when negative.  Zero is a prediction (nothing moves). */
+static void gen_predicted_move(void)
+{
+	struct step_record a, b, c;
+	struct err e;
+	char *text, *pretty, *bad;
+	json_t *o;
+	int g = -1, other = -1;
+
+	record(&a, 4);
+	for (int i = 0; i < a.nms; i++)
+		if (a.ms[i].stage == STAGE_GEN)
+			g = i;
+		else
+			other = i;
+	CHECK(g >= 0 && other >= 0);
+	if (g < 0 || other < 0)
+		return;
+	CHECK(isnan(a.ms[g].predicted_move_s));
+	text = line_of(&a);
+	CHECK(!strstr(text, "predicted_move_s"));
+	free(text);
+	a.ms[g].predicted_move_s = 0.0015;
+	text = line_of(&a);
+	CHECK(strstr(text, "\"predicted_move_s\":0.0015") != NULL);
+	CHECK(parse(text, &b, NULL, &e) == NR_OK);
+	CHECK(b.ms[g].predicted_move_s == 0.0015 && isnan(b.ms[other].predicted_move_s));
+	o = json_loads(text, 0, NULL);
+	pretty = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+	CHECK(parse(pretty, &c, NULL, &e) == NR_OK);
+	CHECK(memcmp(&b, &c, sizeof b) == 0);
+	free(pretty);
+	json_decref(o);
+	bad = set_value(text, "predicted_move_s", "0");
+	CHECK(parse(bad, &b, NULL, &e) == NR_OK && b.ms[g].predicted_move_s == 0);
+	free(bad);
+	bad = set_value(text, "predicted_move_s", "-1");
+	expect_line(bad, false, "predicted_move_s: expected a non-negative number");
+	a.ms[g].predicted_move_s = NAN;
+	a.ms[other].predicted_move_s = 0.5;
+	CHECK(steprec_check(&a, &job, &cl, &e) != NR_OK && strstr(e.msg, "predicted_move_s"));
+	free(text);
+}
+
 /* What an engine other than nereus-run's may not log (a p90 of the
  * response lengths, the engines' concurrency, peaks) may be absent, compact
  * or not; nereus-run's own records must have the first two. */
@@ -517,6 +563,7 @@ int main(void)
 	RUN(warm_up_critic_untimed);
 	RUN(predictions);
 	RUN(gen_move);
+	RUN(gen_predicted_move);
 	RUN(foreign_leave_out);
 	return UNIT_END();
 }
