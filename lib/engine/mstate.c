@@ -161,17 +161,20 @@ void mstate_full_end(struct mstate *s)
 	s->full = NULL;
 }
 
-void mstate_block_of(const struct mstate *s, const float *whole, float *dst)
+/* The rank's block of whole, a buffer with full's offsets, into dst laid
+ * out as the weights buffer. */
+static int block_of(const struct mstate *s, const float *whole, float *dst, struct err *e)
 {
 	struct piece *bp, *wp;
 	size_t nb, nw;
-	struct err e;
+	int rc = both_pieces(s, &bp, &nb, &wp, &nw, e);
 
-	if (both_pieces(s, &bp, &nb, &wp, &nw, &e))
-		return;
+	if (rc)
+		return rc;
 	pieces_copy(bp, nb, dst, wp, nw, whole);
 	free(bp);
 	free(wp);
+	return NR_OK;
 }
 
 /* The element's global row-major index from its index inside box b of
@@ -270,7 +273,7 @@ static int load_weights(struct mstate *s, struct store_reader *r, int store_mode
 	rc = store_reader_load(r, store_model, KIND_WEIGHT, &s->lo, s->tp_rank, s->pp_rank,
 			       s->dp_rank, whole, e);
 	if (rc == NR_OK)
-		mstate_block_of(s, whole, s->buf[KIND_WEIGHT]);
+		rc = block_of(s, whole, s->buf[KIND_WEIGHT], e);
 	free(whole);
 	return rc;
 }

@@ -73,9 +73,6 @@ int mstate_weight_pieces(const struct mstate *s, struct piece **out, size_t *n, 
 int mstate_full_begin(struct mstate *s, struct err *e);
 /* FSDP: full dropped.  Without FSDP, nothing. */
 void mstate_full_end(struct mstate *s);
-/* The rank's block of whole, a buffer with full's offsets, into dst laid
- * out as the weights buffer. */
-void mstate_block_of(const struct mstate *s, const float *whole, float *dst);
 
 /* A random model: weights N(0, 0.02²), the residual branches' output
  * projections (linear_proj, linear_fc2) N(0, (0.02/√(2L))²) as Megatron-LM
