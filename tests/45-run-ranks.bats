@@ -679,6 +679,7 @@ for run in ("live", "cut"):
 live = [json.loads(l) for l in open("live-apart.jsonl")]
 assert [x["transition_s"] > 0 for x in live] == [False, False, True, False, True, False], live
 assert [x.get("staleness", 0) for x in live] == [1, 1, 1, 1, 0, 0], live
+PY
 }
 
 @test "the engines in the actor's pool at another layout: a copy and a move, the peak the plan predicts" {
