@@ -49,7 +49,10 @@ print(json.dumps([json.loads(l)["gpus_up"] for l in open("ranks.jsonl")]))') 'd'
 	# compare measured: each row the built-in engine runs, records and summary
 	[ "$(ls measured | paste -sd ' ')" = "$(printf '%s ' adaptive-summary.json adaptive.jsonl \
 		fixed-best-summary.json fixed-best.jsonl fixed-summary.json fixed.jsonl \
-		oracle-summary.json oracle.jsonl verl-megatron-summary.json verl-megatron.jsonl |
+		openrlhf-hybrid-summary.json openrlhf-hybrid.jsonl openrlhf-summary.json \
+		openrlhf.jsonl oracle-summary.json oracle.jsonl verl-megatron-summary.json \
+		verl-megatron.jsonl verl-summary.json verl-tuned-summary.json verl-tuned.jsonl \
+		verl.jsonl |
 		sed 's/ $//')" ]
 	# the plan, the decision it branched on, the hardware record
 	[ "$(json plan.json 'd["kind"]')" = plan ]
