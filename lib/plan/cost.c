@@ -438,8 +438,9 @@ void cost_move_parts(const struct env *v, const struct arch *a, const struct pco
 
 	*out = (struct move_parts){ 0 };
 	/* engines laid out as the training layout on its GPUs generate from
-	 * its weights: nothing moves */
-	if (same_gpus && train->tp == gen->tp && train->dp == gen->dp && train->pp == 1)
+	 * its weights, unless FSDP holds them in blocks: nothing moves */
+	if (same_gpus && train->tp == gen->tp && train->dp == gen->dp && train->pp == 1 &&
+	    pconf_weight_shards(train) == 1)
 		return;
 	for (int pa = 0; pa < train->pp && pa * stage < gpus && home > 0; pa++)
 		range_load(v, a, train, gen, pa * stage,

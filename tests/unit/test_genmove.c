@@ -229,7 +229,7 @@ static void test_pp2_to_tp1(void)
 /* The count alone, for more pairs of layouts: TP coarser and finer than
  * the engines', pipeline stages, the vocabulary's padding leaving a TP
  * rank's piece empty (tp 4 pads 258 rows to 512), ZeRO-3 cutting every
- * training shard into DP blocks, and the engines on a pool of their own
+ * training shard into DP blocks (the engines' layout its own too), and the engines on a pool of their own
  * (every piece a message). */
 static void count_only(const char *train, const char *gen, enum shape shape)
 {
@@ -258,6 +258,9 @@ static void test_count_pairs(void)
 	count_only("actor@training=tp1,pp2,dp2", "actor@generation=tp2,dp2", ONE_POOL);
 	count_only("actor@training=tp2,pp1,dp2,zero3", "actor@generation=tp1,dp4", ONE_POOL);
 	count_only("actor@training=tp1,pp1,dp4,zero3", "actor@generation=tp2,dp2", ONE_POOL);
+	/* FSDP laid out as the engines on their GPUs: still a move, each GPU
+	 * taking the other blocks of every weight */
+	count_only("actor@training=tp1,pp1,dp4,zero3", "actor@generation=tp1,dp4", ONE_POOL);
 }
 
 /* Pools apart need more GPUs than the node of the rest: on 8 nodes of 8,
