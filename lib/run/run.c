@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/json.h"
+#include "common/mem.h"
 #include "profile/fit.h"
 #include "run/charge.h"
 #include "run/predict.h"
@@ -197,59 +198,34 @@ static int ms_slot(const struct job *j, const struct ms_record *ms)
 						(ms->stage == STAGE_TRAIN);
 }
 
+/* Room in every array of l for one more step: each grows as mem_grow
+ * grows them all alike, so one count says how far. */
+static int log_grow(struct run_log *l)
+{
+	void *arrays[] = { &l->step_s, &l->trans_s, &l->idle_s, &l->gpus, &l->status, &l->moved,
+			   &l->reward, &l->sft, &l->pred_s, &l->ms_s, &l->ms_pred, &l->refit,
+			   &l->move_s, &l->move_pred };
+	const size_t sizes[] = { sizeof *l->step_s, sizeof *l->trans_s, sizeof *l->idle_s,
+				 sizeof *l->gpus, sizeof *l->status, sizeof *l->moved,
+				 sizeof *l->reward, sizeof *l->sft, sizeof *l->pred_s,
+				 sizeof *l->ms_s, sizeof *l->ms_pred, sizeof *l->refit,
+				 sizeof *l->move_s, sizeof *l->move_pred };
+	size_t cap = (size_t)l->cap;
+
+	for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
+		cap = (size_t)l->cap;
+		if (mem_grow(arrays[i], &cap, (size_t)l->n + 1, sizes[i]))
+			return NR_EIO;
+	}
+	l->cap = (long)cap;
+	return NR_OK;
+}
+
 static int log_add(struct run_log *l, const struct job *j, const struct step_record *rec,
 		   double idle, bool moved, bool refitted)
 {
-	if (l->n == l->cap) {
-		long cap = l->cap ? 2 * l->cap : 1024;
-		void *p[14];
-		p[0] = realloc(l->step_s, (size_t)cap * sizeof *l->step_s);
-		if (p[0])
-			l->step_s = p[0];
-		p[1] = realloc(l->trans_s, (size_t)cap * sizeof *l->trans_s);
-		if (p[1])
-			l->trans_s = p[1];
-		p[2] = realloc(l->idle_s, (size_t)cap * sizeof *l->idle_s);
-		if (p[2])
-			l->idle_s = p[2];
-		p[3] = realloc(l->gpus, (size_t)cap * sizeof *l->gpus);
-		if (p[3])
-			l->gpus = p[3];
-		p[4] = realloc(l->status, (size_t)cap);
-		if (p[4])
-			l->status = p[4];
-		p[5] = realloc(l->moved, (size_t)cap);
-		if (p[5])
-			l->moved = p[5];
-		p[6] = realloc(l->reward, (size_t)cap * sizeof *l->reward);
-		if (p[6])
-			l->reward = p[6];
-		p[7] = realloc(l->sft, (size_t)cap);
-		if (p[7])
-			l->sft = p[7];
-		p[8] = realloc(l->pred_s, (size_t)cap * sizeof *l->pred_s);
-		if (p[8])
-			l->pred_s = p[8];
-		p[9] = realloc(l->ms_s, (size_t)cap * sizeof *l->ms_s);
-		if (p[9])
-			l->ms_s = p[9];
-		p[10] = realloc(l->ms_pred, (size_t)cap * sizeof *l->ms_pred);
-		if (p[10])
-			l->ms_pred = p[10];
-		p[11] = realloc(l->refit, (size_t)cap);
-		if (p[11])
-			l->refit = p[11];
-		p[12] = realloc(l->move_s, (size_t)cap * sizeof *l->move_s);
-		if (p[12])
-			l->move_s = p[12];
-		p[13] = realloc(l->move_pred, (size_t)cap * sizeof *l->move_pred);
-		if (p[13])
-			l->move_pred = p[13];
-		for (int i = 0; i < 14; i++)
-			if (!p[i])
-				return NR_EIO;
-		l->cap = cap;
-	}
+	if (l->n == l->cap && log_grow(l))
+		return NR_EIO;
 	l->step_s[l->n] = rec->status == STEP_OK ? rec->step_time_s : NAN;
 	l->trans_s[l->n] = rec->transition_s;
 	l->idle_s[l->n] = idle;
