@@ -141,7 +141,8 @@ assert r["optimizer_steps"] == {"actor": 1, "critic": 1}, r'
 }
 
 # FSDP (zero 3) for every model: each DP rank keeps a block of every
-# weight.  Apart (DP2 each, the engines moved into from the actor's blocks),
+# weight.  Apart (DP2 each on two GPUs of their own, whichever two the
+# search gives each, the engines moved into from the actor's blocks),
 # DP4 in one pool, TP2·DP2, PP2·DP2.
 fsdp_shapes=(
 	"tp1,pp1,dp2 tp1,pp1,dp2 0-1 2-3"
@@ -162,7 +163,7 @@ fsdp_shapes=(
 		python3 -c 'import json, sys
 p = json.load(open(sys.argv[1]))
 gpus = {m: p["pools"][c["pool"]]["gpus"] for m, c in p["models"].items()}
-assert (gpus["actor"], gpus["critic"]) == (sys.argv[2], sys.argv[3]), (sys.argv[1], gpus)
+assert sorted((gpus["actor"], gpus["critic"])) == sorted(sys.argv[2:4]), (sys.argv[1], gpus)
 assert all(m["zero"] == 3 for m in p["models"].values()), p["models"]' p$k.json "$agpus" "$cgpus"
 		run --separate-stderr timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 \
 			nereus-run --engine builtin --job job.json --cluster cpu4.json --state "$D/st" \
