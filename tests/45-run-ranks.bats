@@ -658,7 +658,7 @@ PY
 			done
 		) &
 		run --separate-stderr stale_ranks --state stale-st --steps 6 --plan cur-$p.json \
-			--pace 1 --records live-$p.jsonl --save live-$p -q
+			--pace 0.5 --records live-$p.jsonl --save live-$p -q
 		wait
 		assert_success
 		run --separate-stderr stale_ranks --state stale-st --steps 6 --plan $p.json \
