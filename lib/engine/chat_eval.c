@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mem.h"
 #include "engine/chat_impl.h"
 
 struct ctx {
@@ -24,13 +25,13 @@ static int rfail(struct ctx *c, int line, const char *fmt, ...)
 
 static int rfail(struct ctx *c, int line, const char *fmt, ...)
 {
-	char msg[400];
 	va_list ap;
+	int rc;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	rc = chat_failv(c->e, c->t->name, line, fmt, ap);
 	va_end(ap);
-	return err_set(c->e, NR_EINPUT, "%s:%d: %s", c->t->name, line, msg);
+	return rc;
 }
 
 static int oom_c(struct ctx *c)
@@ -40,15 +41,8 @@ static int oom_c(struct ctx *c)
 
 static int put(struct ctx *c, const char *s, size_t n)
 {
-	if (c->len + n + 1 > c->cap) {
-		size_t cap = 2 * (c->len + n + 1) + 256;
-		char *b = realloc(c->buf, cap);
-
-		if (!b)
-			return oom_c(c);
-		c->buf = b;
-		c->cap = cap;
-	}
+	if (mem_grow(&c->buf, &c->cap, c->len + n + 1, 1))
+		return oom_c(c);
 	memcpy(c->buf + c->len, s, n);
 	c->len += n;
 	c->buf[c->len] = '\0';

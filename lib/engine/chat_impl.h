@@ -6,6 +6,7 @@
 #define NEREUS_CHAT_IMPL_H
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -105,7 +106,10 @@ struct parser {
 };
 
 bool chat_is_ws(char c);
-/* NR_EINPUT naming the template's name:line. */
+/* NR_EINPUT in e naming template name's line: the lexer's, the parser's
+ * and the renderer's errors alike. */
+int chat_failv(struct err *e, const char *name, int line, const char *fmt, va_list ap);
+/* chat_failv at l's template. */
 int chat_fail(struct lexer *l, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Move l to to, counting the lines passed. */

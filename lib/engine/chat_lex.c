@@ -32,15 +32,23 @@ bool chat_is_ws(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-int chat_fail(struct lexer *l, int line, const char *fmt, ...)
+int chat_failv(struct err *e, const char *name, int line, const char *fmt, va_list ap)
 {
 	char msg[400];
+
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	return err_set(e, NR_EINPUT, "%s:%d: %s", name, line, msg);
+}
+
+int chat_fail(struct lexer *l, int line, const char *fmt, ...)
+{
 	va_list ap;
+	int rc;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	rc = chat_failv(l->e, l->t->name, line, fmt, ap);
 	va_end(ap);
-	return err_set(l->e, NR_EINPUT, "%s:%d: %s", l->t->name, line, msg);
+	return rc;
 }
 
 void chat_advance(struct lexer *l, size_t to)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mem.h"
 #include "engine/chat_impl.h"
 
 /* One piece of the template: text, or a tag whose tokens start at pos. */
@@ -17,20 +18,16 @@ struct piece {
 
 struct pieces {
 	struct piece *v;
-	int n, cap;
+	int n;
+	size_t cap;
 };
 
 static int add_piece(struct lexer *l, struct pieces *ps, struct piece pc)
 {
 	if (pc.k == P_TEXT && pc.len == 0)
 		return NR_OK;
-	if (ps->n == ps->cap) {
-		struct piece *v = realloc(ps->v, (size_t)(ps->cap = 2 * ps->cap + 64) * sizeof *v);
-
-		if (!v)
-			return err_oom(l->e);
-		ps->v = v;
-	}
+	if (mem_grow(&ps->v, &ps->cap, (size_t)ps->n + 1, sizeof *ps->v))
+		return err_oom(l->e);
 	ps->v[ps->n++] = pc;
 	return NR_OK;
 }
